@@ -1,0 +1,236 @@
+// Command go-bench is the Go peer of weft-bench: the same four benchmarks,
+// the same sizes, the same verification and the same RESULT line, so that
+// scripts/bench.py can compare the two pair by pair.
+//
+// Usage: go-bench NAME WORKERS     (NAME: yield, spawn, skynet, fib; "list")
+//
+// Symmetry with bench/weft-bench.c:
+//   - GOMAXPROCS is set to WORKERS (the weft side sets weft_config.workers);
+//   - each invocation runs the benchmark once as an in-process warm-up, then
+//     once more timed; only the work is timed (monotonic clock), not process
+//     or runtime start-up;
+//   - "join" is sync.WaitGroup plus a result slot written by the child before
+//     wg.Done() ("WaitGroup with results").  It is the idiomatic Go way to
+//     wait for children and collect their values; weft_join is per child,
+//     the WaitGroup waits for a whole batch, which is what Go code does.
+//   - no sequential cutoffs anywhere: every node is a goroutine, as every node
+//     is a coroutine in weft.
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	yieldN      = 2_000_000 // yields per goroutine; two goroutines
+	spawnTotal  = 1_000_000 // goroutines spawned and joined
+	spawnBatch  = 1_000     // live at once
+	skynetSize  = 1_000_000 // leaves, 10 children per node
+	skynetSum   = 499_999_500_000
+	fibN        = 27
+	fibExpected = 196_418
+)
+
+type outcome struct {
+	ops   int64  // operations the run counts (for ns/op)
+	value int64  // the computed value that was checked
+	ok    bool   // the check passed
+	extra string // more key=value pairs for the RESULT line
+}
+
+// ---------------------------------------------------------------- yield
+
+// Two goroutines each call runtime.Gosched() yieldN times.  ops = 2*yieldN
+// yields.  "repeats" counts the iterations where the other goroutine did not
+// run in between (informational: Go's scheduler checks the global run queue
+// every 61 ticks, so some repeats are expected).
+func benchYield() outcome {
+	var last int32 = -1
+	var repeats int64
+	var counts [2]int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	for k := 0; k < 2; k++ {
+		go func(k int32) {
+			var rep int64
+			for i := 0; i < yieldN; i++ {
+				if atomic.LoadInt32(&last) == k {
+					rep++
+				}
+				atomic.StoreInt32(&last, k)
+				runtime.Gosched()
+			}
+			counts[k] = yieldN
+			atomic.AddInt64(&repeats, rep)
+			wg.Done()
+		}(int32(k))
+	}
+	wg.Wait()
+	total := counts[0] + counts[1]
+	return outcome{
+		ops:   2 * yieldN,
+		value: total,
+		ok:    total == 2*yieldN,
+		extra: fmt.Sprintf("repeats=%d", atomic.LoadInt64(&repeats)),
+	}
+}
+
+// ---------------------------------------------------------------- spawn
+
+// spawnTotal goroutines, in batches of spawnBatch: spawn the batch, then wait
+// for it.  Each child writes its index into its slot; the parent sums them.
+func benchSpawn() outcome {
+	slots := make([]int64, spawnBatch)
+	var sum int64
+	var wg sync.WaitGroup
+	for base := 0; base < spawnTotal; base += spawnBatch {
+		wg.Add(spawnBatch)
+		for j := 0; j < spawnBatch; j++ {
+			go func(j int, v int64) {
+				slots[j] = v
+				wg.Done()
+			}(j, int64(base+j))
+		}
+		wg.Wait()
+		for j := 0; j < spawnBatch; j++ {
+			sum += slots[j]
+		}
+	}
+	want := int64(spawnTotal) * (spawnTotal - 1) / 2
+	return outcome{ops: spawnTotal, value: sum, ok: sum == want}
+}
+
+// ---------------------------------------------------------------- skynet
+
+// Every node is a goroutine; a node of size > 1 starts 10 children and waits
+// for them with a WaitGroup, each child leaving its sum in the parent's slot.
+func skynet(num, size int64) int64 {
+	if size == 1 {
+		return num
+	}
+	var res [10]int64
+	var wg sync.WaitGroup
+	sub := size / 10
+	wg.Add(10)
+	for i := int64(0); i < 10; i++ {
+		go func(i int64) {
+			res[i] = skynet(num+i*sub, sub)
+			wg.Done()
+		}(i)
+	}
+	wg.Wait()
+	var sum int64
+	for _, r := range res {
+		sum += r
+	}
+	return sum
+}
+
+func benchSkynet() outcome {
+	var wg sync.WaitGroup
+	var sum int64
+	wg.Add(1)
+	go func() { // the root is a goroutine too, as in weft
+		sum = skynet(0, skynetSize)
+		wg.Done()
+	}()
+	wg.Wait()
+	// 1 + 10 + ... + 10^6 goroutines
+	return outcome{ops: 1_111_111, value: sum, ok: sum == skynetSum}
+}
+
+// ---------------------------------------------------------------- fib
+
+// fib(n) spawns fib(n-1) as a goroutine, computes fib(n-2) inline, waits.
+// No sequential cutoff.  ops = the number of goroutines spawned.
+func fib(n int) int64 {
+	if n < 2 {
+		return int64(n)
+	}
+	var a int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		a = fib(n - 1)
+		wg.Done()
+	}()
+	b := fib(n - 2)
+	wg.Wait()
+	return a + b
+}
+
+func benchFib() outcome {
+	v := fib(fibN)
+	// calls with n >= 2 spawn once each: fib(n+1) - 1 of them
+	return outcome{ops: 317_810, value: v, ok: v == fibExpected}
+}
+
+// ---------------------------------------------------------------- main
+
+var benches = []struct {
+	name string
+	fn   func() outcome
+}{
+	{"yield", benchYield},
+	{"spawn", benchSpawn},
+	{"skynet", benchSkynet},
+	{"fib", benchFib},
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: go-bench NAME WORKERS   (go-bench list)")
+	os.Exit(2)
+}
+
+func main() {
+	if len(os.Args) == 2 && os.Args[1] == "list" {
+		for _, b := range benches {
+			fmt.Println(b.name)
+		}
+		return
+	}
+	if len(os.Args) != 3 {
+		usage()
+	}
+	workers, err := strconv.Atoi(os.Args[2])
+	if err != nil || workers < 1 || workers > 1024 {
+		fmt.Fprintf(os.Stderr, "go-bench: bad worker count %q (1..1024)\n", os.Args[2])
+		os.Exit(2)
+	}
+	var fn func() outcome
+	for _, b := range benches {
+		if b.name == os.Args[1] {
+			fn = b.fn
+		}
+	}
+	if fn == nil {
+		fmt.Fprintf(os.Stderr, "go-bench: unknown benchmark %q\n", os.Args[1])
+		usage()
+	}
+	runtime.GOMAXPROCS(workers)
+
+	warm := fn() // warm-up, same as weft-bench
+	t0 := time.Now()
+	r := fn()
+	ns := time.Since(t0).Nanoseconds()
+
+	check := "ok"
+	if !warm.ok || !r.ok {
+		check = "fail"
+	}
+	line := fmt.Sprintf("RESULT name=%s impl=go workers=%d ns=%d ops=%d value=%d check=%s",
+		os.Args[1], runtime.GOMAXPROCS(0), ns, r.ops, r.value, check)
+	if r.extra != "" {
+		line += " " + r.extra
+	}
+	fmt.Println(line)
+	if check != "ok" {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,342 @@
+/*
+ * weft-bench — the scheduler benchmarks, each verifying its own result.
+ *
+ *   weft-bench NAME WORKERS      run one benchmark (NAME: see "list")
+ *   weft-bench list              print the benchmark names
+ *
+ * Each run prints exactly one line on stdout:
+ *
+ *   RESULT name=skynet impl=weft workers=2 ns=123456789 ops=1111111
+ *          value=499999500000 check=ok [more key=value pairs]
+ *
+ * ns is the wall time of one timed run, measured with weft_now() around the
+ * work only (inside the root coroutine, after the runtime is up).  Before it,
+ * the same work runs once untimed as a warm-up, in the same process; the Go
+ * peer (bench/peers/go) does the same, with the same sizes and algorithms.
+ * The exit status is 0 when the check passed, 1 when it failed, 2 on a usage
+ * or runtime error.  scripts/bench.py drives it.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft.h>
+
+/* The sizes; bench/peers/go/main.go uses the same ones. */
+#define YIELD_N 2000000 /* yields per coroutine; two coroutines */
+#define SPAWN_TOTAL 1000000 /* coroutines spawned and joined */
+#define SPAWN_BATCH 1000 /* live at once */
+#define SKYNET_SIZE 1000000 /* leaves, 10 children per node */
+#define SKYNET_SUM UINT64_C(499999500000)
+#define SKYNET_NODES 1111111 /* 1 + 10 + ... + 10^6 */
+#define FIB_N 27
+#define FIB_EXPECTED 196418
+#define FIB_SPAWNS 317810 /* calls with n >= 2: fib(28) - 1 */
+
+struct outcome {
+	int64_t ops; /* operations the run counts (for ns/op) */
+	int64_t value; /* the value that was checked */
+	bool ok; /* the check passed */
+	char extra[96]; /* more key=value pairs for the RESULT line */
+};
+
+static unsigned g_workers;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "weft-bench: %s: %s\n", what, strerror(errno));
+	exit(2);
+}
+
+static weft_co *spawn_or_die(void (*fn)(void *), void *arg)
+{
+	weft_co *co = weft_spawn(fn, arg);
+	if (co == NULL)
+		die("weft_spawn");
+	return co;
+}
+
+static void join_or_die(weft_co *co)
+{
+	if (weft_join(co) != 0)
+		die("weft_join");
+}
+
+/* ------------------------------------------------------------------ yield */
+
+/*
+ * Two coroutines each call weft_yield() YIELD_N times; ops = 2 * YIELD_N.
+ * "repeats" counts the iterations in which the other coroutine did not run
+ * since this one's previous iteration.  On one worker weft_yield() must let
+ * the other (runnable) coroutine run every time, so only the first iterations
+ * may repeat; more than a handful fails the check.
+ */
+struct yield_state {
+	atomic_int last;
+	atomic_llong repeats;
+	atomic_llong done;
+};
+
+struct yield_arg {
+	struct yield_state *st;
+	int id;
+};
+
+static void yield_co(void *p)
+{
+	struct yield_arg *a = p;
+	long long rep = 0, i;
+
+	for (i = 0; i < YIELD_N; i++) {
+		if (atomic_load_explicit(&a->st->last, memory_order_relaxed) ==
+		    a->id)
+			rep++;
+		atomic_store_explicit(&a->st->last, a->id,
+				      memory_order_relaxed);
+		weft_yield();
+	}
+	atomic_fetch_add(&a->st->repeats, rep);
+	atomic_fetch_add(&a->st->done, i);
+}
+
+static void bench_yield(struct outcome *o)
+{
+	struct yield_state st;
+	struct yield_arg args[2];
+	weft_co *co[2];
+	long long repeats;
+	int k;
+
+	atomic_init(&st.last, -1);
+	atomic_init(&st.repeats, 0);
+	atomic_init(&st.done, 0);
+	for (k = 0; k < 2; k++) {
+		args[k].st = &st;
+		args[k].id = k;
+		co[k] = spawn_or_die(yield_co, &args[k]);
+	}
+	for (k = 0; k < 2; k++)
+		join_or_die(co[k]);
+	repeats = atomic_load(&st.repeats);
+	o->ops = 2 * (int64_t)YIELD_N;
+	o->value = atomic_load(&st.done);
+	o->ok = o->value == o->ops && (g_workers != 1 || repeats <= 4);
+	snprintf(o->extra, sizeof o->extra, "repeats=%lld", repeats);
+}
+
+/* ------------------------------------------------------------------ spawn */
+
+/*
+ * SPAWN_TOTAL coroutines in batches of SPAWN_BATCH: spawn the batch, then join
+ * it.  Each child writes its index into its slot; the parent sums the slots.
+ */
+struct spawn_slot {
+	int64_t in, out;
+};
+
+static void spawn_co(void *p)
+{
+	struct spawn_slot *s = p;
+	s->out = s->in;
+}
+
+static void bench_spawn(struct outcome *o)
+{
+	static struct spawn_slot slots[SPAWN_BATCH];
+	static weft_co *co[SPAWN_BATCH];
+	int64_t sum = 0, base;
+	int j;
+
+	for (base = 0; base < SPAWN_TOTAL; base += SPAWN_BATCH) {
+		for (j = 0; j < SPAWN_BATCH; j++) {
+			slots[j].in = base + j;
+			slots[j].out = -1;
+			co[j] = spawn_or_die(spawn_co, &slots[j]);
+		}
+		for (j = 0; j < SPAWN_BATCH; j++) {
+			join_or_die(co[j]);
+			sum += slots[j].out;
+		}
+	}
+	o->ops = SPAWN_TOTAL;
+	o->value = sum;
+	o->ok = sum == (int64_t)SPAWN_TOTAL * (SPAWN_TOTAL - 1) / 2;
+}
+
+/* ----------------------------------------------------------------- skynet */
+
+/*
+ * Every node is a coroutine; a node of size > 1 spawns 10 children (their
+ * arguments live on its own stack) and joins them in order, summing.
+ */
+struct sky {
+	uint64_t num, size, sum;
+};
+
+static void skynet_co(void *p)
+{
+	struct sky *s = p, kids[10];
+	weft_co *co[10];
+	uint64_t sub, sum = 0;
+	int i;
+
+	if (s->size == 1) {
+		s->sum = s->num;
+		return;
+	}
+	sub = s->size / 10;
+	for (i = 0; i < 10; i++) {
+		kids[i].num = s->num + (uint64_t)i * sub;
+		kids[i].size = sub;
+		kids[i].sum = 0;
+		co[i] = spawn_or_die(skynet_co, &kids[i]);
+	}
+	for (i = 0; i < 10; i++) {
+		join_or_die(co[i]);
+		sum += kids[i].sum;
+	}
+	s->sum = sum;
+}
+
+static void bench_skynet(struct outcome *o)
+{
+	struct sky root = { 0, SKYNET_SIZE, 0 };
+
+	/* the root node is a coroutine too, as in the Go peer */
+	join_or_die(spawn_or_die(skynet_co, &root));
+	o->ops = SKYNET_NODES;
+	o->value = (int64_t)root.sum;
+	o->ok = root.sum == SKYNET_SUM;
+}
+
+/* -------------------------------------------------------------------- fib */
+
+/*
+ * fib(n) spawns fib(n-1) as a coroutine, computes fib(n-2) inline, joins.
+ * No sequential cutoff.  ops = the number of coroutines spawned.
+ */
+struct fib_arg {
+	int n;
+	int64_t r;
+};
+
+static int64_t fib(int n);
+
+static void fib_co(void *p)
+{
+	struct fib_arg *a = p;
+	a->r = fib(a->n);
+}
+
+static int64_t fib(int n)
+{
+	struct fib_arg a;
+	weft_co *co;
+	int64_t b;
+
+	if (n < 2)
+		return n;
+	a.n = n - 1;
+	a.r = 0;
+	co = spawn_or_die(fib_co, &a);
+	b = fib(n - 2);
+	join_or_die(co);
+	return a.r + b;
+}
+
+static void bench_fib(struct outcome *o)
+{
+	o->value = fib(FIB_N);
+	o->ops = FIB_SPAWNS;
+	o->ok = o->value == FIB_EXPECTED;
+}
+
+/* ------------------------------------------------------------------- main */
+
+static const struct bench {
+	const char *name;
+	void (*fn)(struct outcome *);
+} benches[] = {
+	{ "yield", bench_yield },
+	{ "spawn", bench_spawn },
+	{ "skynet", bench_skynet },
+	{ "fib", bench_fib },
+};
+
+#define NBENCHES (sizeof benches / sizeof benches[0])
+
+struct run {
+	const struct bench *b;
+	struct outcome warm, timed;
+	int64_t ns;
+	unsigned workers_seen;
+};
+
+static void root(void *p)
+{
+	struct run *r = p;
+	int64_t t0;
+
+	r->workers_seen = weft_worker_count();
+	r->b->fn(&r->warm);
+	t0 = weft_now();
+	r->b->fn(&r->timed);
+	r->ns = weft_now() - t0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: weft-bench NAME WORKERS   (weft-bench list)\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	static struct run r;
+	weft_config cfg;
+	char *end;
+	unsigned long w;
+	size_t i;
+	bool ok;
+
+	if (argc == 2 && strcmp(argv[1], "list") == 0) {
+		for (i = 0; i < NBENCHES; i++)
+			puts(benches[i].name);
+		return 0;
+	}
+	if (argc != 3)
+		usage();
+	for (i = 0; i < NBENCHES; i++)
+		if (strcmp(argv[1], benches[i].name) == 0)
+			r.b = &benches[i];
+	if (r.b == NULL) {
+		fprintf(stderr, "weft-bench: unknown benchmark \"%s\"\n", argv[1]);
+		usage();
+	}
+	errno = 0;
+	w = strtoul(argv[2], &end, 10);
+	if (errno != 0 || end == argv[2] || *end != '\0' || w < 1 || w > 1024) {
+		fprintf(stderr, "weft-bench: bad worker count \"%s\" (1..1024)\n",
+			argv[2]);
+		return 2;
+	}
+	g_workers = (unsigned)w;
+
+	memset(&cfg, 0, sizeof cfg);
+	cfg.workers = g_workers;
+	if (weft_main(root, &r, &cfg) != 0)
+		die("weft_main");
+
+	ok = r.warm.ok && r.timed.ok && r.workers_seen == g_workers;
+	printf("RESULT name=%s impl=weft workers=%u ns=%" PRId64 " ops=%" PRId64
+	       " value=%" PRId64 " check=%s%s%s\n",
+	       r.b->name, r.workers_seen, r.ns, r.timed.ops, r.timed.value,
+	       ok ? "ok" : "fail", r.timed.extra[0] ? " " : "", r.timed.extra);
+	fflush(stdout);
+	return ok ? 0 : 1;
+}

@@ -1,0 +1,144 @@
+/*
+ * atomic.h — the orderings weft's lock-free code uses, named by what they do.
+ *
+ * Normal builds map every operation onto Concurrency Kit's ck_pr: relaxed,
+ * single-copy-atomic loads and stores plus explicit fences.  Note that on
+ * AArch64 ck_pr_cas_* and ck_pr_faa_* carry no ordering of their own (on
+ * x86-64 `lock cmpxchg` is a full barrier), so every RMW that must order
+ * memory is bracketed by explicit fences here rather than at the call sites.
+ *
+ * ThreadSanitizer cannot see through ck_pr's inline assembly (or its volatile
+ * fallback) and ignores stand-alone fences, so under TSan the same operations
+ * become seq_cst __atomic builtins, which TSan understands, and the fences
+ * become compiler barriers.  seq_cst is at least as strong as each ordering
+ * named below, so the TSan build checks a strictly stronger program: it can
+ * miss a missing fence (that is what the model checks are for), but every
+ * race it reports is real.
+ */
+#ifndef WEFT_ATOMIC_H
+#define WEFT_ATOMIC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#if defined(__SANITIZE_THREAD__)
+#define WEFT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WEFT_TSAN 1
+#endif
+#endif
+
+#ifdef WEFT_TSAN
+
+#define WEFT_SC __ATOMIC_SEQ_CST
+static inline uint64_t at_load_64(const uint64_t *p) { return __atomic_load_n(p, WEFT_SC); }
+static inline int64_t at_load_i64(const int64_t *p) { return __atomic_load_n(p, WEFT_SC); }
+static inline void at_store_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, WEFT_SC); }
+static inline void at_store_64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, WEFT_SC); }
+static inline unsigned at_load_uint(const unsigned *p) { return __atomic_load_n(p, WEFT_SC); }
+static inline void at_store_uint(unsigned *p, unsigned v) { __atomic_store_n(p, v, WEFT_SC); }
+static inline void *at_load_ptr(void *const *p) { return __atomic_load_n(p, WEFT_SC); }
+static inline void at_store_ptr(void **p, void *v) { __atomic_store_n(p, v, WEFT_SC); }
+static inline bool at_cas_64(uint64_t *p, uint64_t old, uint64_t new_)
+{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT_SC, WEFT_SC); }
+static inline bool at_cas_i64(int64_t *p, int64_t old, int64_t new_)
+{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT_SC, WEFT_SC); }
+static inline bool at_cas_uint(unsigned *p, unsigned old, unsigned new_)
+{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT_SC, WEFT_SC); }
+static inline bool at_cas_ptr(void **p, void *old, void *new_)
+{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT_SC, WEFT_SC); }
+static inline void *at_swap_ptr(void **p, void *v) { return __atomic_exchange_n(p, v, WEFT_SC); }
+static inline uint64_t at_faa_64(uint64_t *p, uint64_t d) { return __atomic_fetch_add(p, d, WEFT_SC); }
+static inline unsigned at_faa_uint(unsigned *p, unsigned d) { return __atomic_fetch_add(p, d, WEFT_SC); }
+static inline unsigned at_fas_uint(unsigned *p, unsigned d) { return __atomic_fetch_sub(p, d, WEFT_SC); }
+/* Every access above is seq_cst, so the program is sequentially consistent
+ * without fences (TSan does not model stand-alone fences anyway). */
+static inline void at_fence_acquire(void) { __asm__ volatile("" ::: "memory"); }
+static inline void at_fence_release(void) { __asm__ volatile("" ::: "memory"); }
+static inline void at_fence_store_load(void) { __asm__ volatile("" ::: "memory"); }
+static inline void at_fence_full(void) { __asm__ volatile("" ::: "memory"); }
+static inline void at_pause(void) { }
+
+#else /* ck_pr */
+
+#include <ck_pr.h>
+
+/* Relaxed single-copy-atomic accesses. */
+static inline uint64_t at_load_64(const uint64_t *p) { return ck_pr_load_64(p); }
+static inline int64_t at_load_i64(const int64_t *p) { return (int64_t)ck_pr_load_64((const uint64_t *)p); }
+static inline void at_store_i64(int64_t *p, int64_t v) { ck_pr_store_64((uint64_t *)p, (uint64_t)v); }
+static inline void at_store_64(uint64_t *p, uint64_t v) { ck_pr_store_64(p, v); }
+static inline unsigned at_load_uint(const unsigned *p) { return ck_pr_load_uint(p); }
+static inline void at_store_uint(unsigned *p, unsigned v) { ck_pr_store_uint(p, v); }
+static inline void *at_load_ptr(void *const *p) { return ck_pr_load_ptr(p); }
+static inline void at_store_ptr(void **p, void *v) { ck_pr_store_ptr(p, v); }
+
+/*
+ * Read-modify-writes, sequentially consistent: a full fence on each side
+ * (ck_pr_fence_memory is a compiler barrier on TSO, where `lock` already
+ * orders everything, and `dmb ish` on AArch64, where CK's CAS is relaxed).
+ */
+static inline bool at_cas_64(uint64_t *p, uint64_t old, uint64_t new_)
+{
+	ck_pr_fence_memory();
+	bool ok = ck_pr_cas_64(p, old, new_);
+	ck_pr_fence_memory();
+	return ok;
+}
+static inline bool at_cas_i64(int64_t *p, int64_t old, int64_t new_)
+{
+	return at_cas_64((uint64_t *)p, (uint64_t)old, (uint64_t)new_);
+}
+static inline bool at_cas_uint(unsigned *p, unsigned old, unsigned new_)
+{
+	ck_pr_fence_memory();
+	bool ok = ck_pr_cas_uint(p, old, new_);
+	ck_pr_fence_memory();
+	return ok;
+}
+static inline bool at_cas_ptr(void **p, void *old, void *new_)
+{
+	ck_pr_fence_memory();
+	bool ok = ck_pr_cas_ptr(p, old, new_);
+	ck_pr_fence_memory();
+	return ok;
+}
+static inline void *at_swap_ptr(void **p, void *v)
+{
+	ck_pr_fence_memory();
+	void *old = ck_pr_fas_ptr(p, v);
+	ck_pr_fence_memory();
+	return old;
+}
+static inline uint64_t at_faa_64(uint64_t *p, uint64_t d)
+{
+	ck_pr_fence_memory();
+	uint64_t old = ck_pr_faa_64(p, d);
+	ck_pr_fence_memory();
+	return old;
+}
+static inline unsigned at_faa_uint(unsigned *p, unsigned d)
+{
+	ck_pr_fence_memory();
+	unsigned old = ck_pr_faa_uint(p, d);
+	ck_pr_fence_memory();
+	return old;
+}
+static inline unsigned at_fas_uint(unsigned *p, unsigned d)
+{
+	return at_faa_uint(p, (unsigned)-d);
+}
+
+/* Acquire: no later access moves above the preceding load. */
+static inline void at_fence_acquire(void) { ck_pr_fence_acquire(); }
+/* Release: no earlier access moves below the following store. */
+static inline void at_fence_release(void) { ck_pr_fence_release(); }
+/* StoreLoad: emitted even on TSO (mfence / dmb ish). */
+static inline void at_fence_store_load(void) { ck_pr_fence_strict_store_load(); }
+static inline void at_fence_full(void) { ck_pr_fence_strict_memory(); }
+static inline void at_pause(void) { ck_pr_stall(); }
+
+#endif
+
+#endif /* WEFT_ATOMIC_H */

@@ -1,0 +1,172 @@
+/*
+ * config.c — resolving weft_config against the environment and defaults.
+ *
+ * Precedence: an explicit non-zero field of weft_config, else the
+ * environment variable, else the default.  Environment values are parsed
+ * strictly: decimal digits (and, for sizes, one k/m/g suffix), nothing else;
+ * text, zero, out-of-range values and trailing junk are EINVAL with one
+ * stderr line naming the variable and its valid range.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "worker.h"
+
+static int bad_env(const char *name, const char *value, const char *range)
+{
+	fprintf(stderr, "weft: %s=\"%s\" is invalid: expected %s\n", name, value, range);
+	return weft__fail(EINVAL);
+}
+
+/* Digits, then an optional k/m/g suffix when `scaled`; false on anything else. */
+static bool parse_u64(const char *s, bool scaled, uint64_t *out)
+{
+	if (!isdigit((unsigned char)*s))
+		return false;
+	errno = 0;
+	char *end;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return false;
+	unsigned shift = 0;
+	if (scaled && *end) {
+		switch (tolower((unsigned char)*end)) {
+		case 'k': shift = 10; break;
+		case 'm': shift = 20; break;
+		case 'g': shift = 30; break;
+		default: return false;
+		}
+		end++;
+	}
+	if (*end || v > (UINT64_MAX >> shift))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+/* Reads name into *out if set: 0 unset, 1 set, -1 invalid (reported). */
+static int env_u64(const char *name, bool scaled, uint64_t min, uint64_t max,
+		   const char *range, uint64_t *out)
+{
+	const char *s = getenv(name);
+	if (!s)
+		return 0;
+	uint64_t v;
+	if (!parse_u64(s, scaled, &v) || v < min || v > max)
+		return bad_env(name, s, range);
+	*out = v;
+	return 1;
+}
+
+/* ceil(quota / period) of a cgroup v2 cpu.max file, 0 when unlimited. */
+static unsigned read_cpu_max(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	char quota[32];
+	unsigned long long period = 0;
+	unsigned cpus = 0;
+	if (fscanf(f, "%31s %llu", quota, &period) == 2 && strcmp(quota, "max") != 0 && period) {
+		unsigned long long q = strtoull(quota, NULL, 10);
+		cpus = (unsigned)((q + period - 1) / period);
+		if (cpus == 0)
+			cpus = 1;
+	}
+	fclose(f);
+	return cpus;
+}
+
+/* The tightest cpu.max quota on the path from our cgroup to the root. */
+static unsigned cgroup_cpu_limit(void)
+{
+	FILE *f = fopen("/proc/self/cgroup", "r");
+	if (!f)
+		return 0;
+	char line[4096], path[4096 + 64];
+	unsigned limit = 0;
+	while (fgets(line, sizeof line, f)) {
+		if (strncmp(line, "0::", 3) != 0)
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		char *rel = line + 3;
+		for (;;) {
+			snprintf(path, sizeof path, "/sys/fs/cgroup%s/cpu.max",
+				 strcmp(rel, "/") == 0 ? "" : rel);
+			unsigned c = read_cpu_max(path);
+			if (c && (!limit || c < limit))
+				limit = c;
+			char *slash = strrchr(rel, '/');
+			if (!slash || slash == rel)
+				break;
+			*slash = 0;
+		}
+		if (strcmp(rel, "/") != 0) {
+			unsigned c = read_cpu_max("/sys/fs/cgroup/cpu.max");
+			if (c && (!limit || c < limit))
+				limit = c;
+		}
+	}
+	fclose(f);
+	return limit;
+}
+
+unsigned weft__config_default_workers(void)
+{
+	cpu_set_t mask;
+	unsigned n = 1;
+	if (sched_getaffinity(0, sizeof mask, &mask) == 0)
+		n = (unsigned)CPU_COUNT(&mask);
+	else
+		n = (unsigned)sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned quota = cgroup_cpu_limit();
+	if (quota && quota < n)
+		n = quota;
+	if (n < 1)
+		n = 1;
+	return n > WEFT_WORKERS_MAX ? WEFT_WORKERS_MAX : n;
+}
+
+static size_t page_round(size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	return (n + page - 1) & ~(page - 1);
+}
+
+int weft__config_resolve(const weft_config *cfg, struct weft__settings *out)
+{
+	weft_config zero = { 0 };
+	if (!cfg)
+		cfg = &zero;
+	if (cfg->workers > WEFT_WORKERS_MAX || cfg->pin < -1 || cfg->pin > 1 ||
+	    (cfg->stack_size && (cfg->stack_size < WEFT_STACK_MIN || cfg->stack_size > WEFT_STACK_MAX)))
+		return weft__fail(EINVAL);
+
+	/* Every variable is validated even when a field overrides it: a typo in
+	 * the environment is reported, not silently ignored. */
+	uint64_t workers = 0, stack = 0, pin = 0;
+	int rw = env_u64("WEFT_WORKERS", false, 1, WEFT_WORKERS_MAX, "an integer in 1..1024", &workers);
+	int rs = env_u64("WEFT_STACK_SIZE", true, WEFT_STACK_MIN, WEFT_STACK_MAX,
+			 "bytes in 16k..1g (optional k, m or g suffix)", &stack);
+	int rp = env_u64("WEFT_PIN", false, 0, 1, "0 or 1", &pin);
+	uint64_t guards = 0;
+	int rg = env_u64("WEFT_STACK_GUARDS", false, 0, 1u << 30, "an integer in 0..1073741824", &guards);
+	if (rw < 0 || rs < 0 || rp < 0 || rg < 0)
+		return -1;
+	out->stack_guards = rg ? (long)guards : -1;
+
+	out->workers = cfg->workers ? cfg->workers : rw ? (unsigned)workers
+						       : weft__config_default_workers();
+	out->stack_size = page_round(cfg->stack_size ? cfg->stack_size
+				     : rs ? (size_t)stack : (size_t)WEFT_STACK_DEFAULT);
+	out->pin = cfg->pin ? cfg->pin : (rp && pin) ? 1 : -1;
+	return 0;
+}

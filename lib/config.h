@@ -1,0 +1,33 @@
+/*
+ * config.h — the runtime's configuration: weft_config, the environment and
+ * the defaults, resolved once by weft_init.  docs/tuning.md lists them all.
+ */
+#ifndef WEFT_CONFIG_H
+#define WEFT_CONFIG_H
+
+#include <stddef.h>
+
+#include "weft.h"
+
+enum {
+	WEFT_WORKERS_MAX = 1024,
+	WEFT_STACK_MIN = 16 << 10,
+	WEFT_STACK_DEFAULT = 64 << 10,
+};
+#define WEFT_STACK_MAX ((size_t)1 << 30)
+
+struct weft__settings {
+	unsigned workers;
+	size_t stack_size;	/* rounded up to the page size */
+	int pin;		/* 1 or -1 */
+	long stack_guards;	/* guarded stacks allowed at once; -1: the default */
+};
+
+/* Fills out from cfg, the environment and the defaults; -1/EINVAL (after one
+ * stderr line for a bad environment variable). */
+int weft__config_resolve(const weft_config *cfg, struct weft__settings *out);
+
+/* The CPUs in the affinity mask, capped by the cgroup CPU quota. */
+unsigned weft__config_default_workers(void);
+
+#endif

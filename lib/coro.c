@@ -1,0 +1,204 @@
+/*
+ * coro.c — coroutines: spawn, run, yield, exit, join and detach.
+ *
+ * Join handshake, on the atomic word co->join:
+ *   NULL           nobody has joined or detached yet
+ *   JOIN_DETACHED  weft_detach came first: co frees itself when it finishes
+ *   JOIN_DONE      co finished and nobody waits yet: the joiner frees it
+ *   a waiter       a joiner is parked (or blocked) on it
+ * The finishing side (on the scheduler's stack, after the last switch-out)
+ * swaps in JOIN_DONE and acts on what it replaced; joiner and detacher CAS
+ * NULL to their value and, failing that, find JOIN_DONE.  Exactly one side
+ * frees the control block.
+ */
+#include "coro.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "atomic.h"
+#include "context.h"
+#include "overflow.h"
+#include "park.h"
+#include "runtime.h"
+#include "worker.h"
+
+#define JOIN_DETACHED ((void *)1)
+#define JOIN_DONE ((void *)2)
+
+/* ------------------------------------------------------ switching */
+
+void weft__co_switch_out(struct weft_co *co, int dying)
+{
+	struct weft__worker *w = co->worker;
+	san_switch_begin(&co->san, &w->sched_san, dying);
+	weft__ctx_switch(&co->sp, w->sched_sp);
+	san_switch_end(&co->san);
+}
+
+static void co_free(struct weft_co *co)
+{
+	free(co);
+}
+
+static void co_finish(struct weft__worker *w, struct weft_co *co)
+{
+	weft__stack_put(&w->stacks, co->stack);
+	co->stack = NULL;
+	san_destroy(&co->san);
+	at_store_64(&w->c.finished, at_load_64(&w->c.finished) + 1);
+	void *joiner = at_swap_ptr(&co->join, JOIN_DONE);
+	if (joiner == JOIN_DETACHED)
+		co_free(co);
+	else if (joiner)
+		weft__waiter_wake(joiner, 0);
+}
+
+static void push_yielder(struct weft__worker *w, struct weft_co *co)
+{
+	co->next = NULL;
+	if (w->yield_tail)
+		w->yield_tail->next = co;
+	else
+		w->yield_head = co;
+	w->yield_tail = co;
+}
+
+void weft__co_run(struct weft__worker *w, struct weft_co *co)
+{
+	uint64_t word = at_load_64(&co->park_word);
+	at_store_64(&co->park_word, park_word(park_gen(word), park_result(word), CO_RUNNING));
+	co->worker = w;
+	w->current = co;
+	errno = co->saved_errno;
+	san_switch_begin(&w->sched_san, &co->san, false);
+	weft__ctx_switch(&w->sched_sp, co->sp);
+	san_switch_end(&w->sched_san);
+	co->saved_errno = errno;
+	w->current = NULL;
+	if (co->stack && !weft__stack_intact(co->stack))
+		weft__overflow_report(co);
+	switch (park_state(at_load_64(&co->park_word))) {
+	case CO_YIELDING:
+		push_yielder(w, co);
+		break;
+	case CO_PARKING:
+	case CO_NOTIFIED:	/* woken while still switching out */
+		if (weft__park_finish(co))
+			weft__schedule(co);
+		break;
+	case CO_EXITING:
+		co_finish(w, co);
+		break;
+	default:
+		abort();	/* a coroutine can only leave in the states above */
+	}
+}
+
+static void co_main(void *arg)
+{
+	struct weft_co *co = arg;
+	san_switch_end(&co->san);
+	co->fn(co->arg);
+	uint64_t word = at_load_64(&co->park_word);
+	at_store_64(&co->park_word, park_word(park_gen(word), 0, CO_EXITING));
+	weft__co_switch_out(co, 1);
+	abort();	/* never resumed */
+}
+
+/* ------------------------------------------------------ public calls */
+
+weft_co *weft_spawn(void (*fn)(void *), void *arg)
+{
+	if (!weft__runtime_accepting()) {
+		weft__fail(EPERM);
+		return NULL;
+	}
+	if (!fn) {
+		weft__fail(EINVAL);
+		return NULL;
+	}
+	struct weft__worker *w = weft__worker_self();
+	struct weft_co *co = malloc(sizeof *co);
+	struct weft__stack *stack = co ? weft__stack_get(w ? &w->stacks : NULL) : NULL;
+	if (!stack) {
+		free(co);
+		weft__fail(ENOMEM);
+		return NULL;
+	}
+	co->stack = stack;
+	co->fn = fn;
+	co->arg = arg;
+	co->join = NULL;
+	co->next = NULL;
+	co->worker = w;
+	co->saved_errno = 0;
+	co->park_word = park_word(0, 0, CO_RUNNABLE);
+	co->id = weft__next_id(w);
+	co->sp = weft__ctx_make(weft__stack_top(stack), co_main, co);
+	san_init(&co->san, weft__stack_base(stack), weft__stack_usable(stack), true);
+	if (w)
+		at_store_64(&w->c.spawned, at_load_64(&w->c.spawned) + 1);
+	else
+		at_faa_64(&weft__rt.ext_spawned, 1);
+	weft__schedule(co);
+	return co;
+}
+
+int weft_join(weft_co *co)
+{
+	if (!co || co == weft_self())
+		return weft__fail(EINVAL);
+	void *state = at_load_ptr(&co->join);
+	if (state == NULL) {
+		struct weft__waiter waiter;
+		weft__waiter_init(&waiter);
+		if (at_cas_ptr(&co->join, NULL, &waiter)) {
+			weft__waiter_wait(&waiter);
+			state = JOIN_DONE;
+		} else {
+			weft__waiter_disarm(&waiter);
+			state = at_load_ptr(&co->join);
+		}
+	}
+	if (state != JOIN_DONE)
+		return weft__fail(EINVAL);
+	co_free(co);
+	return 0;
+}
+
+int weft_detach(weft_co *co)
+{
+	if (!co)
+		return weft__fail(EINVAL);
+	if (at_cas_ptr(&co->join, NULL, JOIN_DETACHED))
+		return 0;
+	if (at_load_ptr(&co->join) != JOIN_DONE)
+		return weft__fail(EINVAL);
+	co_free(co);
+	return 0;
+}
+
+void weft_yield(void)
+{
+	weft_co *co = weft_self();
+	if (!co) {
+		sched_yield();
+		return;
+	}
+	uint64_t word = at_load_64(&co->park_word);
+	at_store_64(&co->park_word, park_word(park_gen(word), 0, CO_YIELDING));
+	weft__co_switch_out(co, 0);
+}
+
+weft_co *weft_self(void)
+{
+	struct weft__worker *w = weft__worker_self();
+	return w ? w->current : NULL;
+}
+
+uint64_t weft_co_id(const weft_co *co)
+{
+	return co ? co->id : 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * coro.h — the coroutine control block and its life cycle.
+ *
+ * States of a coroutine (the low byte of park_word, see park.h):
+ *
+ *   RUNNABLE --run--> RUNNING --weft_yield--> YIELDING --(scheduler)--> RUNNABLE
+ *                        |
+ *                        +--park--> PARKING --(scheduler)--> PARKED --wake--> RUNNABLE
+ *                        |             \--wake--> NOTIFIED --(scheduler)--> RUNNABLE
+ *                        +--return--> EXITING --(scheduler)--> finished
+ *
+ * Every transition marked "(scheduler)" runs on the worker's own stack after
+ * the coroutine's switch-out has completed: that is what guarantees that no
+ * other worker can resume a coroutine whose registers are still being saved.
+ */
+#ifndef WEFT_CORO_H
+#define WEFT_CORO_H
+
+#include <stdint.h>
+
+#include "sanitize.h"
+#include "stack.h"
+#include "weft.h"
+
+struct weft__worker;
+
+struct weft_co {
+	void *sp;			/* saved stack pointer while switched out */
+	uint64_t park_word;		/* atomic: generation | wake result | state */
+	struct weft__worker *worker;	/* the worker running it, or that ran it last */
+	struct weft_co *next;		/* link in a yield or injection queue */
+	void (*fn)(void *);
+	void *arg;
+	struct weft__stack *stack;	/* NULL once finished */
+	void *join;			/* atomic: NULL, JOIN_DETACHED, JOIN_DONE or a waiter */
+	uint64_t id;
+	int saved_errno;		/* errno follows the coroutine across workers */
+	struct weft__san san;
+};
+
+/* The scheduler's side: run co on w until it switches out, then finish the
+ * transition it asked for (park, yield, exit). */
+void weft__co_run(struct weft__worker *w, struct weft_co *co);
+
+/* The coroutine's side: switch to the scheduler of the worker running co. */
+void weft__co_switch_out(struct weft_co *co, int dying);
+
+#endif

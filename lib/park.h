@@ -1,0 +1,73 @@
+/*
+ * park.h — the one park/wake protocol.  Join uses it now; I/O, timers,
+ * mutexes, condition variables and channels use the same calls.
+ *
+ * A waiter stands for one blocking wait of one context: a coroutine (it
+ * parks; its worker runs others) or a plain thread (it blocks on a futex).
+ *
+ *   struct weft__waiter w;
+ *   weft__waiter_init(&w);          // 1. arm: the wait has a fresh generation
+ *   publish &w where a waker finds it (under a lock, or with a CAS);
+ *   int r = weft__waiter_wait(&w);  // 2. sleep until woken; r = the result
+ *
+ *   and a waker, having found w:
+ *   weft__waiter_wake(&w, result);  // true only for the one waker that won
+ *
+ * For a coroutine, arming sets its park word to PARKING with a new
+ * generation.  A waker CASes the word from (gen, PARKING) to (gen, result,
+ * NOTIFIED) or from (gen, PARKED) to (gen, result, RUNNABLE) and queues it;
+ * a wake for an older generation, or a second wake, fails its CAS.  The
+ * coroutine's scheduler CASes (gen, PARKING) to (gen, PARKED) only after the
+ * switch-out has completed; if that CAS fails a waker came early (NOTIFIED)
+ * and the scheduler queues the coroutine itself.  So a coroutine is resumed
+ * exactly once per wait, and never before it has left the CPU.  The wake
+ * result travels inside the word, so the winner's result is the one seen.
+ *
+ * Orderings: the waker's CAS is seq_cst (atomic.h); it acquires the state the
+ * parked coroutine wrote before its switch-out (the scheduler's CAS to PARKED
+ * is seq_cst too), and queueing the coroutine publishes it with release
+ * semantics (deque push, or the injection queue's lock).
+ */
+#ifndef WEFT_PARK_H
+#define WEFT_PARK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct weft_co;
+
+enum weft__co_state {
+	CO_RUNNABLE = 1,
+	CO_RUNNING,
+	CO_YIELDING,
+	CO_PARKING,
+	CO_PARKED,
+	CO_NOTIFIED,
+	CO_EXITING,
+};
+
+static inline unsigned park_state(uint64_t w) { return (unsigned)(w & 0xff); }
+static inline int park_result(uint64_t w) { return (int)((w >> 8) & 0xffff); }
+static inline uint32_t park_gen(uint64_t w) { return (uint32_t)(w >> 32); }
+static inline uint64_t park_word(uint32_t gen, int result, unsigned state)
+{
+	return ((uint64_t)gen << 32) | ((uint64_t)(result & 0xffff) << 8) | state;
+}
+
+struct weft__waiter {
+	struct weft_co *co;	/* the parked coroutine, or NULL for a thread */
+	uint32_t gen;		/* the coroutine's park generation */
+	uint32_t futex;		/* thread waiters: 0 waiting, else WOKEN | result */
+};
+
+void weft__waiter_init(struct weft__waiter *w);
+/* Undoes init when w was never published (nothing can wake it). */
+void weft__waiter_disarm(struct weft__waiter *w);
+int weft__waiter_wait(struct weft__waiter *w);
+bool weft__waiter_wake(struct weft__waiter *w, int result);
+
+/* Scheduler side: the coroutine switched out in PARKING; make it PARKED, or
+ * runnable if a waker came first.  Returns true if it must be queued. */
+bool weft__park_finish(struct weft_co *co);
+
+#endif

@@ -1,0 +1,124 @@
+/*
+ * runtime.c — weft_init, weft_shutdown, weft_main and the small queries.
+ *
+ * init: resolve the configuration, create the stack pool's arena, start the
+ * workers.  shutdown: wait until every coroutine has finished (draining),
+ * stop accepting spawns, stop and join the workers, free the pool.  A mutex
+ * serialises init and shutdown against each other; nothing on a hot path
+ * takes it.
+ */
+#include "runtime.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "atomic.h"
+#include "config.h"
+#include "overflow.h"
+#include "stack.h"
+#include "weft.h"
+#include "worker.h"
+
+static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool started;	/* under lifecycle_lock */
+
+bool weft__runtime_accepting(void)
+{
+	return at_load_uint(&weft__rt.running) != 0;
+}
+
+static int init_locked(const weft_config *cfg)
+{
+	if (started)
+		return weft__fail(EALREADY);
+	struct weft__settings s;
+	if (weft__config_resolve(cfg, &s) != 0)
+		return -1;
+	if (weft__stack_pool_init(s.stack_size, s.stack_guards) != 0)
+		return -1;
+	weft__overflow_install();
+	if (weft__workers_start(s.workers, s.pin) != 0) {
+		int e = errno;
+		weft__stack_pool_fini();
+		return weft__fail(e);
+	}
+	started = true;
+	at_store_uint(&weft__rt.running, 1);
+	return 0;
+}
+
+int weft_init(const weft_config *cfg)
+{
+	pthread_mutex_lock(&lifecycle_lock);
+	int r = init_locked(cfg);
+	int e = errno;
+	pthread_mutex_unlock(&lifecycle_lock);
+	return r == 0 ? 0 : weft__fail(e);
+}
+
+static void wait_all_finished(void)
+{
+	at_store_uint(&weft__rt.draining, 1);
+	at_fence_store_load();
+	const struct timespec tick = { 0, 10 * 1000 * 1000 };
+	while (!weft__all_finished()) {
+		uint32_t seen = at_load_uint((unsigned *)&weft__rt.quiesce);
+		if (weft__all_finished())
+			break;
+		/* Woken when a worker goes idle; the timeout is a safety net. */
+		syscall(SYS_futex, &weft__rt.quiesce, FUTEX_WAIT_PRIVATE, seen, &tick, NULL, 0);
+	}
+}
+
+int weft_shutdown(void)
+{
+	if (weft__worker_self())
+		return weft__fail(EDEADLK);
+	pthread_mutex_lock(&lifecycle_lock);
+	if (!started) {
+		pthread_mutex_unlock(&lifecycle_lock);
+		return weft__fail(ESRCH);
+	}
+	wait_all_finished();
+	at_store_uint(&weft__rt.running, 0);
+	weft__workers_stop();
+	weft__stack_pool_fini();
+	weft__workers_free();
+	started = false;
+	pthread_mutex_unlock(&lifecycle_lock);
+	return 0;
+}
+
+int weft_main(void (*fn)(void *), void *arg, const weft_config *cfg)
+{
+	if (weft_init(cfg) != 0)
+		return -1;
+	weft_co *co = weft_spawn(fn, arg);
+	int e = co ? 0 : errno;
+	if (co)
+		weft_join(co);
+	weft_shutdown();
+	return e ? weft__fail(e) : 0;
+}
+
+int64_t weft_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int weft_worker_id(void)
+{
+	struct weft__worker *w = weft__worker_self();
+	return w ? (int)w->index : -1;
+}
+
+unsigned weft_worker_count(void)
+{
+	return weft__runtime_accepting() ? weft__rt.nworkers : 0;
+}

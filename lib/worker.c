@@ -1,0 +1,622 @@
+/*
+ * worker.c — the scheduler: workers, stealing, idling and waking.
+ *
+ * Design
+ * ======
+ * There is one worker thread per CPU.  A worker owns
+ *   - a Chase-Lev deque of runnable coroutines (deque.c).  The owner pushes
+ *     and takes at the bottom, so what a coroutine spawns or wakes runs next
+ *     on the same worker while its lines are warm; thieves take the oldest
+ *     from the top.  The bottom of the deque is the "LIFO slot": to keep it
+ *     from starving older work, a worker that has dispatched only from the
+ *     bottom for a time slice (SLICE_NS) takes its own oldest item from the
+ *     top (a steal from itself), and the injection queue gets a turn at
+ *     least every INJECT_NS (see fairness_turn);
+ *   - a FIFO of coroutines that yielded, touched by the owner alone.  When
+ *     the deque runs dry the oldest yielder runs and the others move into the
+ *     deque in FIFO order, so a yielder runs only after every other runnable
+ *     coroutine of the worker, and yielders can be stolen once in the deque;
+ *   - an epoll instance with an eventfd in it: an idle worker sleeps in its
+ *     own epoll_wait, where the I/O of its coroutines will wake it too.
+ * Coroutines spawned from plain threads go to one global injection queue (a
+ * mutex-protected FIFO, checked lock-free for emptiness).
+ *
+ * Finding work, in order: local deque (LIFO, with the fairness pops above),
+ * the yield FIFO, the injection queue, then stealing: up to STEAL_ROUNDS
+ * passes over all other workers in a random order, one item per steal.
+ *
+ * Spinning and parking (after Go's proc.go, "Worker thread parking")
+ * ----------------------------------------------------------------------
+ * A worker that found nothing locally becomes a *spinner* while it steals,
+ * but only while spinners are fewer than half the workers: more thieves
+ * than that only fight over the same lines.  The invariants are
+ *   (1) when work is published and there is an idle worker, then either a
+ *       spinner exists or an idle worker is woken; and
+ *   (2) a spinner that stops spinning because it found work wakes another
+ *       idle worker if it was the last spinner, since there may be more.
+ * Publishing work (weft__schedule):  push; StoreLoad fence; if nr_spinning
+ * is 0 and nr_idle > 0, pop one idle worker, count it as a spinner on its
+ * behalf (so concurrent publishers do not wake a crowd) and write its
+ * eventfd.
+ * Going idle (park_worker):  push self on the idle stack (nr_idle++); then
+ * stop spinning (nr_spinning--); StoreLoad fence; re-check every queue.  If
+ * work appeared, take self off the idle stack again (or, if a waker already
+ * took it, accept the wake) and go back to work; else sleep in epoll_wait.
+ * The two StoreLoad fences form Dekker's pattern: either the publisher sees
+ * the idle worker (or the spinner), or the worker's re-check sees the work.
+ * A runnable coroutine is therefore never left in a queue while every worker
+ * sleeps.
+ *
+ * Shutdown: runtime.c sets `draining` and waits until every coroutine has
+ * finished (per-worker spawned/finished counters, see weft__all_finished);
+ * workers that go idle while draining bump a futex to let it re-check.  Then
+ * `stopping` is set, every worker is woken and exits when it finds no work.
+ */
+#include "worker.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "atomic.h"
+#include "overflow.h"
+#include "park.h"
+#include "weft.h"
+
+enum {
+	DEQUE_INITIAL = 256,	/* slots; grows by doubling */
+	GLOBAL_INTERVAL = 61,	/* dispatches between fairness checks (Go's 61) */
+	STEAL_ROUNDS = 4,	/* passes over all victims before giving up (Go's 4) */
+	ID_BLOCK = 4096,	/* coroutine ids a worker takes at a time */
+	EPOLL_BATCH = 64,
+};
+static const int64_t SLICE_NS = 10 * 1000 * 1000;	/* Go's forcePreemptNS */
+static const int64_t SLICE_MAX_NS = 1000 * 1000 * 1000;
+static const int64_t INJECT_NS = 200 * 1000;		/* Tokio's global-queue target */
+static const int64_t INJECT_MAX_NS = 1000 * 1000 * 1000;
+
+struct weft__runtime weft__rt = {
+	.idle_lock = PTHREAD_MUTEX_INITIALIZER,
+	.inject_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static __thread struct weft__worker *tls_worker;
+static uint64_t next_id_block = 1;	/* atomic: process-wide, never reset */
+
+#if defined(__clang__)
+#define WEFT_OPAQUE __attribute__((noinline))
+#else
+#define WEFT_OPAQUE __attribute__((noinline, noipa))
+#endif
+
+WEFT_OPAQUE struct weft__worker *weft__worker_self(void)
+{
+	__asm__ volatile("" ::: "memory");
+	return tls_worker;
+}
+
+WEFT_OPAQUE int weft__fail(int e)
+{
+	errno = e;
+	return -1;
+}
+
+uint64_t weft__next_id(struct weft__worker *w)
+{
+	if (!w)
+		return at_faa_64(&next_id_block, 1);
+	if (w->id_next == w->id_end) {
+		w->id_next = at_faa_64(&next_id_block, ID_BLOCK);
+		w->id_end = w->id_next + ID_BLOCK;
+	}
+	return w->id_next++;
+}
+
+/* Owner-only counter bump: relaxed atomic so racy readers see whole values. */
+static inline void count(uint64_t *c)
+{
+	at_store_64(c, at_load_64(c) + 1);
+}
+
+/* ------------------------------------------------------ injection queue */
+
+static void inject_push(struct weft_co *co)
+{
+	co->next = NULL;
+	pthread_mutex_lock(&weft__rt.inject_lock);
+	if (weft__rt.inject_tail)
+		weft__rt.inject_tail->next = co;
+	else
+		weft__rt.inject_head = co;
+	weft__rt.inject_tail = co;
+	at_store_64(&weft__rt.inject_len, at_load_64(&weft__rt.inject_len) + 1);
+	pthread_mutex_unlock(&weft__rt.inject_lock);
+}
+
+static struct weft_co *inject_pop(void)
+{
+	if (at_load_64(&weft__rt.inject_len) == 0)
+		return NULL;
+	pthread_mutex_lock(&weft__rt.inject_lock);
+	struct weft_co *co = weft__rt.inject_head;
+	if (co) {
+		weft__rt.inject_head = co->next;
+		if (!weft__rt.inject_head)
+			weft__rt.inject_tail = NULL;
+		at_store_64(&weft__rt.inject_len, at_load_64(&weft__rt.inject_len) - 1);
+	}
+	pthread_mutex_unlock(&weft__rt.inject_lock);
+	return co;
+}
+
+/* ------------------------------------------------------ idle and waking */
+
+static void wake_worker(struct weft__worker *w)
+{
+	uint64_t one = 1;
+	while (write(w->evfd, &one, sizeof one) < 0 && errno == EINTR)
+		;
+}
+
+/* Pops one idle worker and wakes it as a spinner; false if none is idle. */
+static bool wake_idle_worker(void)
+{
+	struct weft__worker *w = NULL;
+	pthread_mutex_lock(&weft__rt.idle_lock);
+	unsigned n = at_load_uint(&weft__rt.nr_idle);
+	if (n > 0) {
+		w = &weft__rt.workers[weft__rt.idle[n - 1]];
+		at_store_uint(&weft__rt.nr_idle, n - 1);
+		at_store_uint(&w->sleeping, 0);
+		at_store_uint(&w->woken_spinning, 1);
+		at_faa_uint(&weft__rt.nr_spinning, 1);
+	}
+	pthread_mutex_unlock(&weft__rt.idle_lock);
+	if (w)
+		wake_worker(w);
+	return w != NULL;
+}
+
+/* Invariant (1): after publishing work. */
+static void notify_work(void)
+{
+	at_fence_store_load();
+	if (at_load_uint(&weft__rt.nr_spinning) != 0 || at_load_uint(&weft__rt.nr_idle) == 0)
+		return;
+	wake_idle_worker();
+}
+
+static void announce_idle(struct weft__worker *w)
+{
+	pthread_mutex_lock(&weft__rt.idle_lock);
+	unsigned n = at_load_uint(&weft__rt.nr_idle);
+	weft__rt.idle[n] = w->index;
+	at_store_uint(&w->sleeping, 1);
+	at_store_uint(&weft__rt.nr_idle, n + 1);
+	pthread_mutex_unlock(&weft__rt.idle_lock);
+}
+
+/* Takes w off the idle stack; false if a waker already did (and woke it). */
+static bool retract_idle(struct weft__worker *w)
+{
+	bool found = false;
+	pthread_mutex_lock(&weft__rt.idle_lock);
+	unsigned n = at_load_uint(&weft__rt.nr_idle);
+	for (unsigned i = 0; i < n; i++) {
+		if (weft__rt.idle[i] != w->index)
+			continue;
+		weft__rt.idle[i] = weft__rt.idle[n - 1];
+		at_store_uint(&weft__rt.nr_idle, n - 1);
+		at_store_uint(&w->sleeping, 0);
+		found = true;
+		break;
+	}
+	pthread_mutex_unlock(&weft__rt.idle_lock);
+	return found;
+}
+
+void weft__schedule(struct weft_co *co)
+{
+	struct weft__worker *w = weft__worker_self();
+	if (!w || weft__deque_push(&w->deque, co) != 0)
+		inject_push(co);
+	if (weft__rt.nworkers > 1 || !w)
+		notify_work();
+}
+
+/* ------------------------------------------------------ finding work */
+
+static uint32_t rng_next(struct weft__worker *w)
+{
+	/* xorshift64*: victims in a random order, no shared state. */
+	w->rng ^= w->rng >> 12;
+	w->rng ^= w->rng << 25;
+	w->rng ^= w->rng >> 27;
+	return (uint32_t)((w->rng * 2685821657736338717ull) >> 32);
+}
+
+/* The owner's take, skipped without a fence when the deque is surely empty
+ * (top only grows and only the owner moves bottom up). */
+static struct weft_co *take_local(struct weft__worker *w)
+{
+	if (at_load_i64(&w->deque.top) >= w->deque.bottom)
+		return NULL;
+	return weft__deque_take(&w->deque);
+}
+
+static struct weft_co *steal_from(struct weft__deque *d)
+{
+	for (;;) {
+		void *item = weft__deque_steal(d);
+		if (item != WEFT_DEQUE_ABORT)
+			return item;
+	}
+}
+
+/*
+ * The oldest yielder, to run now that the deque is dry.  With several
+ * workers the younger ones move into the deque (oldest on top of the bottom
+ * end, so they keep their FIFO order) where idle workers can steal them.
+ */
+static struct weft_co *pop_yielder(struct weft__worker *w)
+{
+	struct weft_co *co = w->yield_head;
+	if (!co)
+		return NULL;
+	w->yield_head = co->next;
+	if (!w->yield_head)
+		w->yield_tail = NULL;
+	if (weft__rt.nworkers == 1 || !w->yield_head)
+		return co;
+	struct weft_co *rev = NULL, *p = w->yield_head;
+	w->yield_head = w->yield_tail = NULL;
+	while (p) {
+		struct weft_co *next = p->next;
+		p->next = rev;
+		rev = p;
+		p = next;
+	}
+	for (p = rev; p; p = rev) {
+		rev = p->next;
+		if (weft__deque_push(&w->deque, p) != 0)
+			inject_push(p);
+	}
+	notify_work();
+	return co;
+}
+
+/*
+ * Fairness, checked every GLOBAL_INTERVAL dispatches against the clock:
+ *   - the injection queue gets a turn every inject interval: INJECT_NS at
+ *     first (Tokio aims its global-queue interval at 200 us), doubling up to
+ *     INJECT_MAX_NS with each turn taken while local work is still pending;
+ *   - a worker that has dispatched only from its deque's bottom for a whole
+ *     slice takes its own oldest item (a steal from itself).  The slice
+ *     starts at SLICE_NS and doubles (up to SLICE_MAX_NS) with every such
+ *     turn until the deque runs dry.
+ * Counting dispatches alone would be wrong: taking older work every few
+ * dispatches turns a depth-first fork-join tree breadth-first, and its live
+ * set of stacks explodes (machine-floors.md).  The doubling stops the same
+ * cascade in slow motion: in a tree whose fresh stacks take longer than a
+ * slice to fault in, each turn would start another subtree of fresh stacks.
+ */
+static struct weft_co *fairness_turn(struct weft__worker *w)
+{
+	int64_t now = weft_now();
+	struct weft_co *co;
+	if (now - w->inject_turn >= w->inject_len) {
+		w->inject_turn = now;
+		if (w->inject_len < INJECT_MAX_NS)
+			w->inject_len *= 2;
+		if ((co = inject_pop())) {
+			count(&w->c.inject_pops);
+			return co;
+		}
+	}
+	if (now - w->slice_start >= w->slice_len) {
+		w->slice_start = now;
+		if (w->slice_len < SLICE_MAX_NS)
+			w->slice_len *= 2;
+		if ((co = steal_from(&w->deque)))
+			return co;
+	}
+	return NULL;
+}
+
+static struct weft_co *find_local(struct weft__worker *w)
+{
+	struct weft_co *co;
+	if (++w->tick % GLOBAL_INTERVAL == 0 && (co = fairness_turn(w)))
+		return co;
+	if ((co = take_local(w))) {
+		count(&w->c.lifo_hits);
+		return co;
+	}
+	w->slice_start = weft_now();
+	w->slice_len = SLICE_NS;
+	w->inject_len = INJECT_NS;
+	if ((co = inject_pop())) {
+		count(&w->c.inject_pops);
+		return co;
+	}
+	return pop_yielder(w);
+}
+
+static struct weft_co *steal_work(struct weft__worker *w)
+{
+	unsigned n = weft__rt.nworkers;
+	for (int round = 0; round < STEAL_ROUNDS; round++) {
+		unsigned start = rng_next(w) % n;
+		for (unsigned i = 0; i < n; i++) {
+			struct weft__worker *v = &weft__rt.workers[(start + i) % n];
+			if (v == w)
+				continue;
+			count(&w->c.steal_attempts);
+			struct weft_co *co = steal_from(&v->deque);
+			if (co) {
+				count(&w->c.steals);
+				return co;
+			}
+		}
+		struct weft_co *co = inject_pop();
+		if (co)
+			return co;
+		at_pause();
+	}
+	return NULL;
+}
+
+static bool may_spin(struct weft__worker *w)
+{
+	if (w->spinning)
+		return true;
+	unsigned n = weft__rt.nworkers;
+	if (n < 2 || 2 * at_load_uint(&weft__rt.nr_spinning) >= n)
+		return false;
+	at_faa_uint(&weft__rt.nr_spinning, 1);
+	w->spinning = true;
+	return true;
+}
+
+/* Invariant (2): a spinner that found work. */
+static void stop_spinning(struct weft__worker *w)
+{
+	if (!w->spinning)
+		return;
+	w->spinning = false;
+	if (at_fas_uint(&weft__rt.nr_spinning, 1) == 1)
+		notify_work();
+}
+
+static bool any_work(void)
+{
+	if (at_load_64(&weft__rt.inject_len) != 0)
+		return true;
+	for (unsigned i = 0; i < weft__rt.nworkers; i++)
+		if (weft__deque_size(&weft__rt.workers[i].deque) > 0)
+			return true;
+	return false;
+}
+
+static void drain_eventfd(struct weft__worker *w)
+{
+	uint64_t v;
+	while (read(w->evfd, &v, sizeof v) < 0 && errno == EINTR)
+		;
+}
+
+static void signal_quiesce(void)
+{
+	if (!at_load_uint(&weft__rt.draining))
+		return;
+	at_faa_uint((unsigned *)&weft__rt.quiesce, 1);
+	syscall(SYS_futex, &weft__rt.quiesce, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void sleep_in_epoll(struct weft__worker *w)
+{
+	struct epoll_event ev[EPOLL_BATCH];
+	count(&w->c.parks);
+	int n = epoll_wait(w->epfd, ev, EPOLL_BATCH, -1);
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.ptr == NULL)
+			drain_eventfd(w);
+	count(&w->c.wakeups);
+}
+
+/* Returns when there may be work again (or the runtime is stopping). */
+static void park_worker(struct weft__worker *w)
+{
+	announce_idle(w);
+	if (w->spinning) {
+		w->spinning = false;
+		at_fas_uint(&weft__rt.nr_spinning, 1);
+	}
+	at_fence_store_load();
+	signal_quiesce();
+	if (any_work() || at_load_uint(&weft__rt.stopping)) {
+		if (!retract_idle(w))
+			drain_eventfd(w);	/* a waker popped us: its write is ours */
+	} else {
+		sleep_in_epoll(w);
+		retract_idle(w);	/* a spurious or I/O wakeup left us listed */
+	}
+	if (at_load_uint(&w->woken_spinning)) {
+		at_store_uint(&w->woken_spinning, 0);
+		w->spinning = true;	/* the waker counted us as a spinner */
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct weft__worker *w = arg;
+	tls_worker = w;
+	weft__overflow_thread_init(w);
+	pthread_attr_t attr;
+	void *lo = NULL;
+	size_t size = 0;
+	if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+		pthread_attr_getstack(&attr, &lo, &size);
+		pthread_attr_destroy(&attr);
+	}
+	san_init(&w->sched_san, lo, size, false);
+	for (;;) {
+		struct weft_co *co = find_local(w);
+		if (!co && may_spin(w))
+			co = steal_work(w);
+		if (co) {
+			stop_spinning(w);
+			weft__co_run(w, co);
+			continue;
+		}
+		if (at_load_uint(&weft__rt.stopping) && !any_work())
+			break;
+		park_worker(w);
+	}
+	if (w->spinning)
+		at_fas_uint(&weft__rt.nr_spinning, 1);
+	weft__stack_cache_flush(&w->stacks);
+	weft__overflow_thread_fini(w);
+	tls_worker = NULL;
+	return NULL;
+}
+
+/* ------------------------------------------------------ start and stop */
+
+static int worker_init(struct weft__worker *w, unsigned index)
+{
+	memset(w, 0, sizeof *w);
+	w->index = index;
+	w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
+	w->slice_len = SLICE_NS;
+	w->inject_len = INJECT_NS;
+	w->epfd = -1;
+	w->evfd = -1;
+	if (weft__deque_init(&w->deque, DEQUE_INITIAL) != 0)
+		return -1;
+	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->epfd < 0 || w->evfd < 0)
+		return -1;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+	return epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &ev);
+}
+
+static void worker_fini(struct weft__worker *w)
+{
+	weft__deque_fini(&w->deque);
+	if (w->epfd >= 0)
+		close(w->epfd);
+	if (w->evfd >= 0)
+		close(w->evfd);
+}
+
+static void pin_thread(pthread_t t, unsigned index)
+{
+	cpu_set_t mask;
+	if (sched_getaffinity(0, sizeof mask, &mask) != 0)
+		return;
+	unsigned ncpu = (unsigned)CPU_COUNT(&mask), seen = 0;
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+		if (!CPU_ISSET(cpu, &mask) || seen++ != index % ncpu)
+			continue;
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		pthread_setaffinity_np(t, sizeof one, &one);
+		return;
+	}
+}
+
+static void workers_free(unsigned initialised)
+{
+	for (unsigned i = 0; i < initialised; i++)
+		worker_fini(&weft__rt.workers[i]);
+	free(weft__rt.workers);
+	free(weft__rt.idle);
+	weft__rt.workers = NULL;
+	weft__rt.idle = NULL;
+}
+
+int weft__workers_start(unsigned n, int pin)
+{
+	weft__rt.nworkers = n;
+	weft__rt.nr_spinning = weft__rt.nr_idle = 0;
+	weft__rt.stopping = weft__rt.draining = 0;
+	weft__rt.inject_head = weft__rt.inject_tail = NULL;
+	weft__rt.inject_len = weft__rt.ext_spawned = 0;
+	weft__rt.workers = aligned_alloc(64, sizeof(struct weft__worker) * n);
+	weft__rt.idle = calloc(n, sizeof *weft__rt.idle);
+	if (!weft__rt.workers || !weft__rt.idle) {
+		workers_free(0);
+		return weft__fail(ENOMEM);
+	}
+	unsigned i;
+	for (i = 0; i < n; i++) {
+		if (worker_init(&weft__rt.workers[i], i) != 0) {
+			int e = errno;
+			workers_free(i + 1);
+			return weft__fail(e);
+		}
+	}
+	/* Block every signal in the workers: signals belong to the
+	 * application's threads (and, later, to signalfd). */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	int err = 0;
+	for (i = 0; i < n && !err; i++) {
+		err = pthread_create(&weft__rt.workers[i].thread, NULL, worker_main,
+				     &weft__rt.workers[i]);
+		if (!err && pin > 0)
+			pin_thread(weft__rt.workers[i].thread, i);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (err) {
+		weft__rt.nworkers = i - 1;	/* the started ones */
+		weft__workers_stop();
+		workers_free(n);
+		return weft__fail(EAGAIN);
+	}
+	return 0;
+}
+
+void weft__workers_stop(void)
+{
+	at_store_uint(&weft__rt.stopping, 1);
+	at_fence_store_load();
+	for (unsigned i = 0; i < weft__rt.nworkers; i++)
+		wake_worker(&weft__rt.workers[i]);
+	for (unsigned i = 0; i < weft__rt.nworkers; i++)
+		pthread_join(weft__rt.workers[i].thread, NULL);
+}
+
+void weft__workers_free(void)
+{
+	workers_free(weft__rt.nworkers);
+	weft__rt.nworkers = 0;
+}
+
+bool weft__all_finished(void)
+{
+	/* finished first, then spawned: counters only grow, so equal sums
+	 * mean that at the moment between the two passes nothing was alive. */
+	uint64_t finished = 0, spawned = 0;
+	for (unsigned i = 0; i < weft__rt.nworkers; i++)
+		finished += at_load_64(&weft__rt.workers[i].c.finished);
+	at_fence_acquire();
+	spawned = at_load_64(&weft__rt.ext_spawned);
+	for (unsigned i = 0; i < weft__rt.nworkers; i++)
+		spawned += at_load_64(&weft__rt.workers[i].c.spawned);
+	return finished == spawned;
+}

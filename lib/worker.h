@@ -1,0 +1,92 @@
+/*
+ * worker.h — workers, the runtime that owns them, and scheduling.
+ * The design is explained at the top of worker.c.
+ */
+#ifndef WEFT_WORKER_H
+#define WEFT_WORKER_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coro.h"
+#include "deque.h"
+#include "sanitize.h"
+#include "stack.h"
+
+/* Per-worker counters: written only by their worker (relaxed atomic stores),
+ * read racily by shutdown and stats.  They live in the worker's own lines. */
+struct weft__counters {
+	uint64_t spawned, finished;
+	uint64_t steals, steal_attempts;
+	uint64_t parks, wakeups;
+	uint64_t lifo_hits, inject_pops;
+};
+
+struct weft__worker {
+	struct weft__deque deque;
+	unsigned index;
+	int epfd;			/* the worker's epoll instance */
+	int evfd;			/* eventfd registered in epfd: wakes it */
+	unsigned sleeping;		/* atomic: 1 while announced idle */
+	unsigned woken_spinning;	/* atomic: the waker made it a spinner */
+	void *sched_sp;			/* the scheduler context, while a coroutine runs */
+	struct weft__san sched_san;
+	struct weft_co *current;	/* the running coroutine, NULL between */
+	struct weft_co *yield_head;	/* owner-only FIFO of yielders */
+	struct weft_co *yield_tail;
+	struct weft__stack_cache stacks;
+	uint64_t rng;
+	unsigned tick;
+	int64_t slice_start;		/* when the bottom-only run began */
+	int64_t slice_len;		/* its current length (see fairness_turn) */
+	int64_t inject_turn;		/* when the injection queue last had a turn */
+	int64_t inject_len;		/* the interval until its next turn */
+	bool spinning;
+	uint64_t id_next, id_end;	/* a block of coroutine ids */
+	struct weft__counters c;
+	pthread_t thread;
+	void *altstack;			/* sigaltstack for the overflow handler */
+} __attribute__((aligned(64)));
+
+struct weft__runtime {
+	unsigned nworkers;
+	struct weft__worker *workers;
+	unsigned running;		/* atomic: accepting spawns */
+	unsigned stopping;		/* atomic: workers exit when idle */
+	unsigned nr_spinning;		/* atomic: workers looking for work */
+	unsigned nr_idle;		/* atomic: workers announced idle */
+	pthread_mutex_t idle_lock;	/* guards idle[] */
+	unsigned *idle;			/* stack of idle worker indices */
+	pthread_mutex_t inject_lock;	/* guards the injection FIFO */
+	struct weft_co *inject_head, *inject_tail;
+	uint64_t inject_len;		/* atomic: a lock-free emptiness check */
+	uint64_t ext_spawned;		/* atomic: spawns from plain threads */
+	uint32_t quiesce;		/* futex: bumped when a worker goes idle while draining */
+	unsigned draining;		/* atomic: a shutdown is waiting */
+};
+
+extern struct weft__runtime weft__rt;
+
+/* The worker this thread is, or NULL.  Never cached across a suspension:
+ * out of line, so the thread-local's address is computed afresh. */
+struct weft__worker *weft__worker_self(void);
+
+/* Makes co runnable: on this worker's deque if called on a worker, else on
+ * the injection queue; wakes an idle worker if nobody is looking for work. */
+void weft__schedule(struct weft_co *co);
+
+/* Starts and stops the worker threads (runtime.c drives them). */
+int weft__workers_start(unsigned n, int pin);
+void weft__workers_stop(void);		/* wakes and joins every worker */
+void weft__workers_free(void);		/* then frees them */
+/* True when every coroutine spawned so far has finished. */
+bool weft__all_finished(void);
+
+/* A fresh coroutine id (unique in the process). */
+uint64_t weft__next_id(struct weft__worker *w);
+
+/* Reports errno = e on the calling thread and returns -1 (out of line). */
+int weft__fail(int e);
+
+#endif

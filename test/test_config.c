@@ -1,0 +1,143 @@
+/* Configuration: the environment, explicit fields, defaults, and every bad
+ * value; init/shutdown cycles. */
+#include "harness.h"
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "weft.h"
+
+/* weft_init(cfg) with stderr captured into buf. */
+static int init_capturing(const weft_config *cfg, char *buf, size_t size, int *err)
+{
+	fflush(stderr);
+	FILE *tmp = tmpfile();
+	cr_assert_not_null(tmp);
+	int saved = dup(STDERR_FILENO);
+	dup2(fileno(tmp), STDERR_FILENO);
+	int r = weft_init(cfg);
+	*err = errno;
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	rewind(tmp);
+	size_t n = fread(buf, 1, size - 1, tmp);
+	buf[n] = 0;
+	fclose(tmp);
+	return r;
+}
+
+static void expect_rejected(const char *var, const char *value)
+{
+	char out[512];
+	int err;
+	setenv(var, value, 1);
+	int r = init_capturing(NULL, out, sizeof out, &err);
+	unsetenv(var);
+	if (r == 0)
+		weft_shutdown();
+	cr_assert_eq(r, -1, "%s=\"%s\" was accepted", var, value);
+	cr_assert_eq(err, EINVAL, "%s=\"%s\": errno %d", var, value, err);
+	cr_assert_not_null(strstr(out, var), "stderr names %s: \"%s\"", var, out);
+	char *nl = strchr(out, '\n');
+	cr_assert(nl && nl[1] == 0, "exactly one line: \"%s\"", out);
+	cr_assert_eq(weft_worker_count(), 0, "nothing left running");
+}
+
+Test(config, bad_environment_values)
+{
+	unsetenv("WEFT_WORKERS");
+	const char *workers[] = { "", "abc", "0", "1025", "4x", " 4", "-1", "2.5", "99999999999999999999" };
+	for (size_t i = 0; i < sizeof workers / sizeof *workers; i++)
+		expect_rejected("WEFT_WORKERS", workers[i]);
+	const char *stack[] = { "", "big", "0", "1k", "4096", "2g", "64kb", "64q", "-64k", "1t" };
+	for (size_t i = 0; i < sizeof stack / sizeof *stack; i++)
+		expect_rejected("WEFT_STACK_SIZE", stack[i]);
+	const char *pin[] = { "", "2", "yes", "1 ", "-1" };
+	for (size_t i = 0; i < sizeof pin / sizeof *pin; i++)
+		expect_rejected("WEFT_PIN", pin[i]);
+	const char *guards[] = { "", "many", "-5", "1073741825" };
+	for (size_t i = 0; i < sizeof guards / sizeof *guards; i++)
+		expect_rejected("WEFT_STACK_GUARDS", guards[i]);
+}
+
+Test(config, bad_fields)
+{
+	unsetenv("WEFT_WORKERS");
+	const weft_config bad[] = {
+		{ .workers = 1025 },
+		{ .stack_size = 1024 },
+		{ .stack_size = (size_t)2 << 30 },
+		{ .pin = 2 },
+		{ .pin = -2 },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		errno = 0;
+		cr_assert_eq(weft_init(&bad[i]), -1, "case %zu accepted", i);
+		cr_assert_eq(errno, EINVAL);
+	}
+}
+
+Test(config, environment_and_fields)
+{
+	setenv("WEFT_WORKERS", "3", 1);
+	cr_assert_eq(weft_init(NULL), 0);
+	cr_assert_eq(weft_worker_count(), 3);
+	cr_assert_eq(weft_shutdown(), 0);
+	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0, "the field wins");
+	cr_assert_eq(weft_worker_count(), 2);
+	cr_assert_eq(weft_shutdown(), 0);
+	setenv("WEFT_PIN", "1", 1);
+	setenv("WEFT_STACK_SIZE", "128K", 1);
+	cr_assert_eq(weft_init(NULL), 0);
+	cr_assert_eq(weft_shutdown(), 0);
+	unsetenv("WEFT_PIN");
+	unsetenv("WEFT_STACK_SIZE");
+	unsetenv("WEFT_WORKERS");
+}
+
+Test(config, default_workers_follow_the_affinity_mask)
+{
+	unsetenv("WEFT_WORKERS");
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	cr_assert_eq(sched_setaffinity(0, sizeof one, &one), 0);
+	cr_assert_eq(weft_init(NULL), 0);
+	cr_assert_eq(weft_worker_count(), 1);
+	cr_assert_eq(weft_shutdown(), 0);
+}
+
+static void use_stack(void *arg)
+{
+	volatile char big[100 << 10];	/* more than the 64 KiB default */
+	memset((char *)big, 1, sizeof big);
+	*(int *)arg = big[sizeof big - 1];
+}
+
+Test(config, stack_size_is_honoured)
+{
+	setenv("WEFT_STACK_SIZE", "256k", 1);
+	int out = 0;
+	cr_assert_eq(weft_main(use_stack, &out, NULL), 0);
+	cr_assert_eq(out, 1);
+	unsetenv("WEFT_STACK_SIZE");
+}
+
+static void tiny(void *arg) { ++*(int *)arg; }
+
+Test(config, init_shutdown_cycles)
+{
+	int runs = 0;
+	for (int i = 0; i < 100; i++) {
+		cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0, "cycle %d: errno %d", i, errno);
+		weft_co *co = weft_spawn(tiny, &runs);
+		cr_assert_not_null(co);
+		cr_assert_eq(weft_join(co), 0);
+		cr_assert_eq(weft_shutdown(), 0);
+	}
+	cr_assert_eq(runs, 100);
+}

@@ -1,0 +1,100 @@
+/* Chase-Lev deque: sequential semantics, growth, and one owner against
+ * several thieves on separate threads, every item taken exactly once. */
+#include "harness.h"
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "deque.h"
+
+static void *item(uint64_t i) { return (void *)(uintptr_t)(i + 2); }	/* never EMPTY or ABORT */
+static uint64_t index_of(void *p) { return (uint64_t)(uintptr_t)p - 2; }
+
+Test(deque, lifo_for_owner_fifo_for_thieves)
+{
+	struct weft__deque d;
+	cr_assert_eq(weft__deque_init(&d, 4), 0);
+	cr_assert_null(weft__deque_take(&d));
+	cr_assert_eq(weft__deque_steal(&d), WEFT_DEQUE_EMPTY);
+	for (uint64_t i = 0; i < 100; i++)	/* grows 4 -> 128 */
+		cr_assert_eq(weft__deque_push(&d, item(i)), 0);
+	cr_assert_eq(weft__deque_size(&d), 100);
+	cr_assert_eq(weft__deque_steal(&d), item(0));
+	cr_assert_eq(weft__deque_steal(&d), item(1));
+	cr_assert_eq(weft__deque_take(&d), item(99));
+	cr_assert_eq(weft__deque_take(&d), item(98));
+	for (uint64_t i = 2; i < 98; i++)
+		cr_assert_eq(weft__deque_steal(&d), item(i));
+	cr_assert_null(weft__deque_take(&d));
+	cr_assert_eq(weft__deque_steal(&d), WEFT_DEQUE_EMPTY);
+	cr_assert_eq(weft__deque_size(&d), 0);
+	weft__deque_fini(&d);
+}
+
+enum { THIEVES = 3 };
+#ifdef __SANITIZE_THREAD__
+#define ITEMS 300000u
+#elif defined(__SANITIZE_ADDRESS__)
+#define ITEMS 1000000u
+#else
+#define ITEMS 3000000u
+#endif
+
+static struct weft__deque shared;
+static unsigned char *taken;
+static unsigned owner_done;
+
+static void record(void *p)
+{
+	uint64_t i = index_of(p);
+	cr_assert_lt(i, ITEMS, "foreign item %p", p);
+	unsigned char prev = __atomic_fetch_add(&taken[i], 1, __ATOMIC_RELAXED);
+	cr_assert_eq(prev, 0, "item %lu taken twice", (unsigned long)i);
+}
+
+static void *thief(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		void *p = weft__deque_steal(&shared);
+		if (p == WEFT_DEQUE_ABORT)
+			continue;
+		if (p != WEFT_DEQUE_EMPTY) {
+			record(p);
+			continue;
+		}
+		if (__atomic_load_n(&owner_done, __ATOMIC_ACQUIRE) && weft__deque_size(&shared) == 0)
+			return NULL;
+	}
+}
+
+Test(deque, owner_against_thieves, .timeout = 300)
+{
+	taken = calloc(ITEMS, 1);
+	cr_assert_eq(weft__deque_init(&shared, 8), 0);	/* grows under the thieves' feet */
+	pthread_t t[THIEVES];
+	for (int i = 0; i < THIEVES; i++)
+		pthread_create(&t[i], NULL, thief, NULL);
+	uint64_t rng = 88172645463325252ull;
+	for (uint64_t i = 0; i < ITEMS; i++) {
+		cr_assert_eq(weft__deque_push(&shared, item(i)), 0);
+		rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+		/* take often, in bursts, so the last-element race is hit a lot */
+		for (unsigned k = rng % 4; k > 0; k--) {
+			void *p = weft__deque_take(&shared);
+			if (!p)
+				break;
+			record(p);
+		}
+	}
+	void *p;
+	while ((p = weft__deque_take(&shared)))
+		record(p);
+	__atomic_store_n(&owner_done, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < THIEVES; i++)
+		pthread_join(t[i], NULL);
+	for (uint64_t i = 0; i < ITEMS; i++)
+		cr_assert_eq(taken[i], 1, "item %lu taken %u times", (unsigned long)i, taken[i]);
+	weft__deque_fini(&shared);
+	free(taken);
+}

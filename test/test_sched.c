@@ -1,0 +1,381 @@
+/* Scheduler: spawn/join/detach/yield semantics, fairness, migration, and
+ * the park/wake protocol hammered across workers and plain threads. */
+#include "harness.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "weft.h"
+
+static void start(unsigned workers)
+{
+	cr_assert_eq(weft_init(&(weft_config){ .workers = workers }), 0, "errno %d", errno);
+}
+
+static void stop(void)
+{
+	cr_assert_eq(weft_shutdown(), 0, "errno %d", errno);
+}
+
+static void nop(void *arg) { (void)arg; }
+
+Test(sched, calls_outside_the_runtime)
+{
+	errno = 0;
+	cr_assert_null(weft_spawn(nop, NULL));
+	cr_assert_eq(errno, EPERM);
+	cr_assert_null(weft_self());
+	cr_assert_eq(weft_worker_id(), -1);
+	cr_assert_eq(weft_worker_count(), 0);
+	cr_assert_eq(weft_shutdown(), -1);
+	cr_assert_eq(errno, ESRCH);
+	cr_assert_eq(weft_co_id(NULL), 0);
+	int64_t a = weft_now(), b = weft_now();
+	cr_assert(a > 0 && b >= a);
+}
+
+static unsigned long counter;
+static void bump(void *arg) { (void)arg; __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED); }
+
+/* TSan keeps a thread context per fiber and dies past 8128 live ones, so
+ * its build runs the same tests smaller. */
+#ifdef __SANITIZE_THREAD__
+#define FANOUT 100u
+#define HAMMER_PAIRS 3000
+#define LIVE 4000
+#else
+#define HAMMER_PAIRS 20000
+#define LIVE 100000
+#define FANOUT 1000u	/* 1,000,000 spawns */
+#endif
+
+static void spawner(void *arg)
+{
+	(void)arg;
+	weft_co *kids[FANOUT];
+	for (unsigned i = 0; i < FANOUT - 1; i++)
+		cr_assert_not_null(kids[i] = weft_spawn(bump, NULL));
+	for (unsigned i = 0; i < FANOUT - 1; i++)
+		cr_assert_eq(weft_join(kids[i]), 0);
+	bump(NULL);
+}
+
+static void *plain_spawner(void *arg)
+{
+	(void)arg;
+	weft_co *kids[FANOUT];
+	for (unsigned i = 0; i < FANOUT; i++)
+		kids[i] = weft_spawn(spawner, NULL);
+	for (unsigned i = 0; i < FANOUT; i++)
+		if (!kids[i] || weft_join(kids[i]) != 0)
+			abort();
+	return NULL;
+}
+
+static void tree_root(void *arg)
+{
+	(void)arg;
+	weft_co *kids[FANOUT / 2];
+	for (unsigned i = 0; i < FANOUT / 2; i++)
+		cr_assert_not_null(kids[i] = weft_spawn(spawner, NULL));
+	for (unsigned i = 0; i < FANOUT / 2; i++)
+		cr_assert_eq(weft_join(kids[i]), 0);
+}
+
+Test(sched, a_million_nested_spawns, .timeout = 300)
+{
+	start(2);
+	counter = 0;
+	/* half the tree from a coroutine, the other half from two plain threads
+	 * (FANOUT/2 spawners each... one of them a full FANOUT, see below) */
+	weft_co *root = weft_spawn(tree_root, NULL);
+	pthread_t t;
+	pthread_create(&t, NULL, plain_spawner, NULL);
+	cr_assert_eq(weft_join(root), 0);
+	pthread_join(t, NULL);
+	stop();
+	cr_assert_eq(counter, (unsigned long)FANOUT * FANOUT * 3 / 2);
+}
+
+/* Three coroutines on one worker, each yielding: they must interleave
+ * round-robin.  They are spawned from a coroutine, so all three are
+ * runnable before the first one runs. */
+enum { ROUNDS = 200 };
+static int fair_log[3 * ROUNDS];
+static unsigned fair_n;
+
+static void fair(void *arg)
+{
+	for (int i = 0; i < ROUNDS; i++) {
+		fair_log[fair_n++] = (int)(intptr_t)arg;
+		weft_yield();
+	}
+}
+
+static void fair_root(void *arg)
+{
+	(void)arg;
+	weft_co *co[3];
+	for (int i = 0; i < 3; i++)
+		co[i] = weft_spawn(fair, (void *)(intptr_t)i);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(weft_join(co[i]), 0);
+}
+
+Test(sched, yield_is_round_robin)
+{
+	fair_n = 0;
+	cr_assert_eq(weft_main(fair_root, NULL, &(weft_config){ .workers = 1 }), 0);
+	cr_assert_eq(fair_n, 3 * ROUNDS);
+	cr_assert(fair_log[0] != fair_log[1] && fair_log[1] != fair_log[2] && fair_log[0] != fair_log[2]);
+	for (unsigned i = 3; i < fair_n; i++)
+		cr_assert_eq(fair_log[i], fair_log[i - 3], "out of turn at %u", i);
+}
+
+/* A yielder must let a freshly woken or spawned coroutine run too. */
+static unsigned long spins;
+static void spin_until(void *arg)
+{
+	while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE)) {
+		spins++;
+		weft_yield();
+	}
+}
+
+static void set_flag(void *arg) { __atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE); }
+
+Test(sched, yielder_does_not_starve_others)
+{
+	start(1);
+	int flag = 0;
+	weft_co *a = weft_spawn(spin_until, &flag);
+	weft_co *b = weft_spawn(set_flag, &flag);
+	cr_assert_eq(weft_join(a), 0);
+	cr_assert_eq(weft_join(b), 0);
+	stop();
+}
+
+static void join_errors(void *arg)
+{
+	(void)arg;
+	cr_assert_eq(weft_join(weft_self()), -1);
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(weft_shutdown(), -1);
+	cr_assert_eq(errno, EDEADLK);
+	cr_assert_geq(weft_worker_id(), 0);
+	cr_assert_lt((unsigned)weft_worker_id(), weft_worker_count());
+}
+
+static void wait_flag(void *arg)
+{
+	while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE))
+		weft_yield();
+}
+
+Test(sched, misuse_is_reported)
+{
+	start(2);
+	cr_assert_eq(weft_init(NULL), -1);
+	cr_assert_eq(errno, EALREADY);
+	cr_assert_eq(weft_join(NULL), -1);
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(weft_detach(NULL), -1);
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_null(weft_spawn(NULL, NULL));
+	cr_assert_eq(errno, EINVAL);
+	weft_co *co = weft_spawn(join_errors, NULL);
+	cr_assert_eq(weft_join(co), 0);
+
+	int flag = 0;
+	co = weft_spawn(wait_flag, &flag);
+	cr_assert_eq(weft_detach(co), 0);
+	cr_assert_eq(weft_detach(co), -1, "detached twice");
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(weft_join(co), -1, "joined after detach");
+	cr_assert_eq(errno, EINVAL);
+	__atomic_store_n(&flag, 1, __ATOMIC_RELEASE);
+	stop();
+}
+
+Test(sched, detached_coroutines_finish_before_shutdown)
+{
+	start(2);
+	counter = 0;
+	for (int i = 0; i < 10000; i++) {
+		weft_co *co = weft_spawn(bump, NULL);
+		cr_assert_not_null(co);
+		cr_assert_eq(weft_detach(co), 0);
+	}
+	stop();
+	cr_assert_eq(counter, 10000);
+}
+
+static void yield_some(void *arg)
+{
+	for (uintptr_t i = 0; i < (uintptr_t)arg; i++)
+		weft_yield();
+	bump(NULL);
+}
+
+Test(sched, ids_are_unique_and_never_reused)
+{
+	enum { N = 3000 };
+	static uint64_t ids[2 * N];
+	for (int round = 0; round < 2; round++) {	/* across init cycles too */
+		start(2);
+		weft_co *co[N];
+		for (int i = 0; i < N; i++) {
+			co[i] = weft_spawn(yield_some, (void *)(uintptr_t)(i % 3));
+			ids[round * N + i] = weft_co_id(co[i]);
+		}
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(weft_join(co[i]), 0);
+		stop();
+	}
+	for (int i = 0; i < 2 * N; i++) {
+		cr_assert_neq(ids[i], 0);
+		for (int j = i + 1; j < 2 * N; j++)
+			cr_assert_neq(ids[i], ids[j], "id %lu twice", (unsigned long)ids[i]);
+	}
+}
+
+/* The park/wake protocol under fire: joins of coroutines that finish while
+ * the joiner is parking, from coroutines and plain threads at once. */
+static void joiner(void *arg)
+{
+	weft_co *target = arg;
+	if (weft_join(target) != 0)
+		abort();
+	bump(NULL);
+}
+
+static void *plain_joiner(void *arg)
+{
+	for (int i = 0; i < 2000; i++) {
+		weft_co *co = weft_spawn(yield_some, (void *)(uintptr_t)(i % 2));
+		if (!co || weft_join(co) != 0)
+			abort();
+	}
+	(void)arg;
+	return NULL;
+}
+
+Test(sched, park_wake_hammer, .timeout = 300)
+{
+	start(2);
+	counter = 0;
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, plain_joiner, NULL);
+	enum { PAIRS = HAMMER_PAIRS };
+	weft_co **js = calloc(PAIRS, sizeof *js);
+	for (int i = 0; i < PAIRS; i++) {
+		weft_co *target = weft_spawn(yield_some, (void *)(uintptr_t)(i % 3));
+		js[i] = weft_spawn(joiner, target);
+	}
+	for (int i = 0; i < PAIRS; i++)
+		cr_assert_eq(weft_join(js[i]), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	stop();
+	free(js);
+	cr_assert_eq(counter, 2 * PAIRS + 4000);
+}
+
+/* errno follows the coroutine; a coroutine that migrates still reads its own
+ * value, and the runtime's own errors are reported on the current thread. */
+static unsigned migrations;
+
+/* The safe pattern for code that suspends (docs/design.md): touch errno
+ * through out-of-line helpers, so no address of it is cached across a
+ * suspension (glibc declares __errno_location const). */
+__attribute__((noinline)) static int read_errno(void)
+{
+	__asm__ volatile("" ::: "memory");
+	return errno;
+}
+
+__attribute__((noinline)) static void write_errno(int e)
+{
+	__asm__ volatile("" ::: "memory");
+	errno = e;
+}
+
+enum { KEEPERS = 64, MIN_ROUNDS = 500, MAX_ROUNDS = 100000 };
+
+static void errno_keeper(void *arg)
+{
+	int mine = (int)(intptr_t)arg;
+	int where = weft_worker_id();
+	write_errno(mine);
+	/* at least MIN_ROUNDS, and on until some coroutine has migrated */
+	for (int i = 0; i < MAX_ROUNDS; i++) {
+		if (i >= MIN_ROUNDS && __atomic_load_n(&migrations, __ATOMIC_RELAXED))
+			break;
+		weft_yield();
+		if (read_errno() != mine)
+			abort();
+		if (weft_worker_id() != where) {
+			__atomic_fetch_add(&migrations, 1, __ATOMIC_RELAXED);
+			where = weft_worker_id();
+		}
+		/* a failing call after a suspension reports on this thread */
+		if (weft_join(NULL) != -1 || read_errno() != EINVAL)
+			abort();
+		write_errno(mine);
+	}
+}
+
+/* All keepers start on the root's worker; the other worker steals some. */
+static void errno_root(void *arg)
+{
+	(void)arg;
+	weft_co *co[KEEPERS];
+	for (int i = 0; i < KEEPERS; i++)
+		co[i] = weft_spawn(errno_keeper, (void *)(intptr_t)(1000 + i));
+	for (int i = 0; i < KEEPERS; i++)
+		cr_assert_eq(weft_join(co[i]), 0);
+}
+
+Test(sched, errno_survives_migration)
+{
+	migrations = 0;
+	cr_assert_eq(weft_main(errno_root, NULL, &(weft_config){ .workers = 2 }), 0);
+	cr_assert_gt(migrations, 0, "coroutines never moved between workers");
+}
+
+/* 100,000 coroutines alive at once: more than vm.max_map_count allows guard
+ * pages for, so most of them get canary stacks. */
+static unsigned live;
+static void stay_alive(void *arg)
+{
+	__atomic_fetch_add(&live, 1, __ATOMIC_RELAXED);
+	wait_flag(arg);
+}
+
+Test(sched, a_hundred_thousand_live, .timeout = 300)
+{
+	enum { N = LIVE };
+	start(2);
+	int flag = 0;
+	weft_co **co = calloc(N, sizeof *co);
+	for (int i = 0; i < N; i++)
+		cr_assert_not_null(co[i] = weft_spawn(stay_alive, &flag), "spawn %d: errno %d", i, errno);
+	while (__atomic_load_n(&live, __ATOMIC_RELAXED) < N)
+		weft_yield();
+	__atomic_store_n(&flag, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(weft_join(co[i]), 0);
+	stop();
+	free(co);
+}
+
+Test(sched, main_runs_and_returns)
+{
+	counter = 0;
+	cr_assert_eq(weft_main(bump, NULL, &(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(counter, 1);
+	cr_assert_eq(weft_worker_count(), 0);
+}

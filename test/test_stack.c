@@ -1,0 +1,158 @@
+/* Stack pool: reuse, guard pages, RSS release, and the overflow report. */
+#include "harness.h"
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "coro.h"
+#include "stack.h"
+#include "weft.h"
+
+Test(stack, cache_reuses_stacks)
+{
+	cr_assert_eq(weft__stack_pool_init(64 << 10, -1), 0);
+	struct weft__stack_cache cache = { 0 };
+	struct weft__stack *a = weft__stack_get(&cache);
+	cr_assert_not_null(a);
+	cr_assert_geq(weft__stack_usable(a), (size_t)60 << 10);
+	weft__stack_put(&cache, a);
+	cr_assert_eq(weft__stack_get(&cache), a, "a cached stack comes back first");
+	cr_assert_eq(cache.hits, 1);
+	cr_assert_eq(cache.misses, 1);
+	/* overflow the cache: the surplus goes to the depot and comes back */
+	struct weft__stack *many[200];
+	for (int i = 0; i < 200; i++)
+		cr_assert_not_null(many[i] = weft__stack_get(&cache));
+	for (int i = 0; i < 200; i++)
+		weft__stack_put(&cache, many[i]);
+	for (int i = 0; i < 200; i++)
+		many[i] = weft__stack_get(&cache);
+	for (int i = 0; i < 200; i++)
+		weft__stack_put(&cache, many[i]);
+	weft__stack_put(&cache, a);
+	weft__stack_cache_flush(&cache);
+	weft__stack_pool_fini();
+}
+
+Test(stack, guard_page_faults, .signal = SIGSEGV)
+{
+	cr_assert_eq(weft__stack_pool_init(64 << 10, -1), 0);
+	struct weft__stack *s = weft__stack_get(NULL);
+	cr_assert(s->guarded);
+	signal(SIGSEGV, SIG_DFL);	/* not ASan's report: the plain signal */
+	weft__stack_base(s)[0] = 1;	/* the lowest usable byte is fine */
+	*(volatile char *)s->lo = 1;	/* the guard page is not */
+}
+
+Test(stack, deep_use_releases_rss)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	cr_assert_eq(weft__stack_pool_init(256 << 10, -1), 0);
+	struct weft__stack_cache cache = { 0 };
+	struct weft__stack *s = weft__stack_get(&cache);
+	char *base = weft__stack_base(s);
+	size_t usable = weft__stack_usable(s);
+	memset(base, 0x5a, usable);	/* a "deep" use: every page resident */
+	weft__stack_put(&cache, s);
+	size_t pages = usable / (size_t)page;
+	unsigned char *vec = calloc(pages + 1, 1);
+	cr_assert_eq(mincore(base, pages * (size_t)page, vec), 0);
+	size_t resident = 0;
+	for (size_t i = 0; i < pages; i++)
+		resident += vec[i] & 1;
+	cr_assert_leq(resident, (size_t)(16 << 10) / (size_t)page + 1,
+		      "%zu of %zu pages still resident", resident, pages);
+	free(vec);
+}
+
+/* Runs fn as a weft program in a child; returns its stderr, sets *status. */
+static char *run_child(void (*fn)(void *), int *status)
+{
+	int fds[2];
+	cr_assert_eq(pipe(fds), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(fds[1], STDERR_FILENO);
+		close(fds[0]);
+		weft_main(fn, NULL, &(weft_config){ .workers = 2 });
+		_exit(0);
+	}
+	close(fds[1]);
+	static char buf[4096];
+	size_t n = 0;
+	ssize_t r;
+	while ((r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0)
+		n += (size_t)r;
+	buf[n] = 0;
+	close(fds[0]);
+	cr_assert_eq(waitpid(pid, status, 0), pid);
+	return buf;
+}
+
+static int depth(int n)
+{
+	volatile char pad[512];
+	pad[0] = (char)n;
+	return n == 0 ? pad[0] : depth(n - 1) + pad[0];
+}
+
+static void recurse_forever(void *arg)
+{
+	(void)arg;
+	depth(1 << 30);
+}
+
+Test(stack, overflow_is_reported)
+{
+	int status;
+	char *err = run_child(recurse_forever, &status);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %#x, stderr: %s", status, err);
+	cr_assert_not_null(strstr(err, "weft: stack overflow in coroutine "), "stderr: %s", err);
+	cr_assert_not_null(strstr(err, "(stack 65536 bytes)"), "stderr: %s", err);
+}
+
+static void smash_canary(void *arg)
+{
+	(void)arg;
+	struct weft_co *self = weft_self();
+	memset(self->stack->lo, 0, 8);	/* what an overflow past the bottom does */
+	weft_yield();
+}
+
+Test(stack, broken_canary_is_reported)
+{
+	setenv("WEFT_STACK_GUARDS", "0", 1);	/* canaries only */
+	int status;
+	char *err = run_child(smash_canary, &status);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %#x, stderr: %s", status, err);
+	cr_assert_not_null(strstr(err, "weft: stack overflow in coroutine "), "stderr: %s", err);
+}
+
+static volatile uintptr_t wild = 16;	/* volatile: the compiler cannot see it */
+
+static void not_an_overflow(void *arg)
+{
+	(void)arg;
+	*(volatile int *)wild = 1;
+}
+
+Test(stack, other_segfaults_pass_through)
+{
+	int status;
+	char *err = run_child(not_an_overflow, &status);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	/* the previous handler is the sanitizer's: it reports the SEGV and exits */
+	cr_assert_not_null(strstr(err, "SEGV"), "stderr: %s", err);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+#else
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %#x, stderr: %s", status, err);
+#endif
+	cr_assert_null(strstr(err, "stack overflow"), "stderr: %s", err);
+}
