@@ -105,10 +105,8 @@ static void write_canary(char *lo)
 		w[i] = CANARY;
 }
 
-bool weft__stack_intact(const struct weft__stack *s)
+bool weft__stack_canary_intact(const struct weft__stack *s)
 {
-	if (s->guarded)
-		return true;
 	const uint64_t *w = (const uint64_t *)(const void *)s->lo;
 	for (size_t i = 0; i < CANARY_BYTES / sizeof *w; i++)
 		if (w[i] != CANARY)
@@ -223,31 +221,42 @@ static void depot_push_list(struct weft__stack *head, struct weft__stack *tail, 
 	}
 }
 
-static struct weft__stack *depot_pop(void)
+/* Moves up to `want` stacks from the depot into cache (one lock for all);
+ * returns how many moved. */
+static unsigned depot_refill(struct weft__stack_cache *cache, unsigned want)
 {
+	unsigned n = 0;
 	pthread_mutex_lock(&pool.depot_lock);
-	struct weft__stack *s = pool.depot;
-	if (s) {
+	while (n < want && pool.depot) {
+		struct weft__stack *s = pool.depot;
 		pool.depot = s->next;
-		pool.depot_count--;
+		s->next = cache->head;
+		cache->head = s;
+		n++;
 	}
+	pool.depot_count -= n;
 	pthread_mutex_unlock(&pool.depot_lock);
-	return s;
+	cache->count += n;
+	return n;
 }
 
 struct weft__stack *weft__stack_get(struct weft__stack_cache *cache)
 {
-	struct weft__stack *s = cache ? cache->head : NULL;
-	if (s) {
-		cache->head = s->next;
-		cache->count--;
+	struct weft__stack_cache single = { 0 };
+	struct weft__stack_cache *c = cache ? cache : &single;
+	if (!c->head) {
+		if (cache)
+			cache->misses++;
+		/* a worker refills half its cache at once; a plain thread takes one */
+		if (!depot_refill(c, cache ? CACHE_MAX / 2 : 1))
+			return stack_alloc();
+	} else {
 		cache->hits++;
-		return s;
 	}
-	if (cache)
-		cache->misses++;
-	s = depot_pop();
-	return s ? s : stack_alloc();
+	struct weft__stack *s = c->head;
+	c->head = s->next;
+	c->count--;
+	return s;
 }
 
 void weft__stack_put(struct weft__stack_cache *cache, struct weft__stack *s)

@@ -57,7 +57,11 @@ char *weft__stack_base(const struct weft__stack *s);
 size_t weft__stack_usable(const struct weft__stack *s);
 
 /* true if the stack's canary line is intact (always true when guarded). */
-bool weft__stack_intact(const struct weft__stack *s);
+bool weft__stack_canary_intact(const struct weft__stack *s);
+static inline bool weft__stack_intact(const struct weft__stack *s)
+{
+	return s->guarded || weft__stack_canary_intact(s);
+}
 /* true if addr lies in the stack's guard page or just below it. */
 bool weft__stack_guard_hit(const struct weft__stack *s, const void *addr);
 

@@ -75,6 +75,7 @@ enum {
 	DEQUE_INITIAL = 256,	/* slots; grows by doubling */
 	GLOBAL_INTERVAL = 61,	/* dispatches between fairness checks (Go's 61) */
 	STEAL_ROUNDS = 4,	/* passes over all victims before giving up (Go's 4) */
+	STEAL_BATCH = 32,	/* extra items one steal may bring along */
 	ID_BLOCK = 4096,	/* coroutine ids a worker takes at a time */
 	EPOLL_BATCH = 64,
 };
@@ -312,6 +313,12 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 {
 	int64_t now = weft_now();
 	struct weft_co *co;
+	if (!w->slice_start) {	/* the deque ran dry since the last turn */
+		w->slice_start = w->inject_turn = now;
+		w->slice_len = SLICE_NS;
+		w->inject_len = INJECT_NS;
+		return NULL;
+	}
 	if (now - w->inject_turn >= w->inject_len) {
 		w->inject_turn = now;
 		if (w->inject_len < INJECT_MAX_NS)
@@ -340,14 +347,37 @@ static struct weft_co *find_local(struct weft__worker *w)
 		count(&w->c.lifo_hits);
 		return co;
 	}
-	w->slice_start = weft_now();
-	w->slice_len = SLICE_NS;
-	w->inject_len = INJECT_NS;
+	w->slice_start = 0;	/* restart the clocks at the next turn (no clock read here) */
 	if ((co = inject_pop())) {
 		count(&w->c.inject_pops);
 		return co;
 	}
 	return pop_yielder(w);
+}
+
+/*
+ * After a successful steal, take up to half of what the victim still has
+ * (at most STEAL_BATCH) into our own deque: the victim's top line is already
+ * in our cache, so each extra item costs one local CAS instead of another
+ * round of cross-core misses.  Chase-Lev moves top by one per CAS, so a batch
+ * is a loop (research notes, pitfall 7).
+ */
+static void steal_more(struct weft__worker *w, struct weft__deque *victim)
+{
+	int64_t n = weft__deque_size(victim) / 2;
+	if (n > STEAL_BATCH)
+		n = STEAL_BATCH;
+	bool got = false;
+	while (n-- > 0) {
+		void *item = weft__deque_steal(victim);
+		if (item == WEFT_DEQUE_EMPTY || item == WEFT_DEQUE_ABORT)
+			break;
+		if (weft__deque_push(&w->deque, item) != 0)
+			inject_push(item);
+		got = true;
+	}
+	if (got)
+		notify_work();
 }
 
 static struct weft_co *steal_work(struct weft__worker *w)
@@ -363,6 +393,7 @@ static struct weft_co *steal_work(struct weft__worker *w)
 			struct weft_co *co = steal_from(&v->deque);
 			if (co) {
 				count(&w->c.steals);
+				steal_more(w, &v->deque);
 				return co;
 			}
 		}

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { DEFAULT_TIMEOUT = 600 };
@@ -71,8 +72,12 @@ int main(int argc, char **argv)
 	(void)argv;	/* Criterion's options (--jobs) do not apply */
 	unsigned passed = 0, failed = 0;
 	for (const struct harness_test *t = tests; t; t = t->next) {
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
 		bool ok = run_one(t);
-		printf("[%s] %s::%s\n", ok ? "PASS" : "FAIL", t->suite, t->name);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		printf("[%s] %s::%s (%.2fs)\n", ok ? "PASS" : "FAIL", t->suite, t->name,
+		       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
 		ok ? passed++ : failed++;
 	}
 	printf("%u passed, %u failed\n", passed, failed);

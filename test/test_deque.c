@@ -32,9 +32,9 @@ Test(deque, lifo_for_owner_fifo_for_thieves)
 }
 
 enum { THIEVES = 3 };
-#ifdef __SANITIZE_THREAD__
+#ifdef WEFT_TEST_TSAN
 #define ITEMS 300000u
-#elif defined(__SANITIZE_ADDRESS__)
+#elif defined(WEFT_TEST_ASAN)
 #define ITEMS 1000000u
 #else
 #define ITEMS 3000000u

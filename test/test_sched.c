@@ -41,7 +41,7 @@ static void bump(void *arg) { (void)arg; __atomic_fetch_add(&counter, 1, __ATOMI
 
 /* TSan keeps a thread context per fiber and dies past 8128 live ones, so
  * its build runs the same tests smaller. */
-#ifdef __SANITIZE_THREAD__
+#ifdef WEFT_TEST_TSAN
 #define FANOUT 100u
 #define HAMMER_PAIRS 3000
 #define LIVE 4000

@@ -147,7 +147,7 @@ Test(stack, other_segfaults_pass_through)
 {
 	int status;
 	char *err = run_child(not_an_overflow, &status);
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(WEFT_TEST_ASAN) || defined(WEFT_TEST_TSAN)
 	/* the previous handler is the sanitizer's: it reports the SEGV and exits */
 	cr_assert_not_null(strstr(err, "SEGV"), "stderr: %s", err);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) != 0);
