@@ -118,6 +118,49 @@ WEFT_EXPORT unsigned weft_worker_count(void);
 /* Monotonic time in nanoseconds (CLOCK_MONOTONIC). */
 WEFT_EXPORT int64_t weft_now(void);
 
+/* ---------------------------------------------------- coroutine-locals */
+
+/*
+ * Coroutine-local storage: what pthread keys are to threads.  Use it instead
+ * of __thread for anything that must follow a coroutine (a request id, a
+ * trace span, an arena): coroutines migrate between worker threads, and the
+ * compiler may cache a __thread address across a suspension (see
+ * docs/design.md, "errno and thread-locals").
+ *
+ * Keys are process-wide and independent of weft_init/weft_shutdown; at most
+ * 1024 exist at once.  A new coroutine starts with every key unset (no
+ * inheritance).  Get and set are O(1) and do not allocate after the first
+ * set of a key in a coroutine.
+ */
+typedef struct weft_key weft_key;
+
+/*
+ * Creates a key.  destructor (may be NULL) runs when a coroutine that holds
+ * a non-NULL value for the key finishes: after its function returns, on its
+ * own stack and worker, before weft_join of it returns (or before a detached
+ * one is freed).  Destructors run in the order the keys were created
+ * (lowest slot first); a destructor may get and set keys, and the passes
+ * repeat while values remain, at most 4 times.
+ * Errors: ENOMEM; EAGAIN when 1024 keys exist.
+ */
+WEFT_EXPORT weft_key *weft_key_new(void (*destructor)(void *value));
+
+/*
+ * Deletes a key.  Values coroutines still hold for it are dropped without
+ * running the destructor (as pthread_key_delete does) and are never visible
+ * through a later key.  Using key after this call is undefined.  NULL is a
+ * no-op.
+ */
+WEFT_EXPORT void weft_key_free(weft_key *key);
+
+/* Sets the calling coroutine's value for key.  Errors: EPERM outside a
+ * coroutine; EINVAL for a NULL key; ENOMEM (the old value is kept). */
+WEFT_EXPORT int weft_local_set(weft_key *key, void *value);
+
+/* The calling coroutine's value for key: NULL when unset, outside a
+ * coroutine, or for a NULL key. */
+WEFT_EXPORT void *weft_local_get(weft_key *key);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,6 +19,7 @@
 
 #include "atomic.h"
 #include "context.h"
+#include "local.h"
 #include "overflow.h"
 #include "park.h"
 #include "runtime.h"
@@ -71,11 +72,11 @@ void weft__co_run(struct weft__worker *w, struct weft_co *co)
 	at_store_64(&co->park_word, park_word(park_gen(word), park_result(word), CO_RUNNING));
 	co->worker = w;
 	w->current = co;
-	errno = co->saved_errno;
+	*w->errno_slot = co->saved_errno;
 	san_switch_begin(&w->sched_san, &co->san, false);
 	weft__ctx_switch(&w->sched_sp, co->sp);
 	san_switch_end(&w->sched_san);
-	co->saved_errno = errno;
+	co->saved_errno = *w->errno_slot;
 	w->current = NULL;
 	if (co->stack && !weft__stack_intact(co->stack))
 		weft__overflow_report(co);
@@ -101,6 +102,8 @@ static void co_main(void *arg)
 	struct weft_co *co = arg;
 	san_switch_end(&co->san);
 	co->fn(co->arg);
+	if (co->locals)
+		weft__locals_destroy(co);
 	uint64_t word = at_load_64(&co->park_word);
 	at_store_64(&co->park_word, park_word(park_gen(word), 0, CO_EXITING));
 	weft__co_switch_out(co, 1);
@@ -134,6 +137,8 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 	co->next = NULL;
 	co->worker = w;
 	co->saved_errno = 0;
+	co->locals = NULL;
+	co->nlocals = 0;
 	co->park_word = park_word(0, 0, CO_RUNNABLE);
 	co->id = weft__next_id(w);
 	co->sp = weft__ctx_make(weft__stack_top(stack), co_main, co);

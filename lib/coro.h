@@ -23,6 +23,7 @@
 #include "weft.h"
 
 struct weft__worker;
+struct weft__local;
 
 struct weft_co {
 	void *sp;			/* saved stack pointer while switched out */
@@ -35,6 +36,8 @@ struct weft_co {
 	void *join;			/* atomic: NULL, JOIN_DETACHED, JOIN_DONE or a waiter */
 	uint64_t id;
 	int saved_errno;		/* errno follows the coroutine across workers */
+	struct weft__local *locals;	/* coroutine-local values, by key slot */
+	unsigned nlocals;
 	struct weft__san san;
 };
 

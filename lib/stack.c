@@ -16,8 +16,8 @@
 #include "atomic.h"
 #include "sanitize.h"
 
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
 #define WEFT_VALGRIND 1
 #endif
 
@@ -178,11 +178,11 @@ static void release_if_deep(struct weft__stack *s)
 	char *base = weft__stack_base(s);
 	if (warm <= base)
 		return;
-#ifdef WEFT_VALGRIND
-	if (RUNNING_ON_VALGRIND)
-		return;	/* memory below a dead sp reads as undefined there */
-#endif
 	const uint64_t *line = (const uint64_t *)(void *)(warm - 64);
+#ifdef WEFT_VALGRIND
+	/* memcheck marks memory below a dead stack pointer undefined */
+	VALGRIND_MAKE_MEM_DEFINED(line, 64);
+#endif
 	uint64_t any = 0;
 	for (int i = 0; i < 8; i++)
 		any |= line[i];

@@ -490,6 +490,7 @@ static void *worker_main(void *arg)
 {
 	struct weft__worker *w = arg;
 	tls_worker = w;
+	w->errno_slot = &errno;
 	weft__overflow_thread_init(w);
 	pthread_attr_t attr;
 	void *lo = NULL;

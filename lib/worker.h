@@ -33,6 +33,7 @@ struct weft__worker {
 	void *sched_sp;			/* the scheduler context, while a coroutine runs */
 	struct weft__san sched_san;
 	struct weft_co *current;	/* the running coroutine, NULL between */
+	int *errno_slot;		/* this worker thread's errno (the thread never changes) */
 	struct weft_co *yield_head;	/* owner-only FIFO of yielders */
 	struct weft_co *yield_tail;
 	struct weft__stack_cache stacks;

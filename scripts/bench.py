@@ -463,6 +463,29 @@ def metadata(args, peers: List[Peer]) -> dict:
     }
 
 
+DOCS = ROOT / "docs" / "bench.md"
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def update_docs(md: Path, charts_made) -> None:
+    """Replaces the generated section of docs/bench.md with this run's table
+    and copies the charts to docs/bench/; the prose around it is kept."""
+    text = DOCS.read_text()
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"bench.py: {DOCS} lacks the {BEGIN} / {END} markers")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    body = md.read_text()
+    img_dir = DOCS.parent / "bench"
+    img_dir.mkdir(exist_ok=True)
+    for chart in charts_made:
+        chart = Path(chart)
+        shutil.copy(chart, img_dir / chart.name)
+        body += f"\n![{chart.stem}](bench/{chart.name})\n"
+    DOCS.write_text(head + BEGIN + "\n" + body + END + tail)
+    print(f"updated {DOCS}")
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="weft scheduler benchmarks vs peer runtimes")
@@ -482,6 +505,8 @@ def parse_args(argv):
                     help="meson build directory (default: build)")
     ap.add_argument("--json", type=Path,
                     help="results file (default: BUILD/bench/results.json)")
+    ap.add_argument("--docs", action="store_true",
+                    help="also write the table and charts into docs/bench.md")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds per invocation (default 300)")
     args = ap.parse_args(argv)
@@ -499,26 +524,19 @@ def parse_args(argv):
         args.workers = ws
     else:
         args.workers = sorted({1, len(os.sched_getaffinity(0))})
-    names = [b.name for b in BENCHMARKS]
-    if args.only:
-        want = [x.strip() for x in args.only.split(",") if x.strip()]
-        bad = [x for x in want if x not in names]
-        if bad:
-            ap.error(f"--only: unknown {', '.join(bad)} "
-                     f"(known: {', '.join(names)})")
-        args.only = want
-    else:
-        args.only = names
-    if args.peers:
-        want = [x.strip() for x in args.peers.split(",") if x.strip()]
-        known = [p.name for p in PEERS[1:]]
+    def pick(option: str, value: Optional[str], known: List[str]) -> List[str]:
+        """The comma-separated names of --only / --peers, all known ones if unset."""
+        if not value:
+            return known
+        want = [x.strip() for x in value.split(",") if x.strip()]
         bad = [x for x in want if x not in known]
         if bad:
-            ap.error(f"--peers: unknown {', '.join(bad)} "
+            ap.error(f"{option}: unknown {', '.join(bad)} "
                      f"(known: {', '.join(known)})")
-        args.peers = want
-    else:
-        args.peers = [p.name for p in PEERS[1:]]
+        return want
+
+    args.only = pick("--only", args.only, [b.name for b in BENCHMARKS])
+    args.peers = pick("--peers", args.peers, [p.name for p in PEERS[1:]])
     if not args.build_dir.is_absolute():
         args.build_dir = (Path.cwd() / args.build_dir).resolve()
     if args.json is None:
@@ -632,6 +650,8 @@ def main(argv=None) -> int:
     made = charts(summary, peers, args.workers, ctx)
     print(f"wrote {args.json}, {md}" +
           "".join(f", {m}" for m in made))
+    if args.docs:
+        update_docs(md, made)
     if failures:
         print(f"bench.py: {len(failures)} failure(s):", file=sys.stderr)
         for x in failures:

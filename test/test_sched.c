@@ -9,6 +9,12 @@
 
 #include "weft.h"
 
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 static void start(unsigned workers)
 {
 	cr_assert_eq(weft_init(&(weft_config){ .workers = workers }), 0, "errno %d", errno);
@@ -357,13 +363,14 @@ static void stay_alive(void *arg)
 
 Test(sched, a_hundred_thousand_live, .timeout = 300)
 {
-	enum { N = LIVE };
+	/* valgrind keeps its own table of mappings, smaller than the kernel's */
+	const int N = RUNNING_ON_VALGRIND ? 2000 : LIVE;
 	start(2);
 	int flag = 0;
 	weft_co **co = calloc(N, sizeof *co);
 	for (int i = 0; i < N; i++)
 		cr_assert_not_null(co[i] = weft_spawn(stay_alive, &flag), "spawn %d: errno %d", i, errno);
-	while (__atomic_load_n(&live, __ATOMIC_RELAXED) < N)
+	while (__atomic_load_n(&live, __ATOMIC_RELAXED) < (unsigned)N)
 		weft_yield();
 	__atomic_store_n(&flag, 1, __ATOMIC_RELEASE);
 	for (int i = 0; i < N; i++)
