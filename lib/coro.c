@@ -38,15 +38,18 @@ void weft__co_switch_out(struct weft_co *co, int dying)
 	san_switch_end(&co->san);
 }
 
+_Static_assert(sizeof(struct weft_co) <= WEFT_STACK_PAYLOAD, "the control block fits the payload");
+
+/* The control block lives in its stack's payload (stack.h): freeing it is
+ * returning the stack, to this thread's cache when it is a worker. */
 static void co_free(struct weft_co *co)
 {
-	free(co);
+	struct weft__worker *w = weft__worker_self();
+	weft__stack_put(w ? &w->stacks : NULL, co->stack);
 }
 
 static void co_finish(struct weft__worker *w, struct weft_co *co)
 {
-	weft__stack_put(&w->stacks, co->stack);
-	co->stack = NULL;
 	san_destroy(&co->san);
 	at_store_64(&w->c.finished, at_load_64(&w->c.finished) + 1);
 	void *joiner = at_swap_ptr(&co->join, JOIN_DONE);
@@ -78,7 +81,7 @@ void weft__co_run(struct weft__worker *w, struct weft_co *co)
 	san_switch_end(&w->sched_san);
 	co->saved_errno = *w->errno_slot;
 	w->current = NULL;
-	if (co->stack && !weft__stack_intact(co->stack))
+	if (!weft__stack_intact(co->stack))
 		weft__overflow_report(co);
 	switch (park_state(at_load_64(&co->park_word))) {
 	case CO_YIELDING:
@@ -123,13 +126,12 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 		return NULL;
 	}
 	struct weft__worker *w = weft__worker_self();
-	struct weft_co *co = malloc(sizeof *co);
-	struct weft__stack *stack = co ? weft__stack_get(w ? &w->stacks : NULL) : NULL;
+	struct weft__stack *stack = weft__stack_get(w ? &w->stacks : NULL);
 	if (!stack) {
-		free(co);
 		weft__fail(ENOMEM);
 		return NULL;
 	}
+	struct weft_co *co = weft__stack_payload(stack);
 	co->stack = stack;
 	co->fn = fn;
 	co->arg = arg;

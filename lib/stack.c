@@ -22,8 +22,8 @@
 #endif
 
 enum {
-	CACHE_MAX = 256,	/* stacks a worker keeps; half go to the depot when full */
-	DEPOT_MAX = 16384,	/* stacks the depot keeps before freeing to jemalloc */
+	CACHE_SLOTS = 2 * WEFT_MAGAZINE,	/* a full cache spills its older half */
+	DEPOT_MAGAZINES = 256,		/* full magazines kept: 16,384 stacks */
 	WARM_BYTES = 16 << 10,	/* top of a stack left resident when it is recycled */
 	CANARY_BYTES = 64,	/* the canary line at the low end of an unguarded stack */
 };
@@ -36,10 +36,22 @@ static struct {
 	int mallocx_flags;
 	unsigned long guard_budget;	/* guarded stacks allowed at once */
 	unsigned long guarded_live;	/* atomic */
-	pthread_mutex_t depot_lock;
-	struct weft__stack *depot;
-	unsigned depot_count;
-} pool = { .depot_lock = PTHREAD_MUTEX_INITIALIZER };
+	pthread_mutex_t depot_lock;	/* guards full, nfull, empty */
+	struct weft__magazine *full;
+	unsigned nfull;
+	struct weft__magazine *empty;	/* spare magazine structs */
+	pthread_mutex_t shared_lock;	/* guards shared */
+	struct weft__stack_cache shared;	/* the plain threads' cache */
+} pool = {
+	.depot_lock = PTHREAD_MUTEX_INITIALIZER,
+	.shared_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+struct weft__magazine {
+	struct weft__magazine *next;
+	unsigned n;
+	struct weft__stack *s[WEFT_MAGAZINE];
+};
 
 size_t weft__stack_size(void) { return pool.stack_size; }
 
@@ -50,7 +62,7 @@ char *weft__stack_base(const struct weft__stack *s)
 
 size_t weft__stack_usable(const struct weft__stack *s)
 {
-	return (size_t)((const char *)s - weft__stack_base(s));
+	return (size_t)((const char *)s - WEFT_STACK_PAYLOAD - weft__stack_base(s));
 }
 
 /*
@@ -82,8 +94,6 @@ int weft__stack_pool_init(size_t stack_size, long guards)
 				   MALLOCX_TCACHE_NONE);
 	pool.guard_budget = guards < 0 ? read_guard_budget() : (unsigned long)guards;
 	pool.guarded_live = 0;
-	pool.depot = NULL;
-	pool.depot_count = 0;
 	return 0;
 }
 
@@ -134,7 +144,6 @@ static struct weft__stack *stack_alloc(void)
 	s = (struct weft__stack *)((uintptr_t)s & ~(uintptr_t)63);
 	s->lo = lo;
 	s->alloc_size = alloc;
-	s->next = NULL;
 	s->guarded = take_guard_slot();
 	if (s->guarded && mprotect(lo, pool.page, PROT_NONE) != 0) {
 		at_faa_64((uint64_t *)&pool.guarded_live, (uint64_t)-1);
@@ -194,68 +203,110 @@ static void release_if_deep(struct weft__stack *s)
 		madvise(from, to - (uintptr_t)from, MADV_DONTNEED);
 }
 
-static void free_list(struct weft__stack *s)
-{
-	while (s) {
-		struct weft__stack *next = s->next;
-		stack_free(s);
-		s = next;
-	}
-}
+/* ------------------------------------------------------ the depot */
 
-/* Adds the list head..tail of n stacks; frees them instead when the depot is
- * full (it keeps what it has: those are as warm as any). */
-static void depot_push_list(struct weft__stack *head, struct weft__stack *tail, unsigned n)
+/* A full magazine, or NULL. */
+static struct weft__magazine *depot_take_full(void)
 {
 	pthread_mutex_lock(&pool.depot_lock);
-	bool room = pool.depot_count + n <= DEPOT_MAX;
+	struct weft__magazine *m = pool.full;
+	if (m) {
+		pool.full = m->next;
+		pool.nfull--;
+	}
+	pthread_mutex_unlock(&pool.depot_lock);
+	return m;
+}
+
+/* Keeps m's stacks if the depot has room (true), else leaves m to the caller. */
+static bool depot_give_full(struct weft__magazine *m)
+{
+	pthread_mutex_lock(&pool.depot_lock);
+	bool room = pool.nfull < DEPOT_MAGAZINES;
 	if (room) {
-		tail->next = pool.depot;
-		pool.depot = head;
-		pool.depot_count += n;
+		m->next = pool.full;
+		pool.full = m;
+		pool.nfull++;
 	}
 	pthread_mutex_unlock(&pool.depot_lock);
-	if (!room) {
-		tail->next = NULL;
-		free_list(head);
-	}
+	return room;
 }
 
-/* Moves up to `want` stacks from the depot into cache (one lock for all);
- * returns how many moved. */
-static unsigned depot_refill(struct weft__stack_cache *cache, unsigned want)
+static void depot_give_empty(struct weft__magazine *m)
 {
-	unsigned n = 0;
 	pthread_mutex_lock(&pool.depot_lock);
-	while (n < want && pool.depot) {
-		struct weft__stack *s = pool.depot;
-		pool.depot = s->next;
-		s->next = cache->head;
-		cache->head = s;
-		n++;
-	}
-	pool.depot_count -= n;
+	m->next = pool.empty;
+	pool.empty = m;
 	pthread_mutex_unlock(&pool.depot_lock);
-	cache->count += n;
-	return n;
+}
+
+static struct weft__magazine *depot_take_empty(void)
+{
+	pthread_mutex_lock(&pool.depot_lock);
+	struct weft__magazine *m = pool.empty;
+	if (m)
+		pool.empty = m->next;
+	pthread_mutex_unlock(&pool.depot_lock);
+	return m ? m : malloc(sizeof *m);
+}
+
+static void free_stacks(struct weft__stack **s, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		stack_free(s[i]);
+}
+
+/* Moves the n oldest stacks of c into the depot (or frees them when the
+ * depot is full or no magazine can be had). */
+static void spill(struct weft__stack_cache *c, unsigned n)
+{
+	struct weft__magazine *m = depot_take_empty();
+	if (!m) {
+		free_stacks(c->slot, n);
+	} else {
+		memcpy(m->s, c->slot, n * sizeof *m->s);
+		m->n = n;
+		if (!depot_give_full(m)) {
+			free_stacks(m->s, n);
+			depot_give_empty(m);
+		}
+	}
+	c->count -= n;
+	memmove(c->slot, c->slot + n, c->count * sizeof *c->slot);
+}
+
+/* ------------------------------------------------------ caches */
+
+static struct weft__stack *cache_get(struct weft__stack_cache *c)
+{
+	if (c->count) {
+		c->hits++;
+		return c->slot[--c->count];
+	}
+	c->misses++;
+	struct weft__magazine *m = depot_take_full();
+	if (!m)
+		return stack_alloc();
+	memcpy(c->slot, m->s, m->n * sizeof *m->s);
+	c->count = m->n;
+	depot_give_empty(m);
+	return c->slot[--c->count];
+}
+
+static void cache_put(struct weft__stack_cache *c, struct weft__stack *s)
+{
+	if (c->count == CACHE_SLOTS)
+		spill(c, WEFT_MAGAZINE);	/* keep the warmer half */
+	c->slot[c->count++] = s;
 }
 
 struct weft__stack *weft__stack_get(struct weft__stack_cache *cache)
 {
-	struct weft__stack_cache single = { 0 };
-	struct weft__stack_cache *c = cache ? cache : &single;
-	if (!c->head) {
-		if (cache)
-			cache->misses++;
-		/* a worker refills half its cache at once; a plain thread takes one */
-		if (!depot_refill(c, cache ? CACHE_MAX / 2 : 1))
-			return stack_alloc();
-	} else {
-		cache->hits++;
-	}
-	struct weft__stack *s = c->head;
-	c->head = s->next;
-	c->count--;
+	if (cache)
+		return cache_get(cache);
+	pthread_mutex_lock(&pool.shared_lock);
+	struct weft__stack *s = cache_get(&pool.shared);
+	pthread_mutex_unlock(&pool.shared_lock);
 	return s;
 }
 
@@ -263,45 +314,33 @@ void weft__stack_put(struct weft__stack_cache *cache, struct weft__stack *s)
 {
 	san_unpoison(weft__stack_base(s), weft__stack_usable(s));
 	release_if_deep(s);
-	if (!cache) {
-		depot_push_list(s, s, 1);
+	if (cache) {
+		cache_put(cache, s);
 		return;
 	}
-	s->next = cache->head;
-	cache->head = s;
-	if (++cache->count < CACHE_MAX)
-		return;
-	/* Full: keep the warmest half, hand the colder half to the depot. */
-	struct weft__stack *tail = cache->head;
-	for (unsigned i = 1; i < CACHE_MAX / 2; i++)
-		tail = tail->next;
-	struct weft__stack *cold = tail->next;
-	tail->next = NULL;
-	cache->count = CACHE_MAX / 2;
-	struct weft__stack *cold_tail = cold;
-	while (cold_tail->next)
-		cold_tail = cold_tail->next;
-	depot_push_list(cold, cold_tail, CACHE_MAX - CACHE_MAX / 2);
+	pthread_mutex_lock(&pool.shared_lock);
+	cache_put(&pool.shared, s);
+	pthread_mutex_unlock(&pool.shared_lock);
 }
 
 void weft__stack_cache_flush(struct weft__stack_cache *cache)
 {
-	struct weft__stack *head = cache->head;
-	if (!head)
-		return;
-	struct weft__stack *tail = head;
-	while (tail->next)
-		tail = tail->next;
-	depot_push_list(head, tail, cache->count);
-	cache->head = NULL;
-	cache->count = 0;
+	while (cache->count)
+		spill(cache, cache->count < WEFT_MAGAZINE ? cache->count : WEFT_MAGAZINE);
 }
 
 void weft__stack_pool_fini(void)
 {
-	free_list(pool.depot);
-	pool.depot = NULL;
-	pool.depot_count = 0;
+	weft__stack_cache_flush(&pool.shared);
+	struct weft__magazine *m;
+	while ((m = depot_take_full())) {
+		free_stacks(m->s, m->n);
+		free(m);
+	}
+	while ((m = pool.empty)) {
+		pool.empty = m->next;
+		free(m);
+	}
 	char name[64];
 	snprintf(name, sizeof name, "arena.%u.destroy", pool.arena);
 	mallctl(name, NULL, NULL, NULL, 0);

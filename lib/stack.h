@@ -4,8 +4,8 @@
  * Stacks come from a jemalloc arena of weft's own (arenas.create), page
  * aligned.  Memory layout of one stack, low addresses first:
  *
- *   lo                                                          hi
- *   | guard page (PROT_NONE) | usable stack ...  | weft__stack |
+ *   lo                                                                  hi
+ *   | guard page (PROT_NONE) | usable stack ... | payload | weft__stack |
  *     or, past the mapping budget, a canary line
  *
  * A guarded stack costs two mappings (vm.max_map_count is 65530 by default),
@@ -14,8 +14,10 @@
  * the stack comes back to the pool.
  *
  * Free stacks are kept in a per-worker cache (no lock, no allocator call on
- * spawn or exit), which overflows into and refills from a global depot under
- * a mutex, which overflows into jemalloc.  A stack coming back after a deep
+ * spawn or exit), which overflows into and refills from a global depot of
+ * magazines (arrays of WEFT_MAGAZINE stacks, moved whole under one mutex, as
+ * in Bonwick's magazine allocator and Photon's stack pool), which overflows
+ * into jemalloc.  Plain threads share one cache under a lock.  A stack coming back after a deep
  * use has everything below its warm top released with madvise(MADV_DONTNEED).
  */
 #ifndef WEFT_STACK_H
@@ -25,15 +27,18 @@
 #include <stddef.h>
 
 struct weft__stack {
-	struct weft__stack *next;	/* free-list link while cached */
 	char *lo;			/* lowest address of the allocation */
 	size_t alloc_size;		/* bytes allocated from jemalloc */
 	bool guarded;			/* guard page at lo, else canary line */
 	unsigned valgrind_id;		/* VALGRIND_STACK_REGISTER's id */
 };
 
+enum { WEFT_MAGAZINE = 64 };	/* stacks per magazine (see stack.c) */
+
+/* A worker's cache: an array, so taking and giving never chase pointers
+ * through cold stack headers. */
 struct weft__stack_cache {
-	struct weft__stack *head;
+	struct weft__stack *slot[2 * WEFT_MAGAZINE];
 	unsigned count;
 	unsigned long hits, misses;	/* counters for stats */
 };
@@ -46,12 +51,24 @@ void weft__stack_pool_fini(void);
 /* Returns every stack in cache to the depot (a worker that is exiting). */
 void weft__stack_cache_flush(struct weft__stack_cache *cache);
 
-/* A stack from cache (may be NULL: a plain thread) or the depot; NULL/ENOMEM. */
+/* A stack from cache (NULL: the plain threads' shared cache), the depot, or
+ * jemalloc; NULL/ENOMEM. */
 struct weft__stack *weft__stack_get(struct weft__stack_cache *cache);
 void weft__stack_put(struct weft__stack_cache *cache, struct weft__stack *s);
 
+/*
+ * Just below the header, STACK_PAYLOAD bytes belong to the stack's user: the
+ * coroutine control block lives there, so a spawn allocates nothing but a
+ * stack, and the control block is cached (and warm) with it.
+ */
+enum { WEFT_STACK_PAYLOAD = 256 };
+static inline void *weft__stack_payload(struct weft__stack *s)
+{
+	return (char *)s - WEFT_STACK_PAYLOAD;
+}
+
 /* The highest usable address: where a new context's first frame goes. */
-static inline void *weft__stack_top(struct weft__stack *s) { return s; }
+static inline void *weft__stack_top(struct weft__stack *s) { return weft__stack_payload(s); }
 /* The lowest usable address and the usable size. */
 char *weft__stack_base(const struct weft__stack *s);
 size_t weft__stack_usable(const struct weft__stack *s);

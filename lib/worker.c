@@ -89,7 +89,10 @@ struct weft__runtime weft__rt = {
 	.inject_lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
-static __thread struct weft__worker *tls_worker;
+/* initial-exec: one %fs-relative load, no __tls_get_addr call (the library
+ * is meant to be linked, not dlopen'ed late; glibc's static TLS surplus
+ * covers that case too). */
+static __thread struct weft__worker *tls_worker __attribute__((tls_model("initial-exec")));
 static uint64_t next_id_block = 1;	/* atomic: process-wide, never reset */
 
 #if defined(__clang__)

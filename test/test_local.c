@@ -38,7 +38,10 @@ static void keep_value(void *arg)
 	if (weft_local_set(shared_key, arg) != 0)
 		abort();
 	int where = weft_worker_id();
-	for (int i = 0; i < 200; i++) {
+	/* at least 200 rounds, and on until some coroutine has migrated */
+	for (int i = 0; i < 100000; i++) {
+		if (i >= 200 && __atomic_load_n(&migrated, __ATOMIC_RELAXED))
+			break;
 		weft_yield();
 		if (weft_local_get(shared_key) != arg)
 			abort();
