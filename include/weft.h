@@ -58,8 +58,9 @@ WEFT_EXPORT int weft_init(const weft_config *cfg);
 
 /*
  * From a plain thread only: waits until every coroutine has finished, stops
- * the workers and frees everything.  The runtime can be initialised again
- * afterwards.  Errors: EDEADLK when called from a coroutine or a worker;
+ * the workers and frees everything, including coroutines that finished but
+ * were never joined or detached (their handles become invalid).  The runtime
+ * can be initialised again afterwards.  Errors: EDEADLK when called from a coroutine or a worker;
  * ESRCH when the runtime is not running.
  */
 WEFT_EXPORT int weft_shutdown(void);

@@ -40,12 +40,40 @@ static struct {
 	struct weft__magazine *full;
 	unsigned nfull;
 	struct weft__magazine *empty;	/* spare magazine structs */
+	pthread_mutex_t all_lock;	/* guards all */
+	struct weft__stack *all;	/* every allocated stack */
 	pthread_mutex_t shared_lock;	/* guards shared */
 	struct weft__stack_cache shared;	/* the plain threads' cache */
 } pool = {
 	.depot_lock = PTHREAD_MUTEX_INITIALIZER,
 	.shared_lock = PTHREAD_MUTEX_INITIALIZER,
+	.all_lock = PTHREAD_MUTEX_INITIALIZER,
 };
+
+/* The list of all stacks changes only when jemalloc is called: off the hot
+ * path. */
+static void all_add(struct weft__stack *s)
+{
+	pthread_mutex_lock(&pool.all_lock);
+	s->all_prev = NULL;
+	s->all_next = pool.all;
+	if (pool.all)
+		pool.all->all_prev = s;
+	pool.all = s;
+	pthread_mutex_unlock(&pool.all_lock);
+}
+
+static void all_remove(struct weft__stack *s)
+{
+	pthread_mutex_lock(&pool.all_lock);
+	if (s->all_prev)
+		s->all_prev->all_next = s->all_next;
+	else
+		pool.all = s->all_next;
+	if (s->all_next)
+		s->all_next->all_prev = s->all_prev;
+	pthread_mutex_unlock(&pool.all_lock);
+}
 
 struct weft__magazine {
 	struct weft__magazine *next;
@@ -151,6 +179,7 @@ static struct weft__stack *stack_alloc(void)
 	}
 	if (!s->guarded)
 		write_canary(lo);
+	all_add(s);
 #ifdef WEFT_VALGRIND
 	s->valgrind_id = VALGRIND_STACK_REGISTER(weft__stack_base(s), (char *)s);
 #endif
@@ -161,6 +190,7 @@ static void stack_free(struct weft__stack *s)
 {
 	char *lo = s->lo;
 	size_t alloc = s->alloc_size;
+	all_remove(s);
 #ifdef WEFT_VALGRIND
 	VALGRIND_STACK_DEREGISTER(s->valgrind_id);
 #endif
@@ -333,10 +363,10 @@ void weft__stack_pool_fini(void)
 {
 	weft__stack_cache_flush(&pool.shared);
 	struct weft__magazine *m;
-	while ((m = depot_take_full())) {
-		free_stacks(m->s, m->n);
+	while ((m = depot_take_full()))
 		free(m);
-	}
+	while (pool.all)	/* cached, and held by coroutines never joined */
+		stack_free(pool.all);
 	while ((m = pool.empty)) {
 		pool.empty = m->next;
 		free(m);

@@ -27,6 +27,8 @@
 #include <stddef.h>
 
 struct weft__stack {
+	struct weft__stack *all_prev;	/* every allocated stack, cached or not, */
+	struct weft__stack *all_next;	/* so shutdown can free them all */
 	char *lo;			/* lowest address of the allocation */
 	size_t alloc_size;		/* bytes allocated from jemalloc */
 	bool guarded;			/* guard page at lo, else canary line */
@@ -46,7 +48,8 @@ struct weft__stack_cache {
 /* Sets up the pool for stacks of stack_size bytes, at most `guards` of them
  * with a guard page at once (-1: a quarter of vm.max_map_count); -1/ENOMEM. */
 int weft__stack_pool_init(size_t stack_size, long guards);
-/* Frees every cached stack and the arena (all stacks must be back). */
+/* Frees every stack, cached or still held by an unjoined coroutine, and the
+ * arena. */
 void weft__stack_pool_fini(void);
 /* Returns every stack in cache to the depot (a worker that is exiting). */
 void weft__stack_cache_flush(struct weft__stack_cache *cache);
