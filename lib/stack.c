@@ -26,6 +26,7 @@ enum {
 	DEPOT_MAGAZINES = 256,		/* full magazines kept: 16,384 stacks */
 	WARM_BYTES = 16 << 10,	/* top of a stack left resident when it is recycled */
 	CANARY_BYTES = 64,	/* the canary line at the low end of an unguarded stack */
+	VALGRIND_GUARDS = 1000,	/* the guard budget under valgrind */
 };
 static const uint64_t CANARY = 0x77656674c0ffee57ull;
 
@@ -106,6 +107,11 @@ static unsigned long read_guard_budget(void)
 			max_maps = 65530;
 		fclose(f);
 	}
+#ifdef WEFT_VALGRIND
+	/* valgrind tracks a few thousand mappings of its own at most */
+	if (RUNNING_ON_VALGRIND && max_maps / 4 > VALGRIND_GUARDS)
+		return VALGRIND_GUARDS;
+#endif
 	return max_maps / 4;
 }
 
