@@ -40,12 +40,17 @@ void weft__co_switch_out(struct weft_co *co, int dying)
 
 _Static_assert(sizeof(struct weft_co) <= WEFT_STACK_PAYLOAD, "the control block fits the payload");
 
-/* The control block lives in its stack's payload (stack.h): freeing it is
- * returning the stack, to this thread's cache when it is a worker. */
-static void co_free(struct weft_co *co)
+/* The stack cache of worker w; NULL (the plain threads' one) for NULL. */
+static struct weft__stack_cache *stacks_of(struct weft__worker *w)
 {
-	struct weft__worker *w = weft__worker_self();
-	weft__stack_put(w ? &w->stacks : NULL, co->stack);
+	return w ? &w->stacks : NULL;
+}
+
+/* The control block lives in its stack's payload (stack.h): freeing it is
+ * returning the stack, to the cache of w, the worker doing it (or NULL). */
+static void co_free(struct weft__worker *w, struct weft_co *co)
+{
+	weft__stack_put(stacks_of(w), co->stack);
 }
 
 static void co_finish(struct weft__worker *w, struct weft_co *co)
@@ -54,7 +59,7 @@ static void co_finish(struct weft__worker *w, struct weft_co *co)
 	at_store_64(&w->c.finished, at_load_64(&w->c.finished) + 1);
 	void *joiner = at_swap_ptr(&co->join, JOIN_DONE);
 	if (joiner == JOIN_DETACHED)
-		co_free(co);
+		co_free(w, co);
 	else if (joiner)
 		weft__waiter_wake(joiner, 0);
 }
@@ -126,7 +131,7 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 		return NULL;
 	}
 	struct weft__worker *w = weft__worker_self();
-	struct weft__stack *stack = weft__stack_get(w ? &w->stacks : NULL);
+	struct weft__stack *stack = weft__stack_get(stacks_of(w));
 	if (!stack) {
 		weft__fail(ENOMEM);
 		return NULL;
@@ -171,7 +176,7 @@ int weft_join(weft_co *co)
 	}
 	if (state != JOIN_DONE)
 		return weft__fail(EINVAL);
-	co_free(co);
+	co_free(weft__worker_self(), co);
 	return 0;
 }
 
@@ -183,7 +188,7 @@ int weft_detach(weft_co *co)
 		return 0;
 	if (at_load_ptr(&co->join) != JOIN_DONE)
 		return weft__fail(EINVAL);
-	co_free(co);
+	co_free(weft__worker_self(), co);
 	return 0;
 }
 

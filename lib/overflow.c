@@ -57,7 +57,7 @@ static void on_segv(int sig, siginfo_t *si, void *uc)
 	(void)uc;
 	struct weft__worker *w = weft__worker_self();
 	struct weft_co *co = w ? w->current : NULL;
-	if (co && co->stack && weft__stack_guard_hit(co->stack, si->si_addr))
+	if (co && weft__stack_guard_hit(co->stack, si->si_addr))
 		weft__overflow_report(co);
 	/* Not ours: put back what was there and let the fault happen again. */
 	sigaction(sig, &previous, NULL);

@@ -227,11 +227,18 @@ static bool retract_idle(struct weft__worker *w)
 	return found;
 }
 
+/* Onto w's deque; the injection queue when w is NULL or its deque cannot
+ * grow. */
+static void push_local(struct weft__worker *w, struct weft_co *co)
+{
+	if (!w || weft__deque_push(&w->deque, co) != 0)
+		inject_push(co);
+}
+
 void weft__schedule(struct weft_co *co)
 {
 	struct weft__worker *w = weft__worker_self();
-	if (!w || weft__deque_push(&w->deque, co) != 0)
-		inject_push(co);
+	push_local(w, co);
 	if (weft__rt.nworkers > 1 || !w)
 		notify_work();
 }
@@ -290,8 +297,7 @@ static struct weft_co *pop_yielder(struct weft__worker *w)
 	}
 	for (p = rev; p; p = rev) {
 		rev = p->next;
-		if (weft__deque_push(&w->deque, p) != 0)
-			inject_push(p);
+		push_local(w, p);
 	}
 	notify_work();
 	return co;
@@ -375,8 +381,7 @@ static void steal_more(struct weft__worker *w, struct weft__deque *victim)
 		void *item = weft__deque_steal(victim);
 		if (item == WEFT_DEQUE_EMPTY || item == WEFT_DEQUE_ABORT)
 			break;
-		if (weft__deque_push(&w->deque, item) != 0)
-			inject_push(item);
+		push_local(w, item);
 		got = true;
 	}
 	if (got)
@@ -531,9 +536,7 @@ static int worker_init(struct weft__worker *w, unsigned index)
 	memset(w, 0, sizeof *w);
 	w->index = index;
 	w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
-	w->slice_len = SLICE_NS;
-	w->inject_len = INJECT_NS;
-	w->epfd = -1;
+	w->epfd = -1;	/* slice_start 0: the first fairness turn sets the clocks */
 	w->evfd = -1;
 	if (weft__deque_init(&w->deque, DEQUE_INITIAL) != 0)
 		return -1;
