@@ -9,14 +9,19 @@
  *     call's last suspension (see docs/design.md, "errno and thread-locals").
  *
  * A coroutine may resume on another worker thread after any call that can
- * suspend (weft_yield, weft_join, ...).  Never keep the address of errno or of
- * any __thread variable across such a call; see docs/design.md.
+ * suspend (weft_yield, weft_join, weft_read, ...).  Never keep the address of
+ * errno or of any __thread variable across such a call; see docs/design.md.
+ * glibc lets the compiler reuse &errno computed before such a call, so code
+ * that reads errno after calls that suspend should define WEFT_ERRNO_GUARD
+ * before including this header (see weft_errno_location below).
  */
 #ifndef WEFT_H
 #define WEFT_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,6 +31,20 @@ extern "C" {
 #define WEFT_EXPORT __attribute__((visibility("default")))
 #else
 #define WEFT_EXPORT
+#endif
+
+/*
+ * The calling thread's errno, like glibc's __errno_location but not declared
+ * const, so the compiler computes it afresh at every use and never carries
+ * one thread's address across a suspension.  With WEFT_ERRNO_GUARD defined
+ * before this header is included, `errno` in that file means
+ * (*weft_errno_location()).
+ */
+WEFT_EXPORT int *weft_errno_location(void);
+#ifdef WEFT_ERRNO_GUARD
+#include <errno.h>
+#undef errno
+#define errno (*weft_errno_location())
 #endif
 
 /* ---------------------------------------------------------------- runtime */
@@ -118,6 +137,90 @@ WEFT_EXPORT unsigned weft_worker_count(void);
 
 /* Monotonic time in nanoseconds (CLOCK_MONOTONIC). */
 WEFT_EXPORT int64_t weft_now(void);
+
+/* ------------------------------------------------------- I/O and time */
+
+/*
+ * Blocking-style I/O for coroutines.  The calling coroutine parks until the
+ * fd is ready (its worker runs others meanwhile); the first call on an fd
+ * registers it, edge-triggered, in the loop of the worker it runs on, and
+ * makes it non-blocking (O_NONBLOCK is a property of the open file
+ * description: dup'ed fds and other processes sharing it see it too).
+ *
+ * deadline: absolute, in weft_now() nanoseconds; -1 means none; a deadline
+ * already past means "do not block" (the call still succeeds if it can
+ * without waiting).  Expiry: -1 with ETIMEDOUT.
+ *
+ * Errors common to every call below: EPERM outside a coroutine; ECANCELED
+ * when the fd is weft_close'd while the call waits (or runs); EBADF; ENOMEM
+ * when the fd table or a timer heap cannot grow.
+ *
+ * At most one coroutine waits on each direction of an fd at a time (one
+ * reader and one writer); a second gets EBUSY (checked when it parks).
+ *
+ * An fd used with these calls must be closed with weft_close: plain close(2)
+ * on it is undefined (its number may come back still registered).  Regular
+ * files, which epoll cannot watch, are always ready: their reads and writes
+ * block the worker (use weft_offload for slow storage).
+ */
+enum { WEFT_IN = 1, WEFT_OUT = 2 };
+
+/*
+ * Waits until fd is ready for any of events (WEFT_IN, WEFT_OUT or both) and
+ * returns the ready subset, as poll(2) sees it (a hang-up or error counts as
+ * ready for both).  Errors: EINVAL for an empty or unknown events mask;
+ * EBUSY (see above); ETIMEDOUT; ECANCELED; EBADF.
+ */
+WEFT_EXPORT int weft_wait(int fd, int events, int64_t deadline);
+
+/*
+ * Like read(2): returns at least one byte as soon as some is there, 0 at end
+ * of file.  Errors: those of read(2), ETIMEDOUT, ECANCELED.
+ */
+WEFT_EXPORT ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline);
+
+/*
+ * Writes all len bytes, waiting as needed, and returns len.  Never raises
+ * SIGPIPE: a closed peer is EPIPE.  On an error or the deadline, a prefix of
+ * buf may have been written (the stream is then best closed).  Errors: those
+ * of write(2), ETIMEDOUT, ECANCELED.
+ */
+WEFT_EXPORT ssize_t weft_write(int fd, const void *buf, size_t len, int64_t deadline);
+
+/*
+ * Accepts a connection on the listening socket fd, as accept4(2); the new fd
+ * is non-blocking and close-on-exec.  When the process or system is out of
+ * fds or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) it backs off (1 ms,
+ * doubling to 100 ms; the coroutine sleeps, the worker serves others) and
+ * retries until the deadline, which then fails with that errno.
+ * ECONNABORTED is retried.  Errors: those of accept4(2), ETIMEDOUT, ECANCELED.
+ */
+WEFT_EXPORT int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline);
+
+/*
+ * Connects the socket fd, as connect(2), waiting for the handshake.
+ * Errors: those of connect(2) (ECONNREFUSED, ...), ETIMEDOUT (the connect is
+ * then still in progress: close the socket), ECANCELED.
+ */
+WEFT_EXPORT int weft_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int64_t deadline);
+
+/*
+ * Closes fd: every coroutine waiting on it returns ECANCELED, weft_close
+ * waits for the calls in flight on fd to return, takes fd out of its loop,
+ * then calls close(2) and returns its result.  A later fd with the same
+ * number starts clean.  A call started on fd while weft_close runs gets
+ * ECANCELED or runs before the close; after it, fd is just a number.
+ * Errors: EPERM outside a coroutine; those of close(2).
+ */
+WEFT_EXPORT int weft_close(int fd);
+
+/*
+ * Parks the calling coroutine until deadline (absolute weft_now() ns) and
+ * returns 0, never earlier (weft_now() >= deadline on return).  A deadline
+ * already past returns 0 at once; -1 sleeps until cancelled.
+ * Errors: EPERM outside a coroutine; ECANCELED; ENOMEM (timer heap).
+ */
+WEFT_EXPORT int weft_sleep(int64_t deadline);
 
 /* ---------------------------------------------------- coroutine-locals */
 

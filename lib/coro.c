@@ -79,13 +79,13 @@ void weft__co_run(struct weft__worker *w, struct weft_co *co)
 	uint64_t word = at_load_64(&co->park_word);
 	at_store_64(&co->park_word, park_word(park_gen(word), park_result(word), CO_RUNNING));
 	co->worker = w;
-	w->current = co;
+	at_store_ptr((void **)&w->current, co);	/* the monitor reads it */
 	*w->errno_slot = co->saved_errno;
 	san_switch_begin(&w->sched_san, &co->san, false);
 	weft__ctx_switch(&w->sched_sp, co->sp);
 	san_switch_end(&w->sched_san);
 	co->saved_errno = *w->errno_slot;
-	w->current = NULL;
+	at_store_ptr((void **)&w->current, NULL);
 	if (!weft__stack_intact(co->stack))
 		weft__overflow_report(co);
 	switch (park_state(at_load_64(&co->park_word))) {
@@ -167,7 +167,7 @@ int weft_join(weft_co *co)
 		struct weft__waiter waiter;
 		weft__waiter_init(&waiter);
 		if (at_cas_ptr(&co->join, NULL, &waiter)) {
-			weft__waiter_wait(&waiter);
+			weft__waiter_wait(&waiter, -1);
 			state = JOIN_DONE;
 		} else {
 			weft__waiter_disarm(&waiter);

@@ -6,18 +6,16 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "atomic.h"
 #include "coro.h"
+#include "timer.h"
+#include "weft.h"
 #include "worker.h"
 
 enum { THREAD_WOKEN = 0x80000000u };
-
-static void futex_wait(uint32_t *word, uint32_t val)
-{
-	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
-}
 
 static void futex_wake(uint32_t *word)
 {
@@ -30,6 +28,9 @@ void weft__waiter_init(struct weft__waiter *w)
 	struct weft_co *co = wk ? wk->current : NULL;
 	w->co = co;
 	w->futex = 0;
+	w->deadline = -1;
+	w->timers = NULL;
+	w->timer_index = WEFT__TIMER_NONE;
 	if (!co) {
 		w->gen = 0;
 		return;
@@ -41,22 +42,64 @@ void weft__waiter_init(struct weft__waiter *w)
 	at_store_64(&co->park_word, park_word(gen, 0, CO_PARKING));
 }
 
-void weft__waiter_disarm(struct weft__waiter *w)
-{
-	if (w->co)
-		at_store_64(&w->co->park_word, park_word(w->gen, 0, CO_RUNNING));
-}
-
-int weft__waiter_wait(struct weft__waiter *w)
+int weft__waiter_disarm(struct weft__waiter *w)
 {
 	if (!w->co) {
-		uint32_t v;
-		while (!((v = at_load_uint((unsigned *)&w->futex)) & THREAD_WOKEN))
-			futex_wait(&w->futex, v);
-		return (int)(v & 0xffff);
+		uint32_t v = at_load_uint((unsigned *)&w->futex);
+		return v & THREAD_WOKEN ? (int)(v & 0xffff) : WEFT__NOT_WOKEN;
 	}
-	weft__co_switch_out(w->co, 0);
-	return park_result(at_load_64(&w->co->park_word));
+	/* No waker can reach w, so nobody else writes the word now. */
+	uint64_t word = at_load_64(&w->co->park_word);
+	int r = park_state(word) == CO_NOTIFIED ? park_result(word) : WEFT__NOT_WOKEN;
+	at_store_64(&w->co->park_word, park_word(w->gen, 0, CO_RUNNING));
+	return r;
+}
+
+static bool expired(int64_t deadline)
+{
+	return deadline >= 0 && deadline <= weft_now();
+}
+
+static int thread_wait(struct weft__waiter *w, int64_t deadline)
+{
+	struct timespec ts = { deadline / 1000000000, deadline % 1000000000 };
+	uint32_t v;
+	while (!((v = at_load_uint((unsigned *)&w->futex)) & THREAD_WOKEN)) {
+		if (expired(deadline)) {
+			weft__waiter_wake(w, ETIMEDOUT);	/* loses to an earlier waker */
+			continue;
+		}
+		/* BITSET waits take an absolute CLOCK_MONOTONIC timeout. */
+		syscall(SYS_futex, &w->futex, FUTEX_WAIT_BITSET_PRIVATE, v,
+			deadline >= 0 ? &ts : NULL, NULL, FUTEX_BITSET_MATCH_ANY);
+	}
+	return (int)(v & 0xffff);
+}
+
+/* The coroutine side: a deadline is one more waker, the worker's heap. */
+static int co_wait(struct weft__waiter *w, int64_t deadline)
+{
+	struct weft_co *co = w->co;
+	if (expired(deadline))
+		weft__waiter_wake(w, ETIMEDOUT);
+	else if (deadline >= 0) {
+		w->deadline = deadline;
+		if (weft__timer_add(&co->worker->timers, w) != 0)
+			weft__waiter_wake(w, ENOMEM);
+	}
+	uint64_t word = at_load_64(&co->park_word);
+	if (park_state(word) == CO_NOTIFIED)	/* woken already: do not switch */
+		at_store_64(&co->park_word, park_word(w->gen, park_result(word), CO_RUNNING));
+	else
+		weft__co_switch_out(co, 0);
+	if (w->timers)
+		weft__timer_remove(w);
+	return park_result(at_load_64(&co->park_word));
+}
+
+int weft__waiter_wait(struct weft__waiter *w, int64_t deadline)
+{
+	return w->co ? co_wait(w, deadline) : thread_wait(w, deadline);
 }
 
 bool weft__waiter_wake(struct weft__waiter *w, int result)

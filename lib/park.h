@@ -1,6 +1,6 @@
 /*
- * park.h — the one park/wake protocol.  Join uses it now; I/O, timers,
- * mutexes, condition variables and channels use the same calls.
+ * park.h — the one park/wake protocol.  Join, I/O, sleeps and (later)
+ * mutexes, condition variables and channels all use these calls.
  *
  * A waiter stands for one blocking wait of one context: a coroutine (it
  * parks; its worker runs others) or a plain thread (it blocks on a futex).
@@ -8,7 +8,9 @@
  *   struct weft__waiter w;
  *   weft__waiter_init(&w);          // 1. arm: the wait has a fresh generation
  *   publish &w where a waker finds it (under a lock, or with a CAS);
- *   int r = weft__waiter_wait(&w);  // 2. sleep until woken; r = the result
+ *   int r = weft__waiter_wait(&w, deadline);  // 2. sleep until woken or the
+ *                                   //    deadline; r = the result (ETIMEDOUT)
+ *   retract w from where it was published (the waker may have done it)
  *
  *   and a waker, having found w:
  *   weft__waiter_wake(&w, result);  // true only for the one waker that won
@@ -22,6 +24,15 @@
  * and the scheduler queues the coroutine itself.  So a coroutine is resumed
  * exactly once per wait, and never before it has left the CPU.  The wake
  * result travels inside the word, so the winner's result is the one seen.
+ *
+ * Deadlines: a coroutine's waiter goes into its worker's timer heap
+ * (timer.h), whose firing is one more waker (result ETIMEDOUT); a thread's
+ * futex wait times out and the thread wakes itself the same way.  A deadline
+ * already past wakes the waiter at once, so "do not block" needs no special
+ * case.  Whoever wins the word, the waiter leaves the heap before
+ * weft__waiter_wait returns.
+ *
+ * Results are 16-bit codes: 0, an errno value, or WEFT__WAKE_READY | events.
  *
  * Orderings: the waker's CAS is seq_cst (atomic.h); it acquires the state the
  * parked coroutine wrote before its switch-out (the scheduler's CAS to PARKED
@@ -54,16 +65,28 @@ static inline uint64_t park_word(uint32_t gen, int result, unsigned state)
 	return ((uint64_t)gen << 32) | ((uint64_t)(result & 0xffff) << 8) | state;
 }
 
+struct weft__timers;
+
 struct weft__waiter {
 	struct weft_co *co;	/* the parked coroutine, or NULL for a thread */
 	uint32_t gen;		/* the coroutine's park generation */
 	uint32_t futex;		/* thread waiters: 0 waiting, else WOKEN | result */
+	int64_t deadline;	/* absolute weft_now() ns, -1 for none */
+	struct weft__timers *timers;	/* the heap it was put in, if any */
+	uint32_t timer_index;	/* its place there, under the heap's lock */
 };
 
+enum { WEFT__WAKE_READY = 0x4000 };	/* result: | the ready WEFT_IN/WEFT_OUT */
+enum { WEFT__NOT_WOKEN = -1 };		/* weft__waiter_disarm: nobody woke it */
+
 void weft__waiter_init(struct weft__waiter *w);
-/* Undoes init when w was never published (nothing can wake it). */
-void weft__waiter_disarm(struct weft__waiter *w);
-int weft__waiter_wait(struct weft__waiter *w);
+/* Ends a wait that will not sleep, once no waker can reach w any more (it was
+ * never published, or has been retracted): returns the result of a wake that
+ * came meanwhile, else WEFT__NOT_WOKEN. */
+int weft__waiter_disarm(struct weft__waiter *w);
+/* Sleeps until woken or until deadline (absolute ns, -1 none); returns the
+ * winning waker's result, ETIMEDOUT for the deadline. */
+int weft__waiter_wait(struct weft__waiter *w, int64_t deadline);
 bool weft__waiter_wake(struct weft__waiter *w, int result);
 
 /* Scheduler side: the coroutine switched out in PARKING; make it PARKED, or

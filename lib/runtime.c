@@ -2,8 +2,9 @@
  * runtime.c — weft_init, weft_shutdown, weft_main and the small queries.
  *
  * init: resolve the configuration, create the stack pool's arena, start the
- * workers.  shutdown: wait until every coroutine has finished (draining),
- * stop accepting spawns, stop and join the workers, free the pool.  A mutex
+ * workers and the monitor.  shutdown: wait until every coroutine has
+ * finished (draining), stop accepting spawns, stop the monitor, stop and
+ * join the workers, free the pool and the fd table.  A mutex
  * serialises init and shutdown against each other; nothing on a hot path
  * takes it.
  */
@@ -18,6 +19,8 @@
 
 #include "atomic.h"
 #include "config.h"
+#include "fdtable.h"
+#include "monitor.h"
 #include "overflow.h"
 #include "stack.h"
 #include "weft.h"
@@ -44,6 +47,13 @@ static int init_locked(const weft_config *cfg)
 	if (weft__workers_start(s.workers, s.pin) != 0) {
 		int e = errno;
 		weft__stack_pool_fini();
+		return weft__fail(e);
+	}
+	if (weft__monitor_start() != 0) {
+		int e = errno;
+		weft__workers_stop();
+		weft__stack_pool_fini();
+		weft__workers_free();
 		return weft__fail(e);
 	}
 	started = true;
@@ -85,9 +95,11 @@ int weft_shutdown(void)
 	}
 	wait_all_finished();
 	at_store_uint(&weft__rt.running, 0);
+	weft__monitor_stop();
 	weft__workers_stop();
 	weft__stack_pool_fini();
 	weft__workers_free();
+	weft__fdtable_fini();	/* registrations died with the loops */
 	started = false;
 	pthread_mutex_unlock(&lifecycle_lock);
 	return 0;

@@ -16,14 +16,20 @@
  *     the deque runs dry the oldest yielder runs and the others move into the
  *     deque in FIFO order, so a yielder runs only after every other runnable
  *     coroutine of the worker, and yielders can be stolen once in the deque;
- *   - an epoll instance with an eventfd in it: an idle worker sleeps in its
- *     own epoll_wait, where the I/O of its coroutines will wake it too.
+ *   - an event loop (loop.h): an epoll instance with the fds it owns, its
+ *     timer heap, and an eventfd; an idle worker sleeps in its own
+ *     epoll_wait, where its fds' readiness and its deadlines wake it too.
+ *     A busy worker harvests its loop and fires its timers at its fairness
+ *     turns (fds at most every POLL_NS); the monitor thread (monitor.c)
+ *     serves the loop of a worker stuck in one long coroutine.
  * Coroutines spawned from plain threads go to one global injection queue (a
  * mutex-protected FIFO, checked lock-free for emptiness).
  *
  * Finding work, in order: local deque (LIFO, with the fairness pops above),
  * the yield FIFO, the injection queue, then stealing: up to STEAL_ROUNDS
- * passes over all other workers in a random order, one item per steal.
+ * passes over all other workers in a random order, one item per steal; then
+ * the worker's own loop without blocking (due timers, ready fds); then it
+ * parks.
  *
  * Spinning and parking (after Go's proc.go, "Worker thread parking")
  * ----------------------------------------------------------------------
@@ -61,12 +67,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "atomic.h"
+#include "loop.h"
 #include "overflow.h"
 #include "park.h"
 #include "weft.h"
@@ -77,12 +82,15 @@ enum {
 	STEAL_ROUNDS = 4,	/* passes over all victims before giving up (Go's 4) */
 	STEAL_BATCH = 32,	/* extra items one steal may bring along */
 	ID_BLOCK = 4096,	/* coroutine ids a worker takes at a time */
-	EPOLL_BATCH = 64,
 };
 static const int64_t SLICE_NS = 10 * 1000 * 1000;	/* Go's forcePreemptNS */
 static const int64_t SLICE_MAX_NS = 1000 * 1000 * 1000;
 static const int64_t INJECT_NS = 200 * 1000;		/* Tokio's global-queue target */
 static const int64_t INJECT_MAX_NS = 1000 * 1000 * 1000;
+/* A busy worker's fds wait at most this long for a harvest (plus the
+ * coroutine it is running); one epoll_wait costs ~0.5 us (machine-floors.md),
+ * so this caps its overhead near 1%. */
+static const int64_t POLL_NS = 50 * 1000;
 
 struct weft__runtime weft__rt = {
 	.idle_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -111,6 +119,18 @@ WEFT_OPAQUE int weft__fail(int e)
 {
 	errno = e;
 	return -1;
+}
+
+WEFT_OPAQUE int *weft_errno_location(void)
+{
+	__asm__ volatile("" ::: "memory");
+	return &errno;
+}
+
+WEFT_OPAQUE int weft__errno(void)
+{
+	__asm__ volatile("" ::: "memory");
+	return errno;
 }
 
 uint64_t weft__next_id(struct weft__worker *w)
@@ -163,13 +183,6 @@ static struct weft_co *inject_pop(void)
 
 /* ------------------------------------------------------ idle and waking */
 
-static void wake_worker(struct weft__worker *w)
-{
-	uint64_t one = 1;
-	while (write(w->evfd, &one, sizeof one) < 0 && errno == EINTR)
-		;
-}
-
 /* Pops one idle worker and wakes it as a spinner; false if none is idle. */
 static bool wake_idle_worker(void)
 {
@@ -185,7 +198,7 @@ static bool wake_idle_worker(void)
 	}
 	pthread_mutex_unlock(&weft__rt.idle_lock);
 	if (w)
-		wake_worker(w);
+		weft__loop_wake(w);
 	return w != NULL;
 }
 
@@ -322,6 +335,8 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 {
 	int64_t now = weft_now();
 	struct weft_co *co;
+	if (weft__loop_service(w, now, now - w->last_poll >= POLL_NS) && (co = take_local(w)))
+		return co;	/* what the loop woke runs now, before older work */
 	if (!w->slice_start) {	/* the deque ran dry since the last turn */
 		w->slice_start = w->inject_turn = now;
 		w->slice_len = SLICE_NS;
@@ -445,30 +460,12 @@ static bool any_work(void)
 	return false;
 }
 
-static void drain_eventfd(struct weft__worker *w)
-{
-	uint64_t v;
-	while (read(w->evfd, &v, sizeof v) < 0 && errno == EINTR)
-		;
-}
-
 static void signal_quiesce(void)
 {
 	if (!at_load_uint(&weft__rt.draining))
 		return;
 	at_faa_uint((unsigned *)&weft__rt.quiesce, 1);
 	syscall(SYS_futex, &weft__rt.quiesce, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
-
-static void sleep_in_epoll(struct weft__worker *w)
-{
-	struct epoll_event ev[EPOLL_BATCH];
-	count(&w->c.parks);
-	int n = epoll_wait(w->epfd, ev, EPOLL_BATCH, -1);
-	for (int i = 0; i < n; i++)
-		if (ev[i].data.ptr == NULL)
-			drain_eventfd(w);
-	count(&w->c.wakeups);
 }
 
 /* Returns when there may be work again (or the runtime is stopping). */
@@ -483,10 +480,15 @@ static void park_worker(struct weft__worker *w)
 	signal_quiesce();
 	if (any_work() || at_load_uint(&weft__rt.stopping)) {
 		if (!retract_idle(w))
-			drain_eventfd(w);	/* a waker popped us: its write is ours */
+			weft__loop_take_token(w);	/* a waker popped us: its write is ours */
 	} else {
-		sleep_in_epoll(w);
-		retract_idle(w);	/* a spurious or I/O wakeup left us listed */
+		count(&w->c.parks);
+		weft__loop_wait(w);
+		count(&w->c.wakeups);
+		retract_idle(w);	/* a timer, fd or spurious wakeup left us listed */
+		/* Off the idle stack first: what the loop wakes goes on our
+		 * deque, and notifying must not pick ourselves. */
+		weft__loop_service(w, weft_now(), true);
 	}
 	if (at_load_uint(&w->woken_spinning)) {
 		at_store_uint(&w->woken_spinning, 0);
@@ -514,9 +516,12 @@ static void *worker_main(void *arg)
 			co = steal_work(w);
 		if (co) {
 			stop_spinning(w);
+			count(&w->c.dispatches);
 			weft__co_run(w, co);
 			continue;
 		}
+		if (weft__loop_service(w, weft_now(), true))
+			continue;
 		if (at_load_uint(&weft__rt.stopping) && !any_work())
 			break;
 		park_worker(w);
@@ -536,25 +541,16 @@ static int worker_init(struct weft__worker *w, unsigned index)
 	memset(w, 0, sizeof *w);
 	w->index = index;
 	w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
-	w->epfd = -1;	/* slice_start 0: the first fairness turn sets the clocks */
-	w->evfd = -1;
+	w->epfd = w->waitfd = w->evfd = -1;	/* slice_start 0: the first fairness turn sets the clocks */
 	if (weft__deque_init(&w->deque, DEQUE_INITIAL) != 0)
 		return -1;
-	w->epfd = epoll_create1(EPOLL_CLOEXEC);
-	w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (w->epfd < 0 || w->evfd < 0)
-		return -1;
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-	return epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &ev);
+	return weft__loop_init(w);
 }
 
 static void worker_fini(struct weft__worker *w)
 {
 	weft__deque_fini(&w->deque);
-	if (w->epfd >= 0)
-		close(w->epfd);
-	if (w->evfd >= 0)
-		close(w->evfd);
+	weft__loop_fini(w);
 }
 
 static void pin_thread(pthread_t t, unsigned index)
@@ -634,7 +630,7 @@ void weft__workers_stop(void)
 	at_store_uint(&weft__rt.stopping, 1);
 	at_fence_store_load();
 	for (unsigned i = 0; i < weft__rt.nworkers; i++)
-		wake_worker(&weft__rt.workers[i]);
+		weft__loop_wake(&weft__rt.workers[i]);
 	for (unsigned i = 0; i < weft__rt.nworkers; i++)
 		pthread_join(weft__rt.workers[i].thread, NULL);
 }

@@ -13,11 +13,13 @@
 #include "deque.h"
 #include "sanitize.h"
 #include "stack.h"
+#include "timer.h"
 
 /* Per-worker counters: written only by their worker (relaxed atomic stores),
  * read racily by shutdown and stats.  They live in the worker's own lines. */
 struct weft__counters {
 	uint64_t spawned, finished;
+	uint64_t dispatches;		/* coroutines run (the monitor's progress mark) */
 	uint64_t steals, steal_attempts;
 	uint64_t parks, wakeups;
 	uint64_t lifo_hits, inject_pops;
@@ -26,8 +28,14 @@ struct weft__counters {
 struct weft__worker {
 	struct weft__deque deque;
 	unsigned index;
-	int epfd;			/* the worker's epoll instance */
-	int evfd;			/* eventfd registered in epfd: wakes it */
+	int epfd;			/* its loop: the fds it owns (loop.h) */
+	int waitfd;			/* what it sleeps on: evfd and epfd */
+	int evfd;			/* its wake-up eventfd */
+	unsigned nfds;			/* atomic: fds registered in epfd */
+	unsigned polling;		/* atomic: 1 while asleep in waitfd */
+	int64_t last_poll;		/* when it last harvested epfd itself */
+	struct weft__timers timers;	/* its deadlines (timer.h) */
+	bool timers_ready;
 	unsigned sleeping;		/* atomic: 1 while announced idle */
 	unsigned woken_spinning;	/* atomic: the waker made it a spinner */
 	void *sched_sp;			/* the scheduler context, while a coroutine runs */
@@ -89,5 +97,8 @@ uint64_t weft__next_id(struct weft__worker *w);
 
 /* Reports errno = e on the calling thread and returns -1 (out of line). */
 int weft__fail(int e);
+/* The calling thread's errno, read through a fresh thread-local address
+ * (out of line: safe after a suspension moved the coroutine). */
+int weft__errno(void);
 
 #endif

@@ -1,0 +1,88 @@
+/*
+ * fdtable.h — the fd table: per fd, which loop owns it and who waits on it.
+ *
+ * One entry per fd number, in one table indexed by fd and shared by every
+ * loop.  An entry belongs to the loop (worker) whose epoll instance the fd
+ * is registered in; each loop's fd table is the set of entries it owns.
+ * One array instead of one per loop: with N loops, N fd-indexed arrays would
+ * each grow to the highest fd of the process (N times the memory), while an
+ * entry is only ever reached through its fd number anyway.
+ *
+ * The table is chunked: a directory of fixed-size chunks that never move, so
+ * an entry's address is stable and lookups take no lock.  The directory
+ * grows by doubling under a mutex; old directories stay allocated until
+ * weft__fdtable_fini (the deque's argument: the sizes sum to less than the
+ * last one, and a reader may still hold an old one).
+ *
+ * Each entry has two waiter slots, reader and writer (index 0 and 1).  A
+ * slot's word is atomic and holds
+ *   NULL              nobody waits, no readiness seen
+ *   FD_READY          readiness came while nobody waited (kept for the next
+ *                     waiter: edge-triggered epoll will not repeat it)
+ *   a waiter          one coroutine is parked on this direction
+ *   waiter|CLAIMED    a waker (readiness, close) took that waiter and is
+ *                     waking it; the waiter may not leave until it is done
+ * A waiter parks with CAS(NULL -> w) (or consumes FD_READY); a waker claims
+ * with CAS(w -> w|CLAIMED), wakes w through the park protocol, then stores
+ * NULL (or FD_READY, if its wake lost to another waker and it brought
+ * readiness).  The waiter, once resumed by whichever waker won its park word
+ * (readiness, its deadline, close, cancel), retracts: CAS(w -> NULL), or
+ * waits while the slot says w|CLAIMED.  So every waker is done with w before
+ * the waiter's frame is gone, and the park word (park.h) makes exactly one of
+ * them resume it, with that waker's result.  Every CAS is seq_cst (atomic.h).
+ *
+ * Closing (io.c): weft_close makes gen odd, wakes both slots with ECANCELED,
+ * waits until refs (the I/O calls in flight: each holds one from start to
+ * return) drops to 0, unregisters, makes gen even again and only then calls
+ * close(2).  A call that parks checks gen after its slot CAS: the closer's
+ * gen bump and its claim are ordered the other way (Dekker, both seq_cst), so
+ * either the closer finds the waiter or the waiter sees the close.  Hence no
+ * call is left parked on a closed fd, and no call of ours touches an fd
+ * number after it has been closed and perhaps reused.
+ */
+#ifndef WEFT_FDTABLE_H
+#define WEFT_FDTABLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct weft__waiter;
+
+enum { FD_SLOT_IN = 0, FD_SLOT_OUT = 1 };
+
+struct weft__fd {
+	void *slot[2];		/* atomic: see above */
+	unsigned owner;		/* atomic: 0 none, FD_OWNER_BUSY, or worker index + 1 */
+	unsigned gen;		/* atomic: odd while weft_close runs; names stale events */
+	unsigned refs;		/* atomic: I/O calls in flight on the fd */
+	unsigned flags;		/* FD_NOT_SOCKET, FD_NO_POLL; set by the registrar */
+};
+
+enum {
+	FD_OWNER_BUSY = ~0u,	/* being registered right now */
+	FD_NOT_SOCKET = 1,	/* send(2) said ENOTSOCK: use write(2) */
+	FD_NO_POLL = 2,		/* epoll refused it (regular file): always ready */
+};
+
+/* The entry of fd, created if needed; NULL with errno ENOMEM or EBADF. */
+struct weft__fd *weft__fd_get(int fd);
+/* The entry of fd if one was ever created, else NULL (never allocates). */
+struct weft__fd *weft__fd_find(int fd);
+/* Frees the whole table (the runtime is stopped: nothing refers to it). */
+void weft__fdtable_fini(void);
+
+/* Slot protocol.  park: 0 parked, 1 readiness was pending (consumed),
+ * -1 another coroutine waits there (EBUSY). */
+int weft__fd_slot_park(void **slot, struct weft__waiter *w);
+void weft__fd_slot_retract(void **slot, struct weft__waiter *w);
+/* Drops readiness seen while nobody waited (weft_wait re-checks with poll). */
+void weft__fd_slot_forget(void **slot);
+/* Claims the waiter in slot, or returns NULL: with mark_ready, an empty slot
+ * becomes FD_READY.  A claimed waiter is released by fd_slot_release. */
+struct weft__waiter *weft__fd_slot_claim(void **slot, bool mark_ready);
+void weft__fd_slot_release(void **slot, bool leave_ready);
+/* Claims, wakes with result and releases the slot's waiter, if any; with
+ * mark_ready, readiness nobody took stays in the slot. */
+void weft__fd_slot_wake(void **slot, int result, bool mark_ready);
+
+#endif

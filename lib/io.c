@@ -1,0 +1,328 @@
+/*
+ * io.c — weft_wait, weft_read, weft_write, weft_accept, weft_connect,
+ * weft_close and weft_sleep.
+ *
+ * Every call has the same shape: try the syscall; on EAGAIN park on the fd's
+ * slot for that direction (fdtable.h) until readiness, the deadline or a
+ * close wins the park word (park.h); retry.  The call holds a reference on
+ * the fd's entry from start to return, which is what weft_close waits for.
+ *
+ * errno: a call may resume on another thread than the one it started on, so
+ * errno is read only through weft__errno() (out of line: its thread-local
+ * address is computed afresh after every suspension), and failures after a
+ * suspension are reported with weft__fail (docs/design.md).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "atomic.h"
+#include "fdtable.h"
+#include "loop.h"
+#include "park.h"
+#include "weft.h"
+#include "worker.h"
+
+static const int64_t BACKOFF_MIN_NS = 1000 * 1000;
+static const int64_t BACKOFF_MAX_NS = 100 * 1000 * 1000;
+
+/* An I/O call in flight on fd: its entry and the generation it started in. */
+struct io {
+	int fd;
+	unsigned gen;
+	struct weft__fd *e;
+};
+
+static int io_begin(struct io *io, int fd)
+{
+	if (!weft_self())
+		return weft__fail(EPERM);
+	if (fd < 0)
+		return weft__fail(EBADF);
+	struct weft__fd *e = weft__loop_register(fd);
+	if (!e)
+		return -1;
+	at_faa_uint(&e->refs, 1);
+	unsigned gen = at_load_uint(&e->gen);
+	if (gen & 1) {		/* weft_close is running */
+		at_fas_uint(&e->refs, 1);
+		return weft__fail(ECANCELED);
+	}
+	io->fd = fd;
+	io->gen = gen;
+	io->e = e;
+	return 0;
+}
+
+static void io_end(struct io *io)
+{
+	at_fas_uint(&io->e->refs, 1);
+}
+
+static bool io_closed(struct io *io)
+{
+	return at_load_uint(&io->e->gen) != io->gen;
+}
+
+/* The call's result: r (>= 0), or -1 with errno e, after io_end. */
+static ssize_t io_return(struct io *io, ssize_t r, int e)
+{
+	io_end(io);
+	return r >= 0 ? r : weft__fail(e);
+}
+
+/* Ends a park on the slots in `parked` (bits of WEFT_IN/WEFT_OUT). */
+static void retract(struct io *io, int parked, struct weft__waiter *w)
+{
+	if (parked & WEFT_IN)
+		weft__fd_slot_retract(&io->e->slot[FD_SLOT_IN], w);
+	if (parked & WEFT_OUT)
+		weft__fd_slot_retract(&io->e->slot[FD_SLOT_OUT], w);
+}
+
+/*
+ * Parks until one of events is (probably) ready: returns the subset the wake
+ * reported, which may be spurious (readiness seen earlier and since used
+ * up), or -errno: ETIMEDOUT, ECANCELED, EBUSY, ENOMEM.
+ */
+static int io_park(struct io *io, int events, int64_t deadline)
+{
+	if (io->e->flags & FD_NO_POLL) {
+		weft_yield();	/* epoll cannot tell: let others run, then retry */
+		return events;
+	}
+	struct weft__waiter w;
+	weft__waiter_init(&w);
+	int parked = 0, ready = 0, busy = 0;
+	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
+		if (!(events & bit))
+			continue;
+		int r = weft__fd_slot_park(&io->e->slot[d], &w);
+		parked |= r == 0 ? bit : 0;
+		ready |= r == 1 ? bit : 0;
+		busy |= r < 0;
+	}
+	int r;
+	/* The close check comes after the slot CASes (see fdtable.h). */
+	if (ready || busy || io_closed(io)) {
+		retract(io, parked, &w);
+		r = weft__waiter_disarm(&w);
+		if (r == WEFT__NOT_WOKEN)
+			r = ready ? WEFT__WAKE_READY | ready : busy ? EBUSY : ECANCELED;
+	} else {
+		r = weft__waiter_wait(&w, deadline);
+		retract(io, parked, &w);
+	}
+	if (io_closed(io))
+		return -ECANCELED;
+	return r & WEFT__WAKE_READY ? (r | ready) & events : -r;
+}
+
+/* EAGAIN from the syscall: park, then 0 to retry or -errno. */
+static int io_again(struct io *io, int events, int64_t deadline)
+{
+	int r = io_park(io, events, deadline);
+	return r < 0 ? r : 0;
+}
+
+ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
+{
+	struct io io;
+	if (io_begin(&io, fd) != 0)
+		return -1;
+	for (;;) {
+		ssize_t n = read(fd, buf, len);
+		if (n >= 0)
+			return io_return(&io, n, 0);
+		int e = weft__errno();
+		if (e == EAGAIN || e == EWOULDBLOCK)
+			e = -io_again(&io, WEFT_IN, deadline);
+		else if (e == EINTR)
+			e = 0;
+		if (e)
+			return io_return(&io, -1, e);
+	}
+}
+
+/* send(2) without SIGPIPE on sockets, write(2) on everything else (pipes:
+ * the workers block SIGPIPE, so write returns EPIPE there too). */
+static ssize_t write_some(struct io *io, const char *p, size_t left)
+{
+	if (!(io->e->flags & FD_NOT_SOCKET)) {
+		ssize_t n = send(io->fd, p, left, MSG_NOSIGNAL);
+		if (n >= 0 || weft__errno() != ENOTSOCK)
+			return n;
+		io->e->flags |= FD_NOT_SOCKET;
+	}
+	return write(io->fd, p, left);
+}
+
+ssize_t weft_write(int fd, const void *buf, size_t len, int64_t deadline)
+{
+	struct io io;
+	if (io_begin(&io, fd) != 0)
+		return -1;
+	const char *p = buf;
+	size_t left = len;
+	while (left > 0) {
+		ssize_t n = write_some(&io, p, left);
+		if (n >= 0) {
+			p += n;
+			left -= (size_t)n;
+			continue;
+		}
+		int e = weft__errno();
+		if (e == EAGAIN || e == EWOULDBLOCK)
+			e = -io_again(&io, WEFT_OUT, deadline);
+		else if (e == EINTR)
+			e = 0;
+		if (e)
+			return io_return(&io, -1, e);
+	}
+	return io_return(&io, (ssize_t)len, 0);
+}
+
+static bool out_of_resources(int e)
+{
+	return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM;
+}
+
+/* Sleeps a backoff step, not past deadline: 0, or -errno (e when the deadline
+ * is already reached: the error that made us back off). */
+static int back_off(int64_t *step, int64_t deadline, int e)
+{
+	int64_t now = weft_now(), until = now + *step;
+	if (deadline >= 0 && deadline <= now)
+		return -e;
+	if (deadline >= 0 && deadline < until)
+		until = deadline;
+	if (*step < BACKOFF_MAX_NS)
+		*step *= 2;
+	return weft_sleep(until) == 0 ? 0 : -weft__errno();
+}
+
+int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline)
+{
+	struct io io;
+	if (io_begin(&io, fd) != 0)
+		return -1;
+	int64_t step = BACKOFF_MIN_NS;
+	for (;;) {
+		int c = accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (c >= 0)
+			return (int)io_return(&io, c, 0);
+		int e = weft__errno();
+		if (e == EAGAIN || e == EWOULDBLOCK) {
+			e = -io_again(&io, WEFT_IN, deadline);
+			step = BACKOFF_MIN_NS;
+		} else if (out_of_resources(e)) {
+			e = -back_off(&step, deadline, e);
+			if (!e && io_closed(&io))
+				e = ECANCELED;
+		} else if (e == EINTR || e == ECONNABORTED) {
+			e = 0;
+		}
+		if (e)
+			return (int)io_return(&io, -1, e);
+	}
+}
+
+/* poll(2) without waiting: the ready subset of events, or -errno. */
+static int ready_now(int fd, int events)
+{
+	struct pollfd p = { .fd = fd, .events = (short)((events & WEFT_IN ? POLLIN : 0) |
+							  (events & WEFT_OUT ? POLLOUT : 0)) };
+	int n;
+	while ((n = poll(&p, 1, 0)) < 0 && weft__errno() == EINTR)
+		;
+	if (n < 0)
+		return -weft__errno();
+	if (p.revents & POLLNVAL)
+		return -EBADF;
+	int r = 0;
+	if ((events & WEFT_IN) && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)))
+		r |= WEFT_IN;
+	if ((events & WEFT_OUT) && (p.revents & (POLLOUT | POLLHUP | POLLERR)))
+		r |= WEFT_OUT;
+	return r;
+}
+
+/* weft_wait's loop, for an io already begun: exact readiness, or -errno. */
+static int wait_ready(struct io *io, int events, int64_t deadline)
+{
+	for (;;) {
+		/* Readiness remembered from before is stale: poll decides. */
+		if (events & WEFT_IN)
+			weft__fd_slot_forget(&io->e->slot[FD_SLOT_IN]);
+		if (events & WEFT_OUT)
+			weft__fd_slot_forget(&io->e->slot[FD_SLOT_OUT]);
+		int r = ready_now(io->fd, events);
+		if (r != 0)
+			return r;
+		if ((r = io_park(io, events, deadline)) < 0)
+			return r;
+	}
+}
+
+int weft_wait(int fd, int events, int64_t deadline)
+{
+	if (events <= 0 || (events & ~(WEFT_IN | WEFT_OUT)))
+		return weft_self() ? weft__fail(EINVAL) : weft__fail(EPERM);
+	struct io io;
+	if (io_begin(&io, fd) != 0)
+		return -1;
+	int r = wait_ready(&io, events, deadline);
+	return (int)io_return(&io, r, -r);
+}
+
+int weft_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int64_t deadline)
+{
+	struct io io;
+	if (io_begin(&io, fd) != 0)
+		return -1;
+	if (connect(fd, addr, addrlen) == 0)
+		return (int)io_return(&io, 0, 0);
+	int e = weft__errno();
+	if (e != EINPROGRESS && e != EINTR)
+		return (int)io_return(&io, -1, e);
+	int r = wait_ready(&io, WEFT_OUT, deadline);
+	if (r < 0)
+		return (int)io_return(&io, -1, -r);
+	socklen_t len = sizeof e;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+		e = weft__errno();
+	return (int)io_return(&io, e ? -1 : 0, e);
+}
+
+int weft_close(int fd)
+{
+	if (!weft_self())
+		return weft__fail(EPERM);
+	struct weft__fd *e = weft__fd_find(fd);
+	unsigned owner = 0;
+	while (e && (owner = at_load_uint(&e->owner)) == FD_OWNER_BUSY)
+		weft_yield();	/* a first call on fd is registering it */
+	if (owner) {
+		at_faa_uint(&e->gen, 1);	/* odd: closing */
+		weft__fd_slot_wake(&e->slot[FD_SLOT_IN], ECANCELED, false);
+		weft__fd_slot_wake(&e->slot[FD_SLOT_OUT], ECANCELED, false);
+		while (at_load_uint(&e->refs) != 0)
+			weft_yield();	/* the calls woken above are returning */
+		weft__loop_unregister(e, fd);
+		at_faa_uint(&e->gen, 1);	/* even: the next fd with this number */
+	}
+	return close(fd);
+}
+
+int weft_sleep(int64_t deadline)
+{
+	if (!weft_self())
+		return weft__fail(EPERM);
+	if (deadline >= 0 && deadline <= weft_now())
+		return 0;
+	struct weft__waiter w;
+	weft__waiter_init(&w);
+	int r = weft__waiter_wait(&w, deadline);
+	return r == ETIMEDOUT ? 0 : weft__fail(r);
+}

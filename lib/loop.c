@@ -1,0 +1,227 @@
+/*
+ * loop.c — per-worker epoll loops (see loop.h), fd registration and the
+ * readiness side of the fd slot protocol (fdtable.h).
+ */
+#include "loop.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "atomic.h"
+#include "fdtable.h"
+#include "monitor.h"
+#include "park.h"
+#include "timer.h"
+#include "weft.h"
+#include "worker.h"
+
+enum { EPOLL_BATCH = 128 };
+
+/* epoll data: the fd and its entry's generation, so that an event queued
+ * before a close cannot be taken for one of the fd number's next owner. */
+static uint64_t event_tag(int fd, unsigned gen)
+{
+	return (uint64_t)gen << 32 | (uint32_t)fd;
+}
+
+int weft__loop_init(struct weft__worker *w)
+{
+	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	w->waitfd = epoll_create1(EPOLL_CLOEXEC);
+	w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->epfd < 0 || w->waitfd < 0 || w->evfd < 0 || weft__timers_init(&w->timers) != 0)
+		return -1;
+	w->timers_ready = true;
+	/* Level-triggered both: the token stays visible until drained, and
+	 * epfd reads as ready while it holds events. */
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 0 };
+	if (epoll_ctl(w->waitfd, EPOLL_CTL_ADD, w->evfd, &ev) != 0)
+		return -1;
+	ev.data.u64 = 1;
+	return epoll_ctl(w->waitfd, EPOLL_CTL_ADD, w->epfd, &ev);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+void weft__loop_fini(struct weft__worker *w)
+{
+	close_fd(&w->waitfd);
+	close_fd(&w->epfd);
+	close_fd(&w->evfd);
+	if (w->timers_ready)
+		weft__timers_fini(&w->timers);
+	w->timers_ready = false;
+}
+
+/* ------------------------------------------------------ registration */
+
+static int make_nonblocking(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return -1;
+	return fl & O_NONBLOCK ? 0 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* Registers fd (e's owner word says FD_OWNER_BUSY: we are the registrar). */
+static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
+{
+	struct epoll_event ev = {
+		.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+		.data.u64 = event_tag(fd, at_load_uint(&e->gen)),
+	};
+	e->flags = 0;
+	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+		if (errno != EPERM)
+			return -1;
+		e->flags = FD_NO_POLL;	/* a regular file: never EAGAIN */
+		return 0;
+	}
+	if (make_nonblocking(fd) != 0) {
+		int err = errno;
+		epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
+		errno = err;
+		return -1;
+	}
+	at_faa_uint(&w->nfds, 1);
+	return 0;
+}
+
+struct weft__fd *weft__loop_register(int fd)
+{
+	struct weft__fd *e = weft__fd_get(fd);
+	if (!e)
+		return NULL;
+	for (;;) {
+		unsigned owner = at_load_uint(&e->owner);
+		if (owner == 0 && at_cas_uint(&e->owner, 0, FD_OWNER_BUSY))
+			break;
+		if (owner != 0 && owner != FD_OWNER_BUSY)
+			return e;
+		if (owner == FD_OWNER_BUSY)
+			sched_yield();	/* another coroutine is registering it */
+	}
+	struct weft__worker *w = weft__worker_self();
+	if (register_fd(w, e, fd) != 0) {
+		at_store_uint(&e->owner, 0);
+		return NULL;
+	}
+	at_fence_release();	/* flags before owner */
+	at_store_uint(&e->owner, w->index + 1);
+	return e;
+}
+
+void weft__loop_unregister(struct weft__fd *e, int fd)
+{
+	unsigned owner = at_load_uint(&e->owner);
+	if (!(e->flags & FD_NO_POLL)) {
+		struct weft__worker *w = &weft__rt.workers[owner - 1];
+		epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
+		at_fas_uint(&w->nfds, 1);
+	}
+	at_store_ptr(&e->slot[FD_SLOT_IN], NULL);	/* no readiness carries over */
+	at_store_ptr(&e->slot[FD_SLOT_OUT], NULL);
+	e->flags = 0;
+	at_store_uint(&e->owner, 0);
+}
+
+/* ------------------------------------------------------ readiness */
+
+static void fd_event(uint64_t tag, uint32_t events)
+{
+	struct weft__fd *e = weft__fd_find((int)(uint32_t)tag);
+	if (!e || at_load_uint(&e->gen) != (unsigned)(tag >> 32))
+		return;		/* the fd was closed since */
+	bool in = events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+	bool out = events & (EPOLLOUT | EPOLLHUP | EPOLLERR);
+	void **rs = &e->slot[FD_SLOT_IN], **ws = &e->slot[FD_SLOT_OUT];
+	struct weft__waiter *r = in ? weft__fd_slot_claim(rs, true) : NULL;
+	struct weft__waiter *wr = out ? weft__fd_slot_claim(ws, true) : NULL;
+	if (r && r == wr) {	/* one weft_wait(fd, WEFT_IN | WEFT_OUT) */
+		bool woke = weft__waiter_wake(r, WEFT__WAKE_READY | WEFT_IN | WEFT_OUT);
+		weft__fd_slot_release(rs, !woke);
+		weft__fd_slot_release(ws, !woke);
+		return;
+	}
+	if (r)
+		weft__fd_slot_release(rs, !weft__waiter_wake(r, WEFT__WAKE_READY | WEFT_IN));
+	if (wr)
+		weft__fd_slot_release(ws, !weft__waiter_wake(wr, WEFT__WAKE_READY | WEFT_OUT));
+	/* (claimed here rather than with weft__fd_slot_wake: one waiter in
+	 * both slots gets one wake with both events) */
+}
+
+bool weft__loop_poll(struct weft__worker *w)
+{
+	struct epoll_event ev[EPOLL_BATCH];
+	int n, total = 0;
+	do {
+		n = epoll_wait(w->epfd, ev, EPOLL_BATCH, 0);
+		for (int i = 0; i < n; i++)
+			fd_event(ev[i].data.u64, ev[i].events);
+		total += n > 0 ? n : 0;
+	} while (n == EPOLL_BATCH);
+	return total > 0;
+}
+
+bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
+{
+	bool woke = false;
+	if (weft__timers_next(&w->timers) <= now) {
+		weft__timers_fire(&w->timers, now);
+		woke = true;
+	}
+	if (poll_fds && at_load_uint(&w->nfds) > 0) {
+		w->last_poll = now;
+		woke |= weft__loop_poll(w);
+	}
+	return woke;
+}
+
+static int sleep_timeout_ms(struct weft__worker *w)
+{
+	int64_t next = weft__timers_next(&w->timers);
+	if (next == INT64_MAX)
+		return -1;
+	int64_t left = next - weft_now();
+	if (left <= 0)
+		return 0;
+	int64_t ms = (left + 999999) / 1000000;	/* round up: never early */
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+void weft__loop_take_token(struct weft__worker *w)
+{
+	uint64_t v;
+	while (read(w->evfd, &v, sizeof v) < 0 && errno == EINTR)
+		;
+}
+
+void weft__loop_wait(struct weft__worker *w)
+{
+	struct epoll_event ev[2];
+	at_store_uint(&w->polling, 1);
+	int n = epoll_wait(w->waitfd, ev, 2, sleep_timeout_ms(w));
+	at_store_uint(&w->polling, 0);
+	weft__monitor_worker_awake();
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.u64 == 0)
+			weft__loop_take_token(w);
+}
+
+void weft__loop_wake(struct weft__worker *w)
+{
+	uint64_t one = 1;
+	while (write(w->evfd, &one, sizeof one) < 0 && errno == EINTR)
+		;
+}

@@ -1,0 +1,52 @@
+/*
+ * loop.h — a worker's event loop: its epoll instance, its timers, and how
+ * fds come to be registered there.
+ *
+ * Each worker has
+ *   epfd    the loop proper: the fds this worker owns, edge-triggered for
+ *           both directions, each registered once, by the first wait on it;
+ *   evfd    an eventfd that other threads write to wake the worker;
+ *   waitfd  what the worker sleeps on when idle: an epoll holding evfd and
+ *           epfd itself (nested).  Keeping evfd out of epfd lets the monitor
+ *           (monitor.c) harvest a stuck worker's epfd without ever taking a
+ *           wake-up token meant for the worker.
+ *   timers  its deadline heap (timer.h), which bounds the sleep.
+ * The owner harvests epfd when it has nothing to run, before sleeping, and
+ * at its fairness turns (at most every POLL_NS); the monitor harvests it when
+ * the owner is stuck in one coroutine.  A readiness event wakes the waiter
+ * through its slot (fdtable.h); the woken coroutine is queued on the
+ * harvesting worker (from where it can be stolen), or on the injection queue
+ * when the monitor harvested.
+ */
+#ifndef WEFT_LOOP_H
+#define WEFT_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct weft__worker;
+struct weft__fd;
+
+int weft__loop_init(struct weft__worker *w);
+void weft__loop_fini(struct weft__worker *w);
+
+/* The entry of fd, registered in the calling worker's loop if it is not in
+ * any loop yet (and made non-blocking); NULL with errno. */
+struct weft__fd *weft__loop_register(int fd);
+/* Takes a registered fd out of its loop and clears its entry (weft_close,
+ * once no call is in flight on it). */
+void weft__loop_unregister(struct weft__fd *e, int fd);
+
+/* Harvests w's epfd without blocking; true if it had events. */
+bool weft__loop_poll(struct weft__worker *w);
+/* The owner's service: fires due timers, and harvests epfd if poll_fds;
+ * true if either made something runnable. */
+bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds);
+/* Sleeps until woken (evfd), an fd of the loop is ready, or the earliest
+ * deadline; consumes the wake-up token.  Harvesting is left to the caller. */
+void weft__loop_wait(struct weft__worker *w);
+/* Writes w's eventfd (the wake-up token); take_token reads it. */
+void weft__loop_wake(struct weft__worker *w);
+void weft__loop_take_token(struct weft__worker *w);
+
+#endif

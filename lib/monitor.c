@@ -1,0 +1,212 @@
+/*
+ * monitor.c — serving the loops of workers stuck in a long coroutine.
+ *
+ * A worker harvests its own epoll instance only between coroutines.  While it
+ * runs one coroutine for a long time (a CPU-bound computation, a blocking
+ * library call), readiness on the fds it owns and its expired deadlines
+ * would wait for it, even with other workers idle.  The monitor thread
+ * prevents that:
+ *
+ *   - every TICK it samples each worker: a worker that is running a
+ *     coroutine (current != NULL), is not asleep in its loop, and has not
+ *     dispatched anything since the previous tick is *stuck*;
+ *   - a stuck worker's epfd is added to the monitor's own epoll instance, the
+ *     hub (nested epoll, edge-triggered), and its due timers are fired;
+ *   - the monitor sleeps in epoll_wait on the hub, bounded by TICK and by the
+ *     stuck workers' earliest deadlines.  Readiness on a stuck worker's fd
+ *     makes its epfd readable, which wakes the monitor at once; it harvests
+ *     that epfd (loop.c) and the woken coroutines go to the injection queue,
+ *     where idle workers take them (weft__schedule wakes one);
+ *   - when the worker dispatches again it is no longer stuck and its epfd
+ *     leaves the hub.
+ * So a stuck worker costs one tick (1 ms) of latency to its fds, once, and
+ * then readiness is served as it comes.  Harvesting an epfd the owner may
+ * harvest too is safe: epoll hands each event to one caller and the slot
+ * protocol (fdtable.h) takes any number of concurrent wakers; the worker's
+ * wake-up eventfd is not in epfd (loop.h), so no token is ever taken.
+ *
+ * Why not "idle workers poll the other loops before they park": that costs
+ * an epoll_wait per loop per park, and a worker parked after polling still
+ * misses what becomes ready afterwards on a stuck loop.  The monitor looks at
+ * loops only while they are stuck, and reacts to readiness, not to a period.
+ *
+ * When every worker sleeps in its loop, nothing can get stuck: the monitor
+ * sleeps without a timeout, and the first worker to wake kicks it (Dekker:
+ * the monitor announces `sleeping` then re-checks every worker's `polling`;
+ * a worker clears `polling` then checks `sleeping`; both StoreLoad fenced).
+ */
+#include "monitor.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "atomic.h"
+#include "loop.h"
+#include "timer.h"
+#include "weft.h"
+#include "worker.h"
+
+static const int64_t TICK_NS = 1000 * 1000;
+enum { HUB_KICK = UINT32_MAX };
+
+struct watch {
+	uint64_t dispatches;	/* at the previous tick */
+	bool adopted;		/* its epfd is in the hub */
+};
+
+static struct {
+	pthread_t thread;
+	int hub, evfd;
+	unsigned stop;		/* atomic */
+	unsigned sleeping;	/* atomic: asleep without a tick */
+	struct watch *watch;
+	bool running;
+} mon = { .hub = -1, .evfd = -1 };
+
+void weft__monitor_worker_awake(void)
+{
+	at_fence_store_load();
+	if (!at_load_uint(&mon.sleeping))
+		return;
+	uint64_t one = 1;
+	while (write(mon.evfd, &one, sizeof one) < 0 && errno == EINTR)
+		;
+}
+
+static void adopt(unsigned i, bool on)
+{
+	struct weft__worker *w = &weft__rt.workers[i];
+	if (mon.watch[i].adopted == on)
+		return;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u32 = i };
+	epoll_ctl(mon.hub, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, w->epfd, &ev);
+	mon.watch[i].adopted = on;
+}
+
+static bool stuck(unsigned i)
+{
+	struct weft__worker *w = &weft__rt.workers[i];
+	uint64_t d = at_load_64(&w->c.dispatches);
+	bool same = d == mon.watch[i].dispatches;
+	mon.watch[i].dispatches = d;
+	return same && !at_load_uint(&w->polling) && at_load_ptr((void **)&w->current) != NULL;
+}
+
+/* Samples the workers (at most once per tick) and fires the due timers of
+ * the stuck ones; returns the hub timeout in ms, -1 if every worker sleeps. */
+static int tick(void)
+{
+	static int64_t last_sample;
+	int64_t now = weft_now(), next = now + TICK_NS;
+	bool sample = now - last_sample >= TICK_NS, awake = false;
+	if (sample)
+		last_sample = now;
+	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
+		struct weft__worker *w = &weft__rt.workers[i];
+		awake |= !at_load_uint(&w->polling);
+		if (sample)
+			adopt(i, stuck(i));
+		if (!mon.watch[i].adopted)
+			continue;
+		weft__timers_fire(&w->timers, now);
+		int64_t t = weft__timers_next(&w->timers);
+		if (t < next)
+			next = t;
+	}
+	if (!awake)
+		return -1;
+	return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+}
+
+/* Everyone asleep in its loop: sleep until a worker wakes (see above). */
+static bool all_polling(void)
+{
+	for (unsigned i = 0; i < weft__rt.nworkers; i++)
+		if (!at_load_uint(&weft__rt.workers[i].polling))
+			return false;
+	return true;
+}
+
+static int deep_sleep_timeout(void)
+{
+	at_store_uint(&mon.sleeping, 1);
+	at_fence_store_load();
+	if (all_polling() && !at_load_uint(&mon.stop))
+		return -1;
+	at_store_uint(&mon.sleeping, 0);
+	return (int)(TICK_NS / 1000000);
+}
+
+static void *monitor_main(void *arg)
+{
+	(void)arg;
+	struct epoll_event ev[16];
+	while (!at_load_uint(&mon.stop)) {
+		int timeout = tick();
+		if (timeout < 0)
+			timeout = deep_sleep_timeout();
+		int n = epoll_wait(mon.hub, ev, 16, timeout);
+		at_store_uint(&mon.sleeping, 0);
+		for (int i = 0; i < n; i++) {
+			uint32_t who = ev[i].data.u32;
+			if (who == HUB_KICK) {
+				uint64_t v;
+				while (read(mon.evfd, &v, sizeof v) < 0 && errno == EINTR)
+					;
+			} else {
+				weft__loop_poll(&weft__rt.workers[who]);
+			}
+		}
+	}
+	return NULL;
+}
+
+int weft__monitor_start(void)
+{
+	at_store_uint(&mon.stop, 0);
+	at_store_uint(&mon.sleeping, 0);	/* the workers already read it */
+	mon.watch = calloc(weft__rt.nworkers, sizeof *mon.watch);
+	mon.hub = epoll_create1(EPOLL_CLOEXEC);
+	mon.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = HUB_KICK };
+	int err = !mon.watch ? ENOMEM : 0;
+	if (!err && (mon.hub < 0 || mon.evfd < 0 || epoll_ctl(mon.hub, EPOLL_CTL_ADD, mon.evfd, &ev) != 0))
+		err = errno;
+	if (!err) {
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		err = pthread_create(&mon.thread, NULL, monitor_main, NULL) ? EAGAIN : 0;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	mon.running = !err;
+	if (err)
+		weft__monitor_stop();
+	return err ? weft__fail(err) : 0;
+}
+
+void weft__monitor_stop(void)
+{
+	if (mon.running) {
+		at_store_uint(&mon.stop, 1);
+		uint64_t one = 1;
+		while (write(mon.evfd, &one, sizeof one) < 0 && errno == EINTR)
+			;
+		pthread_join(mon.thread, NULL);
+		mon.running = false;
+	}
+	if (mon.hub >= 0)
+		close(mon.hub);
+	if (mon.evfd >= 0)
+		close(mon.evfd);
+	mon.hub = mon.evfd = -1;
+	free(mon.watch);
+	mon.watch = NULL;
+}

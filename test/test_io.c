@@ -1,0 +1,921 @@
+/* I/O and timers: echo over loopback, deadlines, close, fd reuse, the
+ * readiness/deadline/close races, many sleeps, a stuck worker's loop,
+ * accept under EMFILE, and every call outside a coroutine. */
+#define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
+#include "weft.h"
+
+#include "harness.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+/* Checks inside coroutines: abort (Criterion reports the crash), since
+ * cr_assert cannot unwind a worker thread. */
+#define CHECK(c)                                                                      \
+	do {                                                                          \
+		if (!(c)) {                                                           \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed, errno %d\n", __FILE__, \
+				__LINE__, #c, errno);                                 \
+			abort();                                                      \
+		}                                                                     \
+	} while (0)
+
+static const int64_t MS = 1000 * 1000;
+
+#if defined(WEFT_TEST_TSAN) || defined(WEFT_TEST_ASAN)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+static unsigned scaled(unsigned plain, unsigned sanitized, unsigned valgrind)
+{
+	if (RUNNING_ON_VALGRIND)
+		return valgrind;
+	return SANITIZED ? sanitized : plain;
+}
+
+static void run(unsigned workers, void (*fn)(void *), void *arg)
+{
+	cr_assert_eq(weft_main(fn, arg, &(weft_config){ .workers = workers }), 0, "errno %d", errno);
+}
+
+static weft_co *go(void (*fn)(void *), void *arg)
+{
+	weft_co *co = weft_spawn(fn, arg);
+	CHECK(co != NULL);
+	return co;
+}
+
+static void join(weft_co *co)
+{
+	CHECK(weft_join(co) == 0);
+}
+
+static void raise_fd_limit(void)
+{
+	struct rlimit r;
+	if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+		r.rlim_cur = r.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &r);
+	}
+}
+
+/* A listening TCP socket on 127.0.0.1, any port; *port gets it. */
+static int listener(int backlog, struct sockaddr_in *addr)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(fd >= 0);
+	memset(addr, 0, sizeof *addr);
+	addr->sin_family = AF_INET;
+	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(bind(fd, (struct sockaddr *)addr, sizeof *addr) == 0);
+	socklen_t len = sizeof *addr;
+	CHECK(getsockname(fd, (struct sockaddr *)addr, &len) == 0);
+	CHECK(listen(fd, backlog) == 0);
+	return fd;
+}
+
+static int tcp_socket(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(fd >= 0);
+	return fd;
+}
+
+static void socket_pair(int sv[2])
+{
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+}
+
+/* ------------------------------------------------------ outside */
+
+static void check_all_eperm(void)
+{
+	char b[1];
+	errno = 0;
+	cr_assert_eq(weft_wait(0, WEFT_IN, -1), -1);
+	cr_assert_eq(errno, EPERM);
+	errno = 0;
+	cr_assert_eq(weft_read(0, b, 1, -1), -1);
+	cr_assert_eq(errno, EPERM);
+	errno = 0;
+	cr_assert_eq(weft_write(1, b, 1, -1), -1);
+	cr_assert_eq(errno, EPERM);
+	errno = 0;
+	cr_assert_eq(weft_accept(0, NULL, NULL, -1), -1);
+	cr_assert_eq(errno, EPERM);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	errno = 0;
+	cr_assert_eq(weft_connect(0, (struct sockaddr *)&a, sizeof a, -1), -1);
+	cr_assert_eq(errno, EPERM);
+	errno = 0;
+	cr_assert_eq(weft_close(0), -1);
+	cr_assert_eq(errno, EPERM);
+	errno = 0;
+	cr_assert_eq(weft_sleep(0), -1);
+	cr_assert_eq(errno, EPERM);
+	errno = 0;
+	cr_assert_eq(weft_wait(0, 0, -1), -1, "EPERM comes before EINVAL");
+	cr_assert_eq(errno, EPERM);
+}
+
+Test(io, every_call_outside_a_coroutine_is_eperm)
+{
+	check_all_eperm();	/* no runtime */
+	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	check_all_eperm();	/* a plain thread, runtime running */
+	cr_assert_eq(weft_shutdown(), 0);
+}
+
+static void bad_arguments(void *arg)
+{
+	(void)arg;
+	char b[1];
+	CHECK(weft_read(-1, b, 1, -1) == -1 && errno == EBADF);
+	CHECK(weft_write(-5, b, 1, -1) == -1 && errno == EBADF);
+	CHECK(weft_wait(-1, WEFT_IN, -1) == -1 && errno == EBADF);
+	CHECK(weft_close(-1) == -1 && errno == EBADF);
+	int sv[2];
+	socket_pair(sv);
+	CHECK(weft_wait(sv[0], 0, -1) == -1 && errno == EINVAL);
+	CHECK(weft_wait(sv[0], 4, -1) == -1 && errno == EINVAL);
+	int unused = dup(sv[0]);
+	CHECK(unused >= 0 && close(unused) == 0);
+	CHECK(weft_read(unused, b, 1, -1) == -1 && errno == EBADF);	/* not open */
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(io, bad_arguments)
+{
+	run(1, bad_arguments, NULL);
+}
+
+/* ------------------------------------------------------ echo */
+
+struct echo_test {
+	struct sockaddr_in addr;
+	int lfd;
+	unsigned conns, msgs;
+	unsigned long verified;	/* atomic: bytes checked by the clients */
+};
+
+enum { CHUNK = 16384, MAX_MSG = 65536 };
+
+static void echo_conn(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char *buf = malloc(CHUNK);
+	CHECK(buf);
+	ssize_t n;
+	while ((n = weft_read(fd, buf, CHUNK, -1)) > 0)
+		CHECK(weft_write(fd, buf, (size_t)n, -1) == n);
+	CHECK(n == 0);
+	free(buf);
+	CHECK(weft_close(fd) == 0);
+}
+
+static void acceptor(void *arg)
+{
+	struct echo_test *t = arg;
+	for (unsigned i = 0; i < t->conns; i++) {
+		int c = weft_accept(t->lfd, NULL, NULL, -1);
+		CHECK(c >= 0);
+		CHECK(fcntl(c, F_GETFL) & O_NONBLOCK);
+		CHECK(fcntl(c, F_GETFD) & FD_CLOEXEC);
+		CHECK(weft_detach(go(echo_conn, (void *)(intptr_t)c)) == 0);
+	}
+}
+
+/* Message sizes and contents are a function of (connection, message, byte),
+ * so the reader can check what the writer sent without sharing a buffer. */
+static size_t msg_size(unsigned conn, unsigned m)
+{
+	uint64_t x = (conn + 1) * 0x9e3779b97f4a7c15ull ^ (m + 1) * 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 31;
+	return (size_t)(x % MAX_MSG) + 1;
+}
+
+static unsigned char msg_byte(unsigned conn, unsigned m, size_t i)
+{
+	return (unsigned char)(conn * 131 + m * 31 + i * 7 + (i >> 8));
+}
+
+struct client {
+	struct echo_test *t;
+	unsigned conn;
+	int fd;
+};
+
+static void client_writer(void *arg)
+{
+	struct client *c = arg;
+	unsigned char *buf = malloc(MAX_MSG);
+	CHECK(buf);
+	for (unsigned m = 0; m < c->t->msgs; m++) {
+		size_t n = msg_size(c->conn, m);
+		for (size_t i = 0; i < n; i++)
+			buf[i] = msg_byte(c->conn, m, i);
+		CHECK(weft_write(c->fd, buf, n, -1) == (ssize_t)n);
+	}
+	CHECK(shutdown(c->fd, SHUT_WR) == 0);
+	free(buf);
+}
+
+static void client(void *arg)
+{
+	struct client *c = arg;
+	c->fd = tcp_socket();
+	CHECK(weft_connect(c->fd, (struct sockaddr *)&c->t->addr, sizeof c->t->addr, -1) == 0);
+	weft_co *writer = go(client_writer, c);	/* full duplex: reader and writer */
+	unsigned char *buf = malloc(CHUNK);
+	CHECK(buf);
+	unsigned long total = 0;
+	for (unsigned m = 0; m < c->t->msgs; m++) {
+		size_t n = msg_size(c->conn, m), got = 0;
+		while (got < n) {
+			size_t want = n - got < CHUNK ? n - got : CHUNK;
+			ssize_t r = weft_read(c->fd, buf, want, -1);
+			CHECK(r > 0);
+			for (ssize_t i = 0; i < r; i++)
+				CHECK(buf[i] == msg_byte(c->conn, m, got + (size_t)i));
+			got += (size_t)r;
+		}
+		total += n;
+	}
+	CHECK(weft_read(c->fd, buf, 1, -1) == 0);	/* the server saw our EOF */
+	join(writer);
+	free(buf);
+	CHECK(weft_close(c->fd) == 0);
+	__atomic_fetch_add(&c->t->verified, total, __ATOMIC_RELAXED);
+}
+
+static void echo_root(void *arg)
+{
+	struct echo_test *t = arg;
+	t->lfd = listener(4096, &t->addr);
+	weft_co *acc = go(acceptor, t);
+	struct client *cs = calloc(t->conns, sizeof *cs);
+	weft_co **co = calloc(t->conns, sizeof *co);
+	CHECK(cs && co);
+	for (unsigned i = 0; i < t->conns; i++) {
+		cs[i] = (struct client){ .t = t, .conn = i };
+		co[i] = go(client, &cs[i]);
+	}
+	for (unsigned i = 0; i < t->conns; i++)
+		join(co[i]);
+	join(acc);
+	CHECK(weft_close(t->lfd) == 0);
+	free(cs);
+	free(co);
+}
+
+Test(io, echo_over_loopback_every_byte_verified, .timeout = 600)
+{
+	raise_fd_limit();
+	struct echo_test t = { .conns = scaled(1000, 200, 20), .msgs = scaled(100, 10, 5) };
+	run(2, echo_root, &t);
+	unsigned long expect = 0;
+	for (unsigned c = 0; c < t.conns; c++)
+		for (unsigned m = 0; m < t.msgs; m++)
+			expect += msg_size(c, m);
+	cr_assert_eq(t.verified, expect);
+}
+
+/* ------------------------------------------------------ deadlines */
+
+static void write_later(void *arg)
+{
+	int *fd = arg;
+	CHECK(weft_sleep(weft_now() + 20 * MS) == 0);
+	CHECK(weft_write(*fd, "x", 1, -1) == 1);
+}
+
+static void read_deadlines(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	char b[4];
+	/* nothing to read: expires, never early */
+	int64_t dl = weft_now() + 30 * MS;
+	CHECK(weft_read(sv[0], b, 1, dl) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_now() >= dl);
+	/* a past deadline does not block, but succeeds when it can */
+	CHECK(weft_read(sv[0], b, 1, 0) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_write(sv[1], "ab", 2, 0) == 2);
+	CHECK(weft_read(sv[0], b, sizeof b, 0) == 2 && memcmp(b, "ab", 2) == 0);
+	/* the data comes at +20 ms, the deadline at +2 s: success */
+	weft_co *w = go(write_later, &sv[1]);
+	dl = weft_now() + 2000 * MS;
+	CHECK(weft_read(sv[0], b, 1, dl) == 1 && b[0] == 'x');
+	CHECK(weft_now() < dl);
+	join(w);
+	/* weft_wait: the subset, then a timeout */
+	CHECK(weft_wait(sv[0], WEFT_IN | WEFT_OUT, -1) == WEFT_OUT);
+	CHECK(weft_wait(sv[0], WEFT_IN, weft_now() + 10 * MS) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_write(sv[1], "y", 1, -1) == 1);
+	CHECK(weft_wait(sv[0], WEFT_IN, weft_now() + 1000 * MS) == WEFT_IN);
+	CHECK(weft_wait(sv[0], WEFT_IN | WEFT_OUT, 0) == (WEFT_IN | WEFT_OUT));
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(io, read_deadlines)
+{
+	run(2, read_deadlines, NULL);
+}
+
+static void connect_later(void *arg)
+{
+	struct sockaddr_in *addr = arg;
+	CHECK(weft_sleep(weft_now() + 20 * MS) == 0);
+	int fd = tcp_socket();
+	CHECK(weft_connect(fd, (struct sockaddr *)addr, sizeof *addr, weft_now() + 5000 * MS) == 0);
+	CHECK(weft_close(fd) == 0);
+}
+
+static void accept_deadlines(void *arg)
+{
+	(void)arg;
+	struct sockaddr_in addr;
+	int lfd = listener(16, &addr);
+	int64_t dl = weft_now() + 30 * MS;
+	CHECK(weft_accept(lfd, NULL, NULL, dl) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_now() >= dl);
+	weft_co *c = go(connect_later, &addr);
+	struct sockaddr_in peer;
+	socklen_t len = sizeof peer;
+	int fd = weft_accept(lfd, (struct sockaddr *)&peer, &len, weft_now() + 5000 * MS);
+	CHECK(fd >= 0 && len == sizeof peer && peer.sin_family == AF_INET);
+	join(c);
+	CHECK(weft_close(fd) == 0 && weft_close(lfd) == 0);
+}
+
+Test(io, accept_deadlines)
+{
+	run(2, accept_deadlines, NULL);
+}
+
+/*
+ * A connect that cannot complete: a listener with backlog 0 that never
+ * accepts.  Once its queue is full, the kernel drops further SYNs and the
+ * client keeps retransmitting: the connect stays in progress.
+ */
+static void connect_deadlines(void *arg)
+{
+	(void)arg;
+	struct sockaddr_in addr;
+	int lfd = listener(0, &addr);
+	enum { MAXFILL = 64 };
+	int filled[MAXFILL], nfilled = 0;
+	int64_t dl = 0;
+	int r = 0;
+	for (; nfilled < MAXFILL; nfilled++) {
+		filled[nfilled] = tcp_socket();
+		dl = weft_now() + 50 * MS;
+		r = weft_connect(filled[nfilled], (struct sockaddr *)&addr, sizeof addr, dl);
+		if (r != 0)
+			break;
+	}
+	CHECK(nfilled < MAXFILL);	/* the queue filled up */
+	CHECK(r == -1 && errno == ETIMEDOUT);
+	CHECK(weft_now() >= dl);
+	for (int i = 0; i <= nfilled; i++)
+		CHECK(weft_close(filled[i]) == 0);
+	CHECK(weft_close(lfd) == 0);
+	/* and one that succeeds well within its deadline */
+	lfd = listener(16, &addr);
+	int fd = tcp_socket();
+	CHECK(weft_connect(fd, (struct sockaddr *)&addr, sizeof addr, weft_now() + 5000 * MS) == 0);
+	CHECK(weft_close(fd) == 0 && weft_close(lfd) == 0);
+}
+
+Test(io, connect_deadlines)
+{
+	run(2, connect_deadlines, NULL);
+}
+
+static void connect_refused(void *arg)
+{
+	(void)arg;
+	struct sockaddr_in addr;
+	int lfd = listener(1, &addr);
+	CHECK(close(lfd) == 0);	/* never waited on: plain close is fine */
+	int fd = tcp_socket();
+	CHECK(weft_connect(fd, (struct sockaddr *)&addr, sizeof addr, weft_now() + 5000 * MS) == -1);
+	CHECK(errno == ECONNREFUSED);
+	CHECK(weft_close(fd) == 0);
+}
+
+Test(io, connect_to_a_closed_port_is_refused)
+{
+	run(2, connect_refused, NULL);
+}
+
+/* ------------------------------------------------------ close */
+
+struct parked {
+	int fd;
+	int result, err;
+	unsigned ready;	/* atomic: about to park */
+};
+
+static void park_reader(void *arg)
+{
+	struct parked *p = arg;
+	char b[1];
+	__atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
+	p->result = (int)weft_read(p->fd, b, 1, -1);
+	p->err = errno;
+}
+
+static void park_writer(void *arg)
+{
+	struct parked *p = arg;
+	static char big[1 << 16];
+	__atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
+	for (;;) {	/* until the socket buffer is full and we park */
+		p->result = (int)weft_write(p->fd, big, sizeof big, -1);
+		if (p->result < 0)
+			break;
+	}
+	p->err = errno;
+}
+
+static void close_parked(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	struct parked r = { .fd = sv[0] }, w = { .fd = sv[0] };
+	weft_co *rc = go(park_reader, &r), *wc = go(park_writer, &w);
+	while (!__atomic_load_n(&r.ready, __ATOMIC_ACQUIRE) || !__atomic_load_n(&w.ready, __ATOMIC_ACQUIRE))
+		weft_yield();
+	CHECK(weft_sleep(weft_now() + 50 * MS) == 0);	/* both parked by now */
+	CHECK(weft_close(sv[0]) == 0);
+	join(rc);
+	join(wc);
+	CHECK(r.result == -1 && r.err == ECANCELED);
+	CHECK(w.result == -1 && w.err == ECANCELED);
+	CHECK(weft_close(sv[1]) == 0);
+}
+
+Test(io, close_wakes_a_parked_reader_and_writer)
+{
+	run(2, close_parked, NULL);
+}
+
+static void fd_reuse(void *arg)
+{
+	(void)arg;
+	int a[2], b[2];
+	socket_pair(a);
+	CHECK(weft_write(a[1], "old", 3, -1) == 3);	/* readiness pending on a[0] */
+	CHECK(weft_wait(a[0], WEFT_IN, -1) == WEFT_IN);
+	int num = a[0];
+	CHECK(weft_close(a[0]) == 0);
+	socket_pair(b);
+	CHECK(b[0] == num || b[1] == num);	/* the lowest free number comes back */
+	int fd = b[0] == num ? b[0] : b[1], peer = b[0] == num ? b[1] : b[0];
+	char c[8];
+	/* clean: nothing ready, no stale readiness from the old fd */
+	CHECK(weft_wait(fd, WEFT_IN, weft_now() + 20 * MS) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_read(fd, c, sizeof c, 0) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_write(peer, "new", 3, -1) == 3);
+	CHECK(weft_read(fd, c, sizeof c, -1) == 3 && memcmp(c, "new", 3) == 0);
+	CHECK(weft_close(fd) == 0 && weft_close(peer) == 0 && weft_close(a[1]) == 0);
+}
+
+Test(io, an_fd_number_reused_after_close_starts_clean)
+{
+	run(2, fd_reuse, NULL);
+}
+
+static void two_readers(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	struct parked r = { .fd = sv[0] };
+	weft_co *rc = go(park_reader, &r);
+	CHECK(weft_sleep(weft_now() + 30 * MS) == 0);
+	char b[1];
+	CHECK(weft_read(sv[0], b, 1, -1) == -1 && errno == EBUSY);
+	CHECK(weft_wait(sv[0], WEFT_IN, -1) == -1 && errno == EBUSY);
+	CHECK(weft_wait(sv[0], WEFT_OUT, -1) == WEFT_OUT);	/* the other direction is free */
+	CHECK(weft_write(sv[1], "z", 1, -1) == 1);
+	join(rc);
+	CHECK(r.result == 1);
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(io, a_second_waiter_on_one_direction_is_ebusy)
+{
+	run(2, two_readers, NULL);
+}
+
+static void write_epipe(void *arg)
+{
+	(void)arg;
+	int sv[2], p[2];
+	socket_pair(sv);
+	CHECK(weft_close(sv[1]) == 0);
+	CHECK(weft_write(sv[0], "x", 1, -1) == -1 && errno == EPIPE);
+	CHECK(pipe(p) == 0);
+	CHECK(weft_close(p[0]) == 0);
+	CHECK(weft_write(p[1], "x", 1, -1) == -1 && errno == EPIPE);
+	CHECK(weft_close(p[1]) == 0 && weft_close(sv[0]) == 0);
+	/* a regular file: epoll cannot watch it, the calls just work */
+	char path[] = "/tmp/weft-io-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0 && unlink(path) == 0);
+	CHECK(weft_write(fd, "file", 4, -1) == 4);
+	CHECK(lseek(fd, 0, SEEK_SET) == 0);
+	char b[8];
+	CHECK(weft_read(fd, b, sizeof b, -1) == 4 && memcmp(b, "file", 4) == 0);
+	CHECK(weft_read(fd, b, sizeof b, -1) == 0);
+	CHECK(weft_wait(fd, WEFT_IN | WEFT_OUT, -1) == (WEFT_IN | WEFT_OUT));
+	CHECK(weft_close(fd) == 0);
+}
+
+Test(io, write_to_a_closed_peer_is_epipe_without_sigpipe)
+{
+	signal(SIGPIPE, SIG_DFL);	/* a SIGPIPE would kill the test */
+	run(2, write_epipe, NULL);
+}
+
+/* ------------------------------------------------------ races */
+
+/*
+ * Each round: a reader parks with a deadline ~now, while one coroutine
+ * writes a byte and another closes the fd, all at about the same moment, on
+ * two workers.  Whatever wins, the reader returns exactly once, with a
+ * result that matches: the byte, ETIMEDOUT, or ECANCELED (and never parks
+ * on a closed fd, which would hang the test).
+ */
+struct race {
+	int sv[2];
+	unsigned started;	/* atomic: the reader is about to call weft_read */
+	int64_t at;		/* when the writer and closer act */
+	int result, err;
+	char got;
+};
+
+/* Waits until the reader has started, then until its `at` (+ offset). */
+static void spin_until_time(struct race *r, int64_t offset)
+{
+	while (!__atomic_load_n(&r->started, __ATOMIC_ACQUIRE))
+		weft_yield();
+	int64_t at = __atomic_load_n(&r->at, __ATOMIC_RELAXED) + offset;
+	while (weft_now() < at)
+		;
+}
+
+static void race_reader(void *arg)
+{
+	struct race *r = arg;
+	char b = 0;
+	int64_t at = weft_now() + 50000;
+	__atomic_store_n(&r->at, at, __ATOMIC_RELAXED);
+	__atomic_store_n(&r->started, 1, __ATOMIC_RELEASE);
+	r->result = (int)weft_read(r->sv[0], &b, 1, at + (int64_t)(r->sv[0] % 3) * 20000);
+	r->err = errno;
+	r->got = b;
+}
+
+static void race_writer(void *arg)
+{
+	struct race *r = arg;
+	spin_until_time(r, 0);
+	ssize_t n = weft_write(r->sv[1], "!", 1, -1);
+	CHECK(n == 1 || errno == EPIPE);	/* EPIPE: the closer came first */
+}
+
+static void race_closer(void *arg)
+{
+	struct race *r = arg;
+	spin_until_time(r, 10000);
+	CHECK(weft_close(r->sv[0]) == 0);
+}
+
+/* data, timeout, cancelled, closed before the call began (EBADF) */
+static unsigned race_outcomes[4];
+
+static void race_root(void *arg)
+{
+	unsigned rounds = *(unsigned *)arg;
+	for (unsigned i = 0; i < rounds; i++) {
+		struct race r = { .started = 0 };
+		socket_pair(r.sv);
+		weft_co *a = go(race_reader, &r), *b = go(race_writer, &r), *c = go(race_closer, &r);
+		join(a);
+		join(b);
+		join(c);
+		if (r.result == 1) {
+			CHECK(r.got == '!');
+			race_outcomes[0]++;
+		} else {
+			CHECK(r.result == -1);
+			CHECK(r.err == ETIMEDOUT || r.err == ECANCELED || r.err == EBADF);
+			race_outcomes[r.err == ETIMEDOUT ? 1 : r.err == ECANCELED ? 2 : 3]++;
+		}
+		CHECK(weft_close(r.sv[1]) == 0);
+	}
+}
+
+Test(io, readiness_deadline_and_close_race, .timeout = 300)
+{
+	unsigned rounds = scaled(5000, 1000, 100);
+	run(2, race_root, &rounds);
+	cr_assert_eq(race_outcomes[0] + race_outcomes[1] + race_outcomes[2] + race_outcomes[3], rounds);
+	fprintf(stderr, "race outcomes: %u data, %u timeout, %u cancelled, %u closed first\n",
+		race_outcomes[0], race_outcomes[1], race_outcomes[2], race_outcomes[3]);
+}
+
+/* ------------------------------------------------------ sleeps */
+
+struct sleeper {
+	int64_t deadline, woke;
+};
+
+static void sleeper(void *arg)
+{
+	struct sleeper *s = arg;
+	CHECK(weft_sleep(s->deadline) == 0);
+	s->woke = weft_now();
+}
+
+static void many_sleeps(void *arg)
+{
+	unsigned n = *(unsigned *)arg;
+	struct sleeper *s = calloc(n, sizeof *s);
+	weft_co **co = calloc(n, sizeof *co);
+	CHECK(s && co);
+	int64_t base = weft_now() + 50 * MS;
+	for (unsigned i = 0; i < n; i++) {
+		s[i].deadline = base + (int64_t)(i % 97) * MS / 10;	/* spread over ~10 ms */
+		co[i] = go(sleeper, &s[i]);
+	}
+	for (unsigned i = 0; i < n; i++)
+		join(co[i]);
+	for (unsigned i = 0; i < n; i++)
+		CHECK(s[i].woke >= s[i].deadline);	/* none early */
+	free(s);
+	free(co);
+}
+
+Test(io, a_hundred_thousand_sleeps_all_wake_none_early, .timeout = 300)
+{
+	unsigned n = scaled(100000, 4000, 1000);
+	run(2, many_sleeps, &n);
+}
+
+static void sleep_edges(void *arg)
+{
+	(void)arg;
+	CHECK(weft_sleep(0) == 0);		/* past: at once */
+	CHECK(weft_sleep(weft_now()) == 0);
+	int64_t dl = weft_now() + 5 * MS;
+	CHECK(weft_sleep(dl) == 0 && weft_now() >= dl);
+}
+
+Test(io, sleep_edges)
+{
+	run(1, sleep_edges, NULL);
+}
+
+/* ------------------------------------------------------ stuck worker */
+
+/*
+ * One coroutine registers a socket pair in its worker's loop, then spins on
+ * the CPU for up to 5 s without yielding.  Two other coroutines (stolen by
+ * the other worker) ping-pong 200 messages over the pair, which wait in the
+ * stuck worker's loop.  The monitor must serve it: the ping-pong finishes
+ * while the spinner is still spinning.
+ */
+struct stuck {
+	int sv[2];
+	unsigned done;		/* atomic: ping-pong finished */
+	unsigned spinning;	/* atomic */
+	int64_t spin_until;
+	bool finished_during_spin;
+};
+
+enum { PINGS = 200 };
+
+static void pinger(void *arg)
+{
+	struct stuck *s = arg;
+	char b;
+	for (int i = 0; i < PINGS; i++) {
+		CHECK(weft_write(s->sv[0], "p", 1, -1) == 1);
+		CHECK(weft_read(s->sv[0], &b, 1, -1) == 1 && b == 'q');
+	}
+	s->finished_during_spin = weft_now() < s->spin_until;
+	__atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+}
+
+static void ponger(void *arg)
+{
+	struct stuck *s = arg;
+	char b;
+	for (int i = 0; i < PINGS; i++) {
+		CHECK(weft_read(s->sv[1], &b, 1, -1) == 1 && b == 'p');
+		CHECK(weft_write(s->sv[1], "q", 1, -1) == 1);
+	}
+}
+
+static void spinner(void *arg)
+{
+	struct stuck *s = arg;
+	/* register both ends in this worker's loop */
+	CHECK(weft_wait(s->sv[0], WEFT_OUT, -1) == WEFT_OUT);
+	CHECK(weft_wait(s->sv[1], WEFT_OUT, -1) == WEFT_OUT);
+	s->spin_until = weft_now() + 5000 * MS;
+	__atomic_store_n(&s->spinning, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) && weft_now() < s->spin_until)
+		;
+}
+
+static void stuck_root(void *arg)
+{
+	struct stuck *s = arg;
+	socket_pair(s->sv);
+	weft_co *sp = go(spinner, s);
+	while (!__atomic_load_n(&s->spinning, __ATOMIC_ACQUIRE))
+		CHECK(weft_sleep(weft_now() + MS) == 0);
+	/* the spinner's worker is busy: these run on the other one */
+	weft_co *a = go(pinger, s), *b = go(ponger, s);
+	join(a);
+	join(b);
+	join(sp);
+	CHECK(weft_close(s->sv[0]) == 0 && weft_close(s->sv[1]) == 0);
+}
+
+Test(io, a_stuck_worker_does_not_starve_its_fds, .timeout = 60)
+{
+	struct stuck s = { .done = 0 };
+	run(2, stuck_root, &s);
+	cr_assert(s.finished_during_spin, "the ping-pong waited for the stuck worker");
+}
+
+/* The same for a deadline: a sleeper whose timer is in the stuck worker's
+ * heap wakes while that worker spins.  The sleeper runs first on the
+ * spinner's worker unless the other worker steals it first; rounds where it
+ * was stolen prove nothing and are repeated. */
+struct stuck_timer {
+	unsigned spinning, done;	/* atomic */
+	int victim_worker, spinner_worker;
+	bool woke_during_spin;
+	int64_t spin_until;
+};
+
+static void timer_victim(void *arg)
+{
+	struct stuck_timer *s = arg;
+	s->victim_worker = weft_worker_id();
+	CHECK(weft_sleep(weft_now() + 20 * MS) == 0);	/* parks in this worker's heap */
+	s->woke_during_spin = __atomic_load_n(&s->spinning, __ATOMIC_ACQUIRE) &&
+			      weft_now() < s->spin_until;
+	__atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
+}
+
+static void timer_spinner(void *arg)
+{
+	struct stuck_timer *s = arg;
+	weft_co *v = go(timer_victim, s);
+	weft_yield();	/* the victim (deque bottom) runs before we resume */
+	s->spinner_worker = weft_worker_id();
+	s->spin_until = weft_now() + 5000 * MS;
+	__atomic_store_n(&s->spinning, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&s->done, __ATOMIC_ACQUIRE) && weft_now() < s->spin_until)
+		;
+	join(v);
+}
+
+Test(io, a_stuck_worker_does_not_starve_its_timers, .timeout = 120)
+{
+	int valid = 0;
+	for (int round = 0; round < 20 && valid < 3; round++) {
+		struct stuck_timer s = { .done = 0 };
+		run(2, timer_spinner, &s);
+		if (s.victim_worker != s.spinner_worker)
+			continue;
+		valid++;
+		cr_assert(s.woke_during_spin, "the sleeper waited for the stuck worker");
+	}
+	cr_assert_gt(valid, 0, "the sleeper was always stolen");
+}
+
+/* ------------------------------------------------------ EMFILE */
+
+/* Counts accept4 calls that failed with EMFILE: interposed on libc's. */
+static unsigned long emfile_accepts;
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	int r = (int)syscall(SYS_accept4, fd, addr, len, flags);
+	if (r < 0 && errno == EMFILE)
+		__atomic_fetch_add(&emfile_accepts, 1, __ATOMIC_RELAXED);
+	return r;
+}
+
+struct emfile {
+	struct sockaddr_in addr;
+	int lfd;
+	int hogs[64];
+	int nhogs;
+	unsigned accepted;	/* atomic */
+};
+
+static void emfile_acceptor(void *arg)
+{
+	struct emfile *t = arg;
+	for (;;) {
+		int c = weft_accept(t->lfd, NULL, NULL, -1);
+		CHECK(c >= 0);
+		__atomic_fetch_add(&t->accepted, 1, __ATOMIC_RELEASE);
+		CHECK(weft_detach(go(echo_conn, (void *)(intptr_t)c)) == 0);
+		if (__atomic_load_n(&t->accepted, __ATOMIC_ACQUIRE) == 3)
+			return;
+	}
+}
+
+static void emfile_root(void *arg)
+{
+	struct emfile *t = arg;
+	t->lfd = listener(64, &t->addr);
+	weft_co *acc = go(emfile_acceptor, t);
+	/* an established connection, served throughout */
+	int a = tcp_socket();
+	CHECK(weft_connect(a, (struct sockaddr *)&t->addr, sizeof t->addr, -1) == 0);
+	while (__atomic_load_n(&t->accepted, __ATOMIC_ACQUIRE) < 1)
+		weft_sleep(weft_now() + MS);
+	/* use up every fd, then connect once more (the kernel queues it; the
+	 * socket was made before the last hog) */
+	int b = tcp_socket();
+	for (t->nhogs = 0; t->nhogs < 64; t->nhogs++)
+		if ((t->hogs[t->nhogs] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+			break;
+	CHECK(t->nhogs < 64 && errno == EMFILE);
+	CHECK(weft_connect(b, (struct sockaddr *)&t->addr, sizeof t->addr, -1) == 0);
+	/* 300 ms of EMFILE: the acceptor backs off, the old connection works */
+	int64_t until = weft_now() + 300 * MS;
+	unsigned long before = __atomic_load_n(&emfile_accepts, __ATOMIC_RELAXED);
+	char buf[4];
+	while (weft_now() < until) {
+		CHECK(weft_write(a, "ping", 4, -1) == 4);
+		CHECK(weft_read(a, buf, 4, -1) == 4 && memcmp(buf, "ping", 4) == 0);
+		CHECK(weft_sleep(weft_now() + 10 * MS) == 0);
+	}
+	unsigned long failed = __atomic_load_n(&emfile_accepts, __ATOMIC_RELAXED) - before;
+	CHECK(failed >= 1);		/* it did hit EMFILE */
+	CHECK(failed < 50);		/* and backed off (1 ms doubling: ~8 tries) */
+	CHECK(__atomic_load_n(&t->accepted, __ATOMIC_ACQUIRE) == 1);
+	/* free fds: the pending connection is accepted, and a new one too */
+	for (int i = 0; i < t->nhogs; i++)
+		close(t->hogs[i]);
+	CHECK(weft_write(b, "more", 4, -1) == 4);
+	CHECK(weft_read(b, buf, 4, -1) == 4 && memcmp(buf, "more", 4) == 0);
+	int c = tcp_socket();
+	CHECK(weft_connect(c, (struct sockaddr *)&t->addr, sizeof t->addr, -1) == 0);
+	join(acc);
+	CHECK(weft_close(a) == 0 && weft_close(b) == 0 && weft_close(c) == 0);
+	CHECK(weft_close(t->lfd) == 0);
+}
+
+Test(io, accept_survives_emfile_then_recovers, .timeout = 60)
+{
+	/* A forked child with a low fd limit, so the rest of the suite keeps
+	 * its fds. */
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct rlimit r = { 64, 64 };
+		getrlimit(RLIMIT_NOFILE, &r);
+		r.rlim_cur = 64;
+		if (setrlimit(RLIMIT_NOFILE, &r) != 0)
+			_exit(3);
+		struct emfile t = { .lfd = -1 };
+		_exit(weft_main(emfile_root, &t, &(weft_config){ .workers = 2 }) == 0 ? 0 : 4);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
+}
