@@ -119,11 +119,16 @@ static int io_park(struct io *io, int events, int64_t deadline)
 	return r & WEFT__WAKE_READY ? (r | ready) & events : -r;
 }
 
-/* EAGAIN from the syscall: park, then 0 to retry or -errno. */
-static int io_again(struct io *io, int events, int64_t deadline)
+/* After a syscall failed with errno e: 0 to retry it (EINTR, or EAGAIN and
+ * then a wake for events), else the errno to fail with. */
+static int io_retry(struct io *io, int e, int events, int64_t deadline)
 {
+	if (e == EINTR)
+		return 0;
+	if (e != EAGAIN && e != EWOULDBLOCK)
+		return e;
 	int r = io_park(io, events, deadline);
-	return r < 0 ? r : 0;
+	return r < 0 ? -r : 0;
 }
 
 ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
@@ -135,11 +140,7 @@ ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
 		ssize_t n = read(fd, buf, len);
 		if (n >= 0)
 			return io_return(&io, n, 0);
-		int e = weft__errno();
-		if (e == EAGAIN || e == EWOULDBLOCK)
-			e = -io_again(&io, WEFT_IN, deadline);
-		else if (e == EINTR)
-			e = 0;
+		int e = io_retry(&io, weft__errno(), WEFT_IN, deadline);
 		if (e)
 			return io_return(&io, -1, e);
 	}
@@ -172,11 +173,7 @@ ssize_t weft_write(int fd, const void *buf, size_t len, int64_t deadline)
 			left -= (size_t)n;
 			continue;
 		}
-		int e = weft__errno();
-		if (e == EAGAIN || e == EWOULDBLOCK)
-			e = -io_again(&io, WEFT_OUT, deadline);
-		else if (e == EINTR)
-			e = 0;
+		int e = io_retry(&io, weft__errno(), WEFT_OUT, deadline);
 		if (e)
 			return io_return(&io, -1, e);
 	}
@@ -213,14 +210,14 @@ int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadl
 		if (c >= 0)
 			return (int)io_return(&io, c, 0);
 		int e = weft__errno();
-		if (e == EAGAIN || e == EWOULDBLOCK) {
-			e = -io_again(&io, WEFT_IN, deadline);
-			step = BACKOFF_MIN_NS;
-		} else if (out_of_resources(e)) {
+		if (out_of_resources(e)) {
 			e = -back_off(&step, deadline, e);
 			if (!e && io_closed(&io))
 				e = ECANCELED;
-		} else if (e == EINTR || e == ECONNABORTED) {
+		} else if (e != ECONNABORTED) {
+			e = io_retry(&io, e, WEFT_IN, deadline);
+			step = BACKOFF_MIN_NS;
+		} else {
 			e = 0;
 		}
 		if (e)

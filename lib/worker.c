@@ -88,8 +88,8 @@ static const int64_t SLICE_MAX_NS = 1000 * 1000 * 1000;
 static const int64_t INJECT_NS = 200 * 1000;		/* Tokio's global-queue target */
 static const int64_t INJECT_MAX_NS = 1000 * 1000 * 1000;
 /* A busy worker's fds wait at most this long for a harvest (plus the
- * coroutine it is running); one epoll_wait costs ~0.5 us (machine-floors.md),
- * so this caps its overhead near 1%. */
+ * coroutine it is running); one epoll_wait costs ~1.1 us (machine-floors.md),
+ * so this caps its overhead near 2%. */
 static const int64_t POLL_NS = 50 * 1000;
 
 struct weft__runtime weft__rt = {

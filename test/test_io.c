@@ -902,6 +902,13 @@ static void emfile_root(void *arg)
 
 Test(io, accept_survives_emfile_then_recovers, .timeout = 60)
 {
+	/* Valgrind only emulates RLIMIT_NOFILE: the kernel's accept4 succeeds,
+	 * then valgrind closes the new fd and reports EMFILE, which drops the
+	 * pending connection this test needs. */
+	if (RUNNING_ON_VALGRIND) {
+		fprintf(stderr, "io::accept_survives_emfile_then_recovers: skipped under valgrind\n");
+		return;
+	}
 	/* A forked child with a low fd limit, so the rest of the suite keeps
 	 * its fds. */
 	pid_t pid = fork();
