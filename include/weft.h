@@ -222,6 +222,95 @@ WEFT_EXPORT int weft_close(int fd);
  */
 WEFT_EXPORT int weft_sleep(int64_t deadline);
 
+/* ------------------------------------------------------ synchronisation */
+
+/*
+ * Mutexes, condition variables, wait groups and channels for coroutines on
+ * any workers.  Waiting parks the coroutine (its worker runs others); none of
+ * them spins an OS thread, and their uncontended paths take no lock and make
+ * no syscall.  Objects are freed with their _free call once nobody uses
+ * them (freeing an object somebody waits on is undefined).  Creation
+ * errors: ENOMEM.  A NULL object is EINVAL.
+ */
+
+typedef struct weft_mutex weft_mutex;
+WEFT_EXPORT weft_mutex *weft_mutex_new(void);
+WEFT_EXPORT void weft_mutex_free(weft_mutex *m);
+
+/*
+ * Locks m, parking while another coroutine holds it.  Waiters get the mutex
+ * in FIFO order, handed over by the unlocker (no barging).  Coroutines only:
+ * EPERM elsewhere.  Errors: EDEADLK if the caller already holds m; ECANCELED.
+ */
+WEFT_EXPORT int weft_mutex_lock(weft_mutex *m);
+/* Locks m if it is free and nobody waits for it; else EBUSY. */
+WEFT_EXPORT int weft_mutex_trylock(weft_mutex *m);
+/* Unlocks m.  Errors: EPERM if the caller does not hold it. */
+WEFT_EXPORT int weft_mutex_unlock(weft_mutex *m);
+
+typedef struct weft_cond weft_cond;
+WEFT_EXPORT weft_cond *weft_cond_new(void);
+WEFT_EXPORT void weft_cond_free(weft_cond *c);
+
+/*
+ * Releases m (which the caller must hold: else EPERM), waits for a signal or
+ * broadcast on c or for the deadline, and locks m again before returning,
+ * also on ETIMEDOUT and ECANCELED.  Wake-ups may be spurious (a signal that
+ * raced a deadline): check the predicate in a loop.  Coroutines only.
+ */
+WEFT_EXPORT int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline);
+/* Wakes the oldest waiter / every waiter of c.  From any thread; never blocks. */
+WEFT_EXPORT int weft_cond_signal(weft_cond *c);
+WEFT_EXPORT int weft_cond_broadcast(weft_cond *c);
+
+/* Go's sync.WaitGroup. */
+typedef struct weft_wg weft_wg;
+WEFT_EXPORT weft_wg *weft_wg_new(void);
+WEFT_EXPORT void weft_wg_free(weft_wg *wg);
+/* Adds delta to the counter; at 0 every waiter is released.  A counter that
+ * would go negative is EINVAL and is left unchanged.  From any thread. */
+WEFT_EXPORT int weft_wg_add(weft_wg *wg, int delta);
+WEFT_EXPORT int weft_wg_done(weft_wg *wg);	/* weft_wg_add(wg, -1) */
+/* Waits until the counter is 0 (at once if it is).  From a coroutine or a
+ * plain thread (which blocks).  Errors: ETIMEDOUT; ECANCELED. */
+WEFT_EXPORT int weft_wg_wait(weft_wg *wg, int64_t deadline);
+
+/*
+ * Channels of elements of elem_size bytes (0 is allowed: signals only).
+ * capacity 0 is a rendezvous channel (Go's unbuffered): a send completes when
+ * a receiver takes the element.  Elements are copied in and out; FIFO per
+ * channel.  Send and receive work from coroutines and from plain threads
+ * (which block).  Close as in Go: senders get EPIPE, receivers get what is
+ * buffered and then EPIPE.  Errors: EINVAL (NULL elem with elem_size > 0, or
+ * elem_size * capacity overflows), ETIMEDOUT, ECANCELED, EPIPE.
+ */
+typedef struct weft_chan weft_chan;
+WEFT_EXPORT weft_chan *weft_chan_new(size_t elem_size, size_t capacity);
+WEFT_EXPORT void weft_chan_free(weft_chan *ch);
+WEFT_EXPORT int weft_chan_send(weft_chan *ch, const void *elem, int64_t deadline);
+WEFT_EXPORT int weft_chan_recv(weft_chan *ch, void *elem, int64_t deadline);
+/* Closes ch and wakes everyone parked on it with EPIPE.  From any thread.
+ * Closing twice is EPIPE. */
+WEFT_EXPORT int weft_chan_close(weft_chan *ch);
+
+/*
+ * Select: waits until one of n (1..WEFT_SELECT_MAX) channel operations can
+ * happen, does exactly that one, and returns its index; the others are not
+ * performed.  When several are ready, one is picked at random (no case
+ * starves).  The winning case's err is 0, or EPIPE when its channel is
+ * closed (a send, or a receive with nothing left to drain).  A channel may
+ * appear in several cases.  Errors: EINVAL (bad case, n out of range),
+ * ETIMEDOUT, ECANCELED.  From coroutines and plain threads.
+ */
+enum { WEFT_CHAN_SEND = 1, WEFT_CHAN_RECV = 2, WEFT_SELECT_MAX = 64 };
+typedef struct weft_chan_case {
+	weft_chan *ch;
+	int op;		/* WEFT_CHAN_SEND or WEFT_CHAN_RECV */
+	void *elem;	/* the element to send, or where to receive one */
+	int err;	/* out: 0, or EPIPE */
+} weft_chan_case;
+WEFT_EXPORT int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline);
+
 /* ---------------------------------------------------- coroutine-locals */
 
 /*

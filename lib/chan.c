@@ -1,0 +1,275 @@
+/*
+ * chan.c — channels of fixed-size elements, bounded or rendezvous, and
+ * select, on the wait queues of waitq.h.
+ *
+ * A channel is a ring of `cap` elements, a queue of parked receivers and a
+ * queue of parked senders, under one lock.  Receivers park only when the
+ * ring is empty, senders only when it is full (always, for capacity 0), so
+ * an operation that finds a parked partner completes with it directly: the
+ * element is copied between the two callers' buffers (or through the ring,
+ * for a receiver that takes the oldest element and lets a parked sender's
+ * element in behind it), under the lock, by whoever arrives second.  The
+ * partner is *claimed* first (waitq.h), so an element is handed over at most
+ * once, and never to a waiter whose deadline already gave up.
+ *
+ * Close (Go's semantics): senders get EPIPE; receivers drain what is
+ * buffered, then get EPIPE.  Parked senders and receivers are woken with
+ * EPIPE.
+ *
+ * select locks every distinct channel of its cases in address order (no
+ * lock-order deadlock), tries the cases starting at a random one (so no
+ * ready case starves), and otherwise parks one node per case, all sharing
+ * one claim word: the first partner to claim it decides the case, the
+ * others find it taken and skip it.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "atomic.h"
+#include "waitq.h"
+#include "weft.h"
+#include "worker.h"
+
+struct weft_chan {
+	pthread_mutex_t lock;
+	size_t elem_size, cap;
+	size_t head, count;	/* the ring: oldest element, number buffered */
+	bool closed;
+	struct weft__waitq recvq, sendq;
+	unsigned char *ring;
+};
+
+weft_chan *weft_chan_new(size_t elem_size, size_t capacity)
+{
+	if (capacity && elem_size > SIZE_MAX / capacity) {
+		weft__fail(EINVAL);
+		return NULL;
+	}
+	weft_chan *ch = calloc(1, sizeof *ch);
+	unsigned char *ring = capacity && elem_size ? malloc(elem_size * capacity) : NULL;
+	if (!ch || (capacity && elem_size && !ring)) {
+		free(ch);
+		free(ring);
+		weft__fail(ENOMEM);
+		return NULL;
+	}
+	pthread_mutex_init(&ch->lock, NULL);
+	ch->elem_size = elem_size;
+	ch->cap = capacity;
+	ch->ring = ring;
+	return ch;
+}
+
+void weft_chan_free(weft_chan *ch)
+{
+	if (!ch)
+		return;
+	pthread_mutex_destroy(&ch->lock);
+	free(ch->ring);
+	free(ch);
+}
+
+int weft_chan_close(weft_chan *ch)
+{
+	if (!ch)
+		return weft__fail(EINVAL);
+	pthread_mutex_lock(&ch->lock);
+	bool was = ch->closed;
+	ch->closed = true;
+	weft__waitq_wake_all(&ch->recvq, EPIPE);
+	weft__waitq_wake_all(&ch->sendq, EPIPE);
+	pthread_mutex_unlock(&ch->lock);
+	return was ? weft__fail(EPIPE) : 0;
+}
+
+/* ------------------------------------------------------ one operation */
+
+static unsigned char *slot(weft_chan *ch, size_t i)
+{
+	return ch->ring + ((ch->head + i) % ch->cap) * ch->elem_size;
+}
+
+static void copy(weft_chan *ch, void *to, const void *from)
+{
+	if (ch->elem_size)
+		memcpy(to, from, ch->elem_size);
+}
+
+enum { NOT_READY = -1 };
+
+/* Under the lock: 0 sent, EPIPE, or NOT_READY. */
+static int try_send(weft_chan *ch, const void *elem)
+{
+	if (ch->closed)
+		return EPIPE;
+	struct weft__wnode *r = weft__waitq_claim(&ch->recvq);
+	if (r) {
+		copy(ch, r->data, elem);
+		weft__wnode_wake(r, 0);
+		return 0;
+	}
+	if (ch->count == ch->cap)
+		return NOT_READY;
+	copy(ch, slot(ch, ch->count++), elem);
+	return 0;
+}
+
+/* Under the lock: 0 received, EPIPE (closed and drained), or NOT_READY. */
+static int try_recv(weft_chan *ch, void *elem)
+{
+	struct weft__wnode *s;
+	if (ch->count > 0) {
+		copy(ch, elem, slot(ch, 0));
+		ch->head = (ch->head + 1) % ch->cap;
+		ch->count--;
+		if ((s = weft__waitq_claim(&ch->sendq))) {	/* room for one more */
+			copy(ch, slot(ch, ch->count++), s->data);
+			weft__wnode_wake(s, 0);
+		}
+		return 0;
+	}
+	if ((s = weft__waitq_claim(&ch->sendq))) {	/* rendezvous */
+		copy(ch, elem, s->data);
+		weft__wnode_wake(s, 0);
+		return 0;
+	}
+	return ch->closed ? EPIPE : NOT_READY;
+}
+
+static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
+{
+	if (!ch || (!elem && ch->elem_size))
+		return weft__fail(EINVAL);
+	pthread_mutex_lock(&ch->lock);
+	int r = op == WEFT_CHAN_SEND ? try_send(ch, elem) : try_recv(ch, elem);
+	if (r == NOT_READY) {
+		struct weft__wait x;
+		struct weft__waitq *q = op == WEFT_CHAN_SEND ? &ch->sendq : &ch->recvq;
+		weft__wait_enqueue(&x, q, elem);
+		r = weft__wait_park(&x, &ch->lock, q, deadline);
+	}
+	pthread_mutex_unlock(&ch->lock);
+	return r ? weft__fail(r) : 0;
+}
+
+int weft_chan_send(weft_chan *ch, const void *elem, int64_t deadline)
+{
+	return chan_op(ch, WEFT_CHAN_SEND, (void *)elem, deadline);
+}
+
+int weft_chan_recv(weft_chan *ch, void *elem, int64_t deadline)
+{
+	return chan_op(ch, WEFT_CHAN_RECV, elem, deadline);
+}
+
+/* ------------------------------------------------------ select */
+
+/* The distinct channels of the cases, in address order. */
+static size_t lock_order(const weft_chan_case *cases, size_t n, weft_chan **out)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++) {
+		weft_chan *ch = cases[i].ch;
+		size_t j = k;
+		while (j > 0 && out[j - 1] > ch)
+			j--;
+		if (j > 0 && out[j - 1] == ch)
+			continue;
+		memmove(&out[j + 1], &out[j], (k - j) * sizeof *out);
+		out[j] = ch;
+		k++;
+	}
+	return k;
+}
+
+static void lock_all(weft_chan **chs, size_t k)
+{
+	for (size_t i = 0; i < k; i++)
+		pthread_mutex_lock(&chs[i]->lock);
+}
+
+static void unlock_all(weft_chan **chs, size_t k)
+{
+	for (size_t i = k; i-- > 0;)
+		pthread_mutex_unlock(&chs[i]->lock);
+}
+
+static int valid_cases(const weft_chan_case *cases, size_t n)
+{
+	if (!cases || n == 0 || n > WEFT_SELECT_MAX)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const weft_chan_case *c = &cases[i];
+		if (!c->ch || (c->op != WEFT_CHAN_SEND && c->op != WEFT_CHAN_RECV) ||
+		    (!c->elem && c->ch->elem_size))
+			return -1;
+	}
+	return 0;
+}
+
+static struct weft__waitq *case_queue(const weft_chan_case *c)
+{
+	return c->op == WEFT_CHAN_SEND ? &c->ch->sendq : &c->ch->recvq;
+}
+
+/* Under every lock: the first ready case from a random start, or -1. */
+static long select_ready(weft_chan_case *cases, size_t n)
+{
+	static unsigned seed;	/* racy on purpose: only a spread of starts */
+	size_t start = (size_t)(seed = seed * 1103515245u + 12345u) % n;
+	for (size_t k = 0; k < n; k++) {
+		size_t i = (start + k) % n;
+		weft_chan_case *c = &cases[i];
+		int r = c->op == WEFT_CHAN_SEND ? try_send(c->ch, c->elem) : try_recv(c->ch, c->elem);
+		if (r != NOT_READY) {
+			c->err = r;
+			return (long)i;
+		}
+	}
+	return -1;
+}
+
+/* Under every lock: parks a node per case, waits, and settles. */
+static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t k,
+			int64_t deadline, int *err)
+{
+	struct weft__waiter w;
+	struct weft__wnode nodes[WEFT_SELECT_MAX];
+	unsigned claim = 0;
+	weft__waiter_init(&w);
+	for (size_t i = 0; i < n; i++) {
+		nodes[i] = (struct weft__wnode){ .waiter = &w, .claim = &claim,
+						 .index = (unsigned)i, .data = cases[i].elem };
+		weft__waitq_push(case_queue(&cases[i]), &nodes[i]);
+	}
+	unlock_all(chs, k);
+	int r = weft__waiter_wait(&w, deadline);
+	lock_all(chs, k);
+	bool won = weft__wnode_settle(&nodes[0]);	/* the claim word is shared */
+	for (size_t i = 0; i < n; i++)
+		weft__waitq_unlink(case_queue(&cases[i]), &nodes[i]);
+	if (!won) {
+		*err = r;
+		return -1;
+	}
+	size_t i = at_load_uint(&claim) - 1;
+	cases[i].err = nodes[i].result;
+	return (long)i;
+}
+
+int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
+{
+	if (valid_cases(cases, n) != 0)
+		return weft__fail(EINVAL);
+	weft_chan *chs[WEFT_SELECT_MAX];
+	size_t k = lock_order(cases, n, chs);
+	lock_all(chs, k);
+	long i = select_ready(cases, n);
+	int err = ETIMEDOUT;
+	if (i < 0 && !(deadline >= 0 && deadline <= weft_now()))
+		i = select_park(cases, n, chs, k, deadline, &err);
+	unlock_all(chs, k);
+	return i < 0 ? weft__fail(err) : (int)i;
+}

@@ -1,0 +1,94 @@
+/*
+ * waitq.c — FIFO queues of parked waiters (see waitq.h for the protocol).
+ * Every function here runs under the owning object's lock.
+ */
+#include "waitq.h"
+
+#include <stddef.h>
+
+#include "atomic.h"
+
+void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n)
+{
+	n->next = NULL;
+	n->prev = q->tail;
+	if (q->tail)
+		q->tail->next = n;
+	else
+		q->head = n;
+	q->tail = n;
+	n->linked = true;
+}
+
+void weft__waitq_unlink(struct weft__waitq *q, struct weft__wnode *n)
+{
+	if (!n->linked)
+		return;
+	if (n->prev)
+		n->prev->next = n->next;
+	else
+		q->head = n->next;
+	if (n->next)
+		n->next->prev = n->prev;
+	else
+		q->tail = n->prev;
+	n->linked = false;
+}
+
+struct weft__wnode *weft__waitq_claim(struct weft__waitq *q)
+{
+	struct weft__wnode *n;
+	while ((n = q->head)) {
+		weft__waitq_unlink(q, n);
+		if (at_cas_uint(n->claim, 0, n->index + 1))
+			return n;
+		/* dead: its wait was won elsewhere or abandoned */
+	}
+	return NULL;
+}
+
+bool weft__waitq_live(struct weft__waitq *q)
+{
+	for (struct weft__wnode *n = q->head; n; n = n->next)
+		if (at_load_uint(n->claim) == 0)
+			return true;
+	return false;
+}
+
+void weft__wnode_wake(struct weft__wnode *n, int result)
+{
+	n->result = result;
+	weft__waiter_wake(n->waiter, result);
+}
+
+void weft__waitq_wake_all(struct weft__waitq *q, int result)
+{
+	struct weft__wnode *n;
+	while ((n = weft__waitq_claim(q)))
+		weft__wnode_wake(n, result);
+}
+
+void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)
+{
+	weft__waiter_init(&x->waiter);
+	x->claim = 0;
+	x->node = (struct weft__wnode){ .waiter = &x->waiter, .claim = &x->claim, .data = data };
+	weft__waitq_push(q, &x->node);
+}
+
+int weft__wait_park(struct weft__wait *x, pthread_mutex_t *lock, struct weft__waitq *q,
+		    int64_t deadline)
+{
+	pthread_mutex_unlock(lock);
+	int r = weft__waiter_wait(&x->waiter, deadline);
+	pthread_mutex_lock(lock);
+	if (weft__wnode_settle(&x->node))
+		return x->node.result;
+	weft__waitq_unlink(q, &x->node);
+	return r;
+}
+
+bool weft__wnode_settle(struct weft__wnode *n)
+{
+	return !at_cas_uint(n->claim, 0, WAITQ_ABANDONED);
+}

@@ -1,0 +1,702 @@
+/* Synchronisation: mutex (exact counts, FIFO hand-off, errors), condition
+ * variables with deadlines, wait groups across workers and threads,
+ * channels (bounded and rendezvous, many producers and consumers, close,
+ * deadline races), select, and plain threads mixed with coroutines. */
+#define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
+#include "weft.h"
+
+#include "harness.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+#define CHECK(c)                                                                      \
+	do {                                                                          \
+		if (!(c)) {                                                           \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed, errno %d\n", __FILE__, \
+				__LINE__, #c, errno);                                 \
+			abort();                                                      \
+		}                                                                     \
+	} while (0)
+
+static const int64_t MS = 1000 * 1000;
+
+#if defined(WEFT_TEST_TSAN) || defined(WEFT_TEST_ASAN)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+static unsigned scaled(unsigned plain, unsigned sanitized, unsigned valgrind)
+{
+	if (RUNNING_ON_VALGRIND)
+		return valgrind;
+	return SANITIZED ? sanitized : plain;
+}
+
+static void run(unsigned workers, void (*fn)(void *), void *arg)
+{
+	cr_assert_eq(weft_main(fn, arg, &(weft_config){ .workers = workers }), 0, "errno %d", errno);
+}
+
+static weft_co *go(void (*fn)(void *), void *arg)
+{
+	weft_co *co = weft_spawn(fn, arg);
+	CHECK(co != NULL);
+	return co;
+}
+
+static void join(weft_co *co)
+{
+	CHECK(weft_join(co) == 0);
+}
+
+/* ------------------------------------------------------ mutex */
+
+struct counter {
+	weft_mutex *m;
+	unsigned per;
+	unsigned long value;	/* under m */
+};
+
+static void incrementer(void *arg)
+{
+	struct counter *c = arg;
+	for (unsigned i = 0; i < c->per; i++) {
+		CHECK(weft_mutex_lock(c->m) == 0);
+		unsigned long v = c->value;
+		if (i % 8 == 0)
+			weft_yield();	/* let others try while we hold it */
+		c->value = v + 1;
+		CHECK(weft_mutex_unlock(c->m) == 0);
+	}
+}
+
+struct many {
+	unsigned n;
+	void (*fn)(void *);
+	void *arg;
+};
+
+static void spawn_many(void *arg)
+{
+	struct many *m = arg;
+	weft_co **co = calloc(m->n, sizeof *co);
+	CHECK(co);
+	for (unsigned i = 0; i < m->n; i++)
+		co[i] = go(m->fn, m->arg);
+	for (unsigned i = 0; i < m->n; i++)
+		join(co[i]);
+	free(co);
+}
+
+Test(sync, mutex_exact_count_with_yields_inside, .timeout = 300)
+{
+	struct counter c = { .m = weft_mutex_new(), .per = scaled(1000, 100, 50) };
+	cr_assert_not_null(c.m);
+	struct many m = { .n = scaled(1000, 100, 20), .fn = incrementer, .arg = &c };
+	run(2, spawn_many, &m);
+	cr_assert_eq(c.value, (unsigned long)m.n * c.per);
+	weft_mutex_free(c.m);
+}
+
+enum { FIFO_N = 8 };
+
+struct fifo {
+	weft_mutex *m;
+	unsigned next;			/* which index each coroutine gets */
+	unsigned order[FIFO_N];		/* under m: who got it when */
+	unsigned got;
+};
+
+static struct fifo fifo;
+
+static void fifo_waiter(void *arg)
+{
+	unsigned me = (unsigned)(uintptr_t)arg;
+	CHECK(weft_mutex_lock(fifo.m) == 0);
+	fifo.order[fifo.got++] = me;
+	CHECK(weft_mutex_unlock(fifo.m) == 0);
+}
+
+static void fifo_root(void *arg)
+{
+	(void)arg;
+	CHECK(weft_mutex_lock(fifo.m) == 0);
+	weft_co *co[FIFO_N];
+	for (unsigned i = 0; i < FIFO_N; i++) {
+		co[i] = go(fifo_waiter, (void *)(uintptr_t)i);
+		CHECK(weft_sleep(weft_now() + 5 * MS) == 0);	/* it queues before the next */
+	}
+	CHECK(weft_mutex_trylock(fifo.m) == -1 && errno == EBUSY);
+	CHECK(weft_mutex_lock(fifo.m) == -1 && errno == EDEADLK);
+	CHECK(weft_mutex_unlock(fifo.m) == 0);
+	/* a newcomer now must queue behind them, not barge in */
+	for (unsigned i = 0; i < FIFO_N; i++)
+		join(co[i]);
+}
+
+Test(sync, mutex_hands_off_in_fifo_order)
+{
+	fifo = (struct fifo){ .m = weft_mutex_new() };
+	run(2, fifo_root, NULL);
+	cr_assert_eq(fifo.got, FIFO_N);
+	for (unsigned i = 0; i < FIFO_N; i++)
+		cr_assert_eq(fifo.order[i], i, "position %u went to %u", i, fifo.order[i]);
+	weft_mutex_free(fifo.m);
+}
+
+static void unlock_foreign(void *arg)
+{
+	CHECK(weft_mutex_unlock(arg) == -1 && errno == EPERM);
+}
+
+static void mutex_errors(void *arg)
+{
+	(void)arg;
+	weft_mutex *m = weft_mutex_new();
+	CHECK(weft_mutex_unlock(m) == -1 && errno == EPERM);	/* not held */
+	CHECK(weft_mutex_lock(NULL) == -1 && errno == EINVAL);
+	CHECK(weft_mutex_trylock(m) == 0);
+	join(go(unlock_foreign, m));
+	CHECK(weft_mutex_unlock(m) == 0);
+	weft_mutex_free(m);
+}
+
+Test(sync, mutex_errors)
+{
+	weft_mutex *m = weft_mutex_new();
+	cr_assert_eq(weft_mutex_lock(m), -1);
+	cr_assert_eq(errno, EPERM);
+	cr_assert_eq(weft_mutex_trylock(m), -1);
+	cr_assert_eq(errno, EPERM);
+	cr_assert_eq(weft_mutex_unlock(m), -1);
+	cr_assert_eq(errno, EPERM);
+	weft_mutex_free(m);
+	weft_mutex_free(NULL);
+	run(2, mutex_errors, NULL);
+}
+
+/* ------------------------------------------------------ condition variable */
+
+enum { QCAP = 64 };
+
+struct pc {
+	weft_mutex *m;
+	weft_cond *c;
+	unsigned items, produced, consumed;
+	unsigned queue[QCAP], head, len;
+	bool done;
+	unsigned char *seen;
+	unsigned timeouts;
+};
+
+static void consumer(void *arg)
+{
+	struct pc *p = arg;
+	CHECK(weft_mutex_lock(p->m) == 0);
+	for (;;) {
+		while (p->len == 0 && !p->done) {
+			int r = weft_cond_wait(p->c, p->m, weft_now() + 2 * MS);
+			CHECK(r == 0 || errno == ETIMEDOUT);
+			p->timeouts += r != 0;
+		}
+		if (p->len == 0)
+			break;
+		unsigned v = p->queue[p->head];
+		p->head = (p->head + 1) % QCAP;
+		p->len--;
+		CHECK(p->seen[v] == 0);
+		p->seen[v] = 1;
+		p->consumed++;
+		CHECK(weft_cond_broadcast(p->c) == 0);	/* room for the producer */
+	}
+	CHECK(weft_mutex_unlock(p->m) == 0);
+}
+
+static void producer(void *arg)
+{
+	struct pc *p = arg;
+	CHECK(weft_mutex_lock(p->m) == 0);
+	for (unsigned i = 0; i < p->items; i++) {
+		while (p->len == QCAP)
+			CHECK(weft_cond_wait(p->c, p->m, -1) == 0);
+		p->queue[(p->head + p->len++) % QCAP] = i;
+		CHECK(weft_cond_broadcast(p->c) == 0);
+		if (i % 16 == 0) {	/* let the consumers run with the mutex free */
+			CHECK(weft_mutex_unlock(p->m) == 0);
+			weft_yield();
+			CHECK(weft_mutex_lock(p->m) == 0);
+		}
+	}
+	p->done = true;
+	CHECK(weft_cond_broadcast(p->c) == 0);
+	CHECK(weft_mutex_unlock(p->m) == 0);
+}
+
+static void pc_root(void *arg)
+{
+	struct pc *p = arg;
+	weft_co *c[4];
+	for (int i = 0; i < 4; i++)
+		c[i] = go(consumer, p);
+	join(go(producer, p));
+	for (int i = 0; i < 4; i++)
+		join(c[i]);
+	/* a timed wait that expires returns with the mutex held */
+	CHECK(weft_mutex_lock(p->m) == 0);
+	int64_t dl = weft_now() + 5 * MS;
+	CHECK(weft_cond_wait(p->c, p->m, dl) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_now() >= dl);
+	CHECK(weft_mutex_unlock(p->m) == 0);	/* we hold it again */
+}
+
+Test(sync, cond_producer_consumer_with_broadcast_and_deadlines, .timeout = 120)
+{
+	struct pc p = { .m = weft_mutex_new(), .c = weft_cond_new(), .items = scaled(100000, 10000, 2000) };
+	p.seen = calloc(p.items, 1);
+	run(2, pc_root, &p);
+	cr_assert_eq(p.consumed, p.items);
+	weft_cond_free(p.c);
+	weft_mutex_free(p.m);
+	free(p.seen);
+}
+
+struct thread_signal {
+	weft_mutex *m;
+	weft_cond *c;
+	bool go, out;	/* atomic */
+};
+
+static void wait_for_go(void *arg)
+{
+	struct thread_signal *t = arg;
+	CHECK(weft_mutex_lock(t->m) == 0);
+	while (!__atomic_load_n(&t->go, __ATOMIC_ACQUIRE))
+		CHECK(weft_cond_wait(t->c, t->m, -1) == 0);
+	CHECK(weft_mutex_unlock(t->m) == 0);
+	__atomic_store_n(&t->out, true, __ATOMIC_RELEASE);
+}
+
+Test(sync, cond_signal_from_a_plain_thread)
+{
+	struct thread_signal t = { .m = weft_mutex_new(), .c = weft_cond_new() };
+	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	weft_co *co = weft_spawn(wait_for_go, &t);
+	cr_assert_not_null(co);
+	cr_assert_eq(weft_cond_wait(t.c, t.m, -1), -1, "waiting needs a coroutine");
+	cr_assert_eq(errno, EPERM);
+	__atomic_store_n(&t.go, true, __ATOMIC_RELEASE);
+	/* the coroutine may not have parked yet: signal until it is out */
+	for (int i = 0; !__atomic_load_n(&t.out, __ATOMIC_ACQUIRE); i++) {
+		cr_assert_eq(i % 2 ? weft_cond_signal(t.c) : weft_cond_broadcast(t.c), 0);
+		usleep(1000);
+	}
+	cr_assert_eq(weft_join(co), 0);
+	cr_assert_eq(weft_shutdown(), 0);
+	weft_cond_free(t.c);
+	weft_mutex_free(t.m);
+}
+
+/* ------------------------------------------------------ wait group */
+
+static void wg_worker(void *arg)
+{
+	weft_wg *wg = arg;
+	weft_yield();
+	CHECK(weft_wg_done(wg) == 0);
+}
+
+static void wg_waiter(void *arg)
+{
+	CHECK(weft_wg_wait(arg, -1) == 0);
+}
+
+static void *wg_thread(void *arg)
+{
+	return (void *)(intptr_t)weft_wg_wait(arg, -1);
+}
+
+Test(sync, wait_group_across_workers_and_threads)
+{
+	weft_wg *wg = weft_wg_new();
+	cr_assert_not_null(wg);
+	cr_assert_eq(weft_wg_add(wg, -1), -1);
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(weft_wg_wait(wg, -1), 0, "zero: no wait");
+	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	enum { N = 500 };
+	cr_assert_eq(weft_wg_add(wg, N), 0);
+	cr_assert_eq(weft_wg_wait(wg, weft_now() + 5 * MS), -1);
+	cr_assert_eq(errno, ETIMEDOUT);
+	pthread_t t;
+	pthread_create(&t, NULL, wg_thread, wg);
+	weft_co *waiter = weft_spawn(wg_waiter, wg);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(weft_detach(weft_spawn(wg_worker, wg)), 0);
+	cr_assert_eq(weft_join(waiter), 0);
+	void *r;
+	pthread_join(t, &r);
+	cr_assert_eq((intptr_t)r, 0);
+	cr_assert_eq(weft_wg_done(wg), -1, "below zero");
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(weft_shutdown(), 0);
+	weft_wg_free(wg);
+}
+
+/* ------------------------------------------------------ channels */
+
+struct mpmc {
+	weft_chan *ch;
+	unsigned items;		/* total */
+	unsigned producers, consumers;
+	unsigned next;		/* atomic: next item to send */
+	unsigned char *seen;	/* atomic bytes */
+	unsigned long received;	/* atomic */
+};
+
+static void mpmc_producer(void *arg)
+{
+	struct mpmc *t = arg;
+	unsigned v;
+	while ((v = __atomic_fetch_add(&t->next, 1, __ATOMIC_RELAXED)) < t->items)
+		CHECK(weft_chan_send(t->ch, &v, -1) == 0);
+}
+
+static void mpmc_consumer(void *arg)
+{
+	struct mpmc *t = arg;
+	unsigned v;
+	int r;
+	while ((r = weft_chan_recv(t->ch, &v, -1)) == 0) {
+		CHECK(v < t->items);
+		CHECK(__atomic_exchange_n(&t->seen[v], 1, __ATOMIC_RELAXED) == 0);
+		__atomic_fetch_add(&t->received, 1, __ATOMIC_RELAXED);
+	}
+	CHECK(errno == EPIPE);	/* closed and drained */
+}
+
+static void mpmc_root(void *arg)
+{
+	struct mpmc *t = arg;
+	weft_co *p[4], *c[4];
+	for (unsigned i = 0; i < t->consumers; i++)
+		c[i] = go(mpmc_consumer, t);
+	for (unsigned i = 0; i < t->producers; i++)
+		p[i] = go(mpmc_producer, t);
+	for (unsigned i = 0; i < t->producers; i++)
+		join(p[i]);
+	CHECK(weft_chan_close(t->ch) == 0);
+	for (unsigned i = 0; i < t->consumers; i++)
+		join(c[i]);
+}
+
+static void mpmc_check(size_t capacity)
+{
+	struct mpmc t = { .ch = weft_chan_new(sizeof(unsigned), capacity),
+			  .items = scaled(1000000, 50000, 5000), .producers = 4, .consumers = 4 };
+	cr_assert_not_null(t.ch);
+	t.seen = calloc(t.items, 1);
+	run(2, mpmc_root, &t);
+	cr_assert_eq(t.received, t.items);
+	for (unsigned i = 0; i < t.items; i++)
+		cr_assert_eq(t.seen[i], 1, "item %u lost", i);
+	weft_chan_free(t.ch);
+	free(t.seen);
+}
+
+Test(sync, channel_bounded_4x4_every_item_once, .timeout = 300)
+{
+	mpmc_check(64);
+}
+
+Test(sync, channel_rendezvous_4x4_every_item_once, .timeout = 300)
+{
+	mpmc_check(0);
+}
+
+struct parked_op {
+	weft_chan *ch;
+	int op;
+	int result, err;
+};
+
+static void parked_op(void *arg)
+{
+	struct parked_op *p = arg;
+	int v = 7;
+	p->result = p->op == WEFT_CHAN_SEND ? weft_chan_send(p->ch, &v, -1) : weft_chan_recv(p->ch, &v, -1);
+	p->err = errno;
+}
+
+static void close_parked(void *arg)
+{
+	(void)arg;
+	/* receivers parked on an empty rendezvous channel, senders on a full one */
+	weft_chan *r = weft_chan_new(sizeof(int), 0), *s = weft_chan_new(sizeof(int), 1);
+	int one = 1;
+	CHECK(weft_chan_send(s, &one, -1) == 0);
+	struct parked_op ops[6];
+	weft_co *co[6];
+	for (int i = 0; i < 6; i++) {
+		ops[i] = (struct parked_op){ .ch = i < 3 ? r : s, .op = i < 3 ? WEFT_CHAN_RECV : WEFT_CHAN_SEND };
+		co[i] = go(parked_op, &ops[i]);
+	}
+	CHECK(weft_sleep(weft_now() + 20 * MS) == 0);
+	CHECK(weft_chan_close(r) == 0 && weft_chan_close(s) == 0);
+	CHECK(weft_chan_close(s) == -1 && errno == EPIPE);
+	for (int i = 0; i < 6; i++) {
+		join(co[i]);
+		CHECK(ops[i].result == -1 && ops[i].err == EPIPE);
+	}
+	/* the buffered element is still received, then EPIPE */
+	int v = 0;
+	CHECK(weft_chan_recv(s, &v, -1) == 0 && v == 1);
+	CHECK(weft_chan_recv(s, &v, -1) == -1 && errno == EPIPE);
+	CHECK(weft_chan_send(s, &v, -1) == -1 && errno == EPIPE);
+	weft_chan_free(r);
+	weft_chan_free(s);
+}
+
+Test(sync, channel_close_wakes_parked_senders_and_receivers)
+{
+	run(2, close_parked, NULL);
+}
+
+/*
+ * A receiver and a sender with deadlines at about the same moment, on a
+ * rendezvous channel, thousands of times on two workers: either the element
+ * changed hands (both succeed) or it did not (both time out); never one
+ * without the other.
+ */
+struct race {
+	weft_chan *ch;
+	int64_t at;
+	int sent, got;
+	int value;
+};
+
+static void race_sender(void *arg)
+{
+	struct race *r = arg;
+	int v = 42;
+	r->sent = weft_chan_send(r->ch, &v, r->at) == 0;
+	if (!r->sent)
+		CHECK(errno == ETIMEDOUT);
+}
+
+static void race_receiver(void *arg)
+{
+	struct race *r = arg;
+	r->got = weft_chan_recv(r->ch, &r->value, r->at + 20000) == 0;
+	if (!r->got)
+		CHECK(errno == ETIMEDOUT);
+}
+
+static unsigned race_both, race_neither;
+
+static void race_root(void *arg)
+{
+	unsigned rounds = *(unsigned *)arg;
+	weft_chan *ch = weft_chan_new(sizeof(int), 0);
+	for (unsigned i = 0; i < rounds; i++) {
+		struct race r = { .ch = ch, .at = weft_now() + 50000 };
+		weft_co *a = go(race_receiver, &r), *b = go(race_sender, &r);
+		join(a);
+		join(b);
+		CHECK(r.sent == r.got);
+		if (r.got)
+			CHECK(r.value == 42);
+		r.got ? race_both++ : race_neither++;
+	}
+	weft_chan_free(ch);
+}
+
+Test(sync, channel_deadline_racing_a_match_never_loses_an_element, .timeout = 120)
+{
+	unsigned rounds = scaled(5000, 1000, 100);
+	run(2, race_root, &rounds);
+	cr_assert_eq(race_both + race_neither, rounds);
+	fprintf(stderr, "deadline races: %u handed over, %u timed out\n", race_both, race_neither);
+}
+
+/* ------------------------------------------------------ select */
+
+static void select_basics(void *arg)
+{
+	(void)arg;
+	weft_chan *a = weft_chan_new(sizeof(int), 4), *b = weft_chan_new(sizeof(int), 4);
+	int x = 1, y = 2, got = 0;
+	CHECK(weft_chan_send(a, &x, -1) == 0 && weft_chan_send(b, &y, -1) == 0);
+	/* two ready receives: one wins, the other's element stays */
+	weft_chan_case cs[2] = { { a, WEFT_CHAN_RECV, &got, -1 }, { b, WEFT_CHAN_RECV, &got, -1 } };
+	int i = weft_chan_select(cs, 2, -1);
+	CHECK(i == 0 || i == 1);
+	CHECK(cs[i].err == 0 && got == (i == 0 ? 1 : 2));
+	int rest = 0;
+	CHECK(weft_chan_recv(i == 0 ? b : a, &rest, 0) == 0 && rest == (i == 0 ? 2 : 1));
+	/* nothing ready: times out, consumes nothing */
+	CHECK(weft_chan_select(cs, 2, weft_now() + 5 * MS) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_chan_select(cs, 2, 0) == -1 && errno == ETIMEDOUT);
+	/* a send case; a closed channel's case reports EPIPE */
+	weft_chan_case mix[2] = { { a, WEFT_CHAN_SEND, &x, -1 }, { b, WEFT_CHAN_RECV, &got, -1 } };
+	CHECK(weft_chan_select(mix, 2, -1) == 0 && mix[0].err == 0);
+	CHECK(weft_chan_close(b) == 0);
+	weft_chan_case closed[1] = { { b, WEFT_CHAN_RECV, &got, -1 } };
+	CHECK(weft_chan_select(closed, 1, -1) == 0 && closed[0].err == EPIPE);
+	/* bad cases */
+	CHECK(weft_chan_select(cs, 0, -1) == -1 && errno == EINVAL);
+	weft_chan_case bad[1] = { { a, 3, &got, 0 } };
+	CHECK(weft_chan_select(bad, 1, -1) == -1 && errno == EINVAL);
+	weft_chan_free(a);
+	weft_chan_free(b);
+}
+
+Test(sync, select_basics)
+{
+	run(2, select_basics, NULL);
+}
+
+/* Parked select woken by a sender on either channel; exactly one case. */
+struct sel_wait {
+	weft_chan *a, *b;
+	int which, value;
+};
+
+static void select_waiter(void *arg)
+{
+	struct sel_wait *s = arg;
+	int va = 0, vb = 0;
+	weft_chan_case cs[2] = { { s->a, WEFT_CHAN_RECV, &va, -1 }, { s->b, WEFT_CHAN_RECV, &vb, -1 } };
+	s->which = weft_chan_select(cs, 2, -1);
+	CHECK(s->which >= 0 && cs[s->which].err == 0);
+	s->value = s->which == 0 ? va : vb;
+}
+
+static void select_parked(void *arg)
+{
+	(void)arg;
+	for (int round = 0; round < 200; round++) {
+		struct sel_wait s = { .a = weft_chan_new(sizeof(int), 0), .b = weft_chan_new(sizeof(int), 0) };
+		weft_co *w = go(select_waiter, &s);
+		weft_yield();
+		/* offer on both: exactly one send completes */
+		int v1 = 10, v2 = 20;
+		weft_chan_case offer[2] = { { s.a, WEFT_CHAN_SEND, &v1, -1 }, { s.b, WEFT_CHAN_SEND, &v2, -1 } };
+		int i = weft_chan_select(offer, 2, weft_now() + 1000 * MS);
+		CHECK(i == 0 || i == 1);
+		join(w);
+		CHECK(s.which == i && s.value == (i == 0 ? 10 : 20));
+		CHECK(weft_chan_select(offer, 2, 0) == -1 && errno == ETIMEDOUT);	/* nobody left */
+		weft_chan_free(s.a);
+		weft_chan_free(s.b);
+	}
+}
+
+Test(sync, select_parked_takes_exactly_one_case)
+{
+	run(2, select_parked, NULL);
+}
+
+static void select_fair(void *arg)
+{
+	unsigned *wins = arg;
+	weft_chan *a = weft_chan_new(sizeof(int), 1), *b = weft_chan_new(sizeof(int), 1);
+	int v = 0;
+	for (int i = 0; i < 10000; i++) {
+		CHECK(weft_chan_send(a, &v, 0) == 0 || errno == ETIMEDOUT);	/* keep both ready */
+		CHECK(weft_chan_send(b, &v, 0) == 0 || errno == ETIMEDOUT);
+		weft_chan_case cs[2] = { { a, WEFT_CHAN_RECV, &v, -1 }, { b, WEFT_CHAN_RECV, &v, -1 } };
+		int w = weft_chan_select(cs, 2, -1);
+		CHECK(w == 0 || w == 1);
+		wins[w]++;
+	}
+	weft_chan_free(a);
+	weft_chan_free(b);
+}
+
+Test(sync, select_does_not_starve_a_ready_case)
+{
+	unsigned wins[2] = { 0, 0 };
+	run(1, select_fair, wins);
+	/* a random pick: each near 5,000; a starving rule would give ~0 */
+	cr_assert_gt(wins[0], 1000);
+	cr_assert_gt(wins[1], 1000);
+}
+
+/* ------------------------------------------------------ plain threads */
+
+struct mixed {
+	weft_chan *ch;
+	unsigned per;
+	unsigned long sum;	/* atomic */
+};
+
+static void *thread_sender(void *arg)
+{
+	struct mixed *m = arg;
+	for (unsigned i = 1; i <= m->per; i++)
+		if (weft_chan_send(m->ch, &i, -1) != 0)
+			return (void *)1;
+	return NULL;
+}
+
+static void co_sender(void *arg)
+{
+	CHECK(thread_sender(arg) == NULL);
+}
+
+static void *thread_receiver(void *arg)
+{
+	struct mixed *m = arg;
+	unsigned v;
+	while (weft_chan_recv(m->ch, &v, -1) == 0)
+		__atomic_fetch_add(&m->sum, v, __ATOMIC_RELAXED);
+	return errno == EPIPE ? NULL : (void *)1;
+}
+
+static void co_receiver(void *arg)
+{
+	CHECK(thread_receiver(arg) == NULL);
+}
+
+Test(sync, plain_threads_and_coroutines_share_channels, .timeout = 120)
+{
+	struct mixed m = { .ch = weft_chan_new(sizeof(unsigned), 0), .per = scaled(20000, 2000, 500) };
+	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	pthread_t ts[2], tr[2];
+	for (int i = 0; i < 2; i++) {
+		pthread_create(&ts[i], NULL, thread_sender, &m);
+		pthread_create(&tr[i], NULL, thread_receiver, &m);
+	}
+	weft_co *cs[2], *cr[2];
+	for (int i = 0; i < 2; i++) {
+		cs[i] = weft_spawn(co_sender, &m);
+		cr[i] = weft_spawn(co_receiver, &m);
+	}
+	void *r;
+	for (int i = 0; i < 2; i++) {
+		pthread_join(ts[i], &r);
+		cr_assert_null(r);
+		cr_assert_eq(weft_join(cs[i]), 0);
+	}
+	cr_assert_eq(weft_chan_close(m.ch), 0);	/* from a plain thread */
+	for (int i = 0; i < 2; i++) {
+		pthread_join(tr[i], &r);
+		cr_assert_null(r);
+		cr_assert_eq(weft_join(cr[i]), 0);
+	}
+	cr_assert_eq(weft_shutdown(), 0);
+	unsigned long each = (unsigned long)m.per * (m.per + 1) / 2;
+	cr_assert_eq(m.sum, 4 * each);
+	weft_chan_free(m.ch);
+}
