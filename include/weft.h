@@ -118,6 +118,17 @@ WEFT_EXPORT int weft_join(weft_co *co);
 WEFT_EXPORT int weft_detach(weft_co *co);
 
 /*
+ * Cancels co: its current blocking call (I/O, sleep, join, mutex, condition
+ * variable, wait group, channel, select) returns -1/ECANCELED at once, and
+ * so does every later one, ready or not, so it unwinds through its own error
+ * paths (weft_cond_wait still returns with its mutex held).  A cancelled
+ * joiner's target stays joinable.  Cancelling a finished coroutine is a
+ * no-op; co must still be joined or detached (and not yet have been).
+ * From any thread; never blocks.  Errors: EINVAL for NULL.
+ */
+WEFT_EXPORT int weft_cancel(weft_co *co);
+
+/*
  * Lets every other runnable coroutine of this worker run before the caller
  * runs again.  Outside a coroutine it is sched_yield(2).
  */

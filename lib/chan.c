@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "coro.h"
 #include "waitq.h"
 #include "weft.h"
 #include "worker.h"
@@ -142,6 +143,8 @@ static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 {
 	if (!ch || (!elem && ch->elem_size))
 		return weft__fail(EINVAL);
+	if (weft__cancelled())
+		return weft__fail(ECANCELED);
 	pthread_mutex_lock(&ch->lock);
 	int r = op == WEFT_CHAN_SEND ? try_send(ch, elem) : try_recv(ch, elem);
 	if (r == NOT_READY) {
@@ -263,6 +266,8 @@ int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
 {
 	if (valid_cases(cases, n) != 0)
 		return weft__fail(EINVAL);
+	if (weft__cancelled())
+		return weft__fail(ECANCELED);
 	weft_chan *chs[WEFT_SELECT_MAX];
 	size_t k = lock_order(cases, n, chs);
 	lock_all(chs, k);

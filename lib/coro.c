@@ -6,10 +6,14 @@
  *   JOIN_DETACHED  weft_detach came first: co frees itself when it finishes
  *   JOIN_DONE      co finished and nobody waits yet: the joiner frees it
  *   a waiter       a joiner is parked (or blocked) on it
+ *   waiter|CLAIMED the finishing side is waking that joiner
  * The finishing side (on the scheduler's stack, after the last switch-out)
- * swaps in JOIN_DONE and acts on what it replaced; joiner and detacher CAS
- * NULL to their value and, failing that, find JOIN_DONE.  Exactly one side
- * frees the control block.
+ * CASes NULL to JOIN_DONE, or claims the waiter, wakes it and then stores
+ * JOIN_DONE; joiner and detacher CAS NULL to their value and, failing that,
+ * find JOIN_DONE.  Exactly one side frees the control block.  A joiner woken
+ * by weft_cancel instead takes its waiter back (CAS to NULL), or, if the
+ * finisher claimed it first, waits for JOIN_DONE and leaves it there: the
+ * target stays joinable either way.
  */
 #include "coro.h"
 
@@ -27,6 +31,7 @@
 
 #define JOIN_DETACHED ((void *)1)
 #define JOIN_DONE ((void *)2)
+#define JOIN_CLAIMED ((uintptr_t)1)	/* low bit on a waiter pointer */
 
 /* ------------------------------------------------------ switching */
 
@@ -57,11 +62,21 @@ static void co_finish(struct weft__worker *w, struct weft_co *co)
 {
 	san_destroy(&co->san);
 	at_store_64(&w->c.finished, at_load_64(&w->c.finished) + 1);
-	void *joiner = at_swap_ptr(&co->join, JOIN_DONE);
-	if (joiner == JOIN_DETACHED)
-		co_free(w, co);
-	else if (joiner)
-		weft__waiter_wake(joiner, 0);
+	for (;;) {
+		void *j = at_load_ptr(&co->join);
+		if (j == JOIN_DETACHED) {
+			co_free(w, co);
+			return;
+		}
+		if (j == NULL && at_cas_ptr(&co->join, NULL, JOIN_DONE))
+			return;
+		if (j != NULL && at_cas_ptr(&co->join, j, (void *)((uintptr_t)j | JOIN_CLAIMED))) {
+			weft__waiter_wake(j, 0);
+			at_fence_release();	/* done with the waiter before it may go */
+			at_store_ptr(&co->join, JOIN_DONE);
+			return;
+		}
+	}
 }
 
 static void push_yielder(struct weft__worker *w, struct weft_co *co)
@@ -144,6 +159,7 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 	co->next = NULL;
 	co->worker = w;
 	co->saved_errno = 0;
+	co->cancelled = 0;
 	co->locals = NULL;
 	co->nlocals = 0;
 	co->park_word = park_word(0, 0, CO_RUNNABLE);
@@ -158,16 +174,36 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 	return co;
 }
 
+/* After the joiner's wait: true if co finished (JOIN_DONE is in place),
+ * false if the joiner took its waiter back (it was cancelled). */
+static bool join_settle(weft_co *co, struct weft__waiter *w, int result)
+{
+	void *claimed = (void *)((uintptr_t)w | JOIN_CLAIMED);
+	for (;;) {
+		void *j = at_load_ptr(&co->join);
+		if (j == JOIN_DONE)
+			return result == 0;
+		if (j == w && result != 0 && at_cas_ptr(&co->join, w, NULL))
+			return false;
+		if (j == claimed || j == w)
+			at_pause();	/* the finisher is waking us: wait for JOIN_DONE */
+	}
+}
+
 int weft_join(weft_co *co)
 {
 	if (!co || co == weft_self())
 		return weft__fail(EINVAL);
+	if (weft__cancelled())
+		return weft__fail(ECANCELED);
 	void *state = at_load_ptr(&co->join);
 	if (state == NULL) {
 		struct weft__waiter waiter;
 		weft__waiter_init(&waiter);
 		if (at_cas_ptr(&co->join, NULL, &waiter)) {
-			weft__waiter_wait(&waiter, -1);
+			int r = weft__waiter_wait(&waiter, -1);
+			if (!join_settle(co, &waiter, r))
+				return weft__fail(ECANCELED);
 			state = JOIN_DONE;
 		} else {
 			weft__waiter_disarm(&waiter);
@@ -178,6 +214,33 @@ int weft_join(weft_co *co)
 		return weft__fail(EINVAL);
 	co_free(weft__worker_self(), co);
 	return 0;
+}
+
+bool weft__cancelled(void)
+{
+	weft_co *co = weft_self();
+	return co && at_load_uint(&co->cancelled);
+}
+
+int weft_cancel(weft_co *co)
+{
+	if (!co)
+		return weft__fail(EINVAL);
+	/* The flag first (a full fence): a wait armed after this sees it in
+	 * weft__waiter_wait; one armed before is woken here. */
+	at_faa_uint(&co->cancelled, 1);
+	for (;;) {
+		uint64_t word = at_load_64(&co->park_word);
+		unsigned st = park_state(word);
+		unsigned next = st == CO_PARKING ? CO_NOTIFIED : st == CO_PARKED ? CO_RUNNABLE : 0;
+		if (!next)
+			return 0;	/* running, runnable, finished: it will see the flag */
+		if (!at_cas_64(&co->park_word, word, park_word(park_gen(word), ECANCELED, next)))
+			continue;
+		if (next == CO_RUNNABLE)
+			weft__schedule(co);
+		return 0;
+	}
 }
 
 int weft_detach(weft_co *co)

@@ -16,6 +16,7 @@
 #ifndef WEFT_CORO_H
 #define WEFT_CORO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "sanitize.h"
@@ -36,6 +37,7 @@ struct weft_co {
 	void *join;			/* atomic: NULL, JOIN_DETACHED, JOIN_DONE or a waiter */
 	uint64_t id;
 	int saved_errno;		/* errno follows the coroutine across workers */
+	unsigned cancelled;		/* atomic: weft_cancel was called */
 	struct weft__local *locals;	/* coroutine-local values, by key slot */
 	unsigned nlocals;
 	struct weft__san san;
@@ -47,5 +49,9 @@ void weft__co_run(struct weft__worker *w, struct weft_co *co);
 
 /* The coroutine's side: switch to the scheduler of the worker running co. */
 void weft__co_switch_out(struct weft_co *co, int dying);
+
+/* True when the calling coroutine has been cancelled (false on a thread):
+ * every call that could block checks it first and fails with ECANCELED. */
+bool weft__cancelled(void);
 
 #endif

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "coro.h"
 #include "fdtable.h"
 #include "loop.h"
 #include "park.h"
@@ -38,6 +39,8 @@ static int io_begin(struct io *io, int fd)
 {
 	if (!weft_self())
 		return weft__fail(EPERM);
+	if (weft__cancelled())
+		return weft__fail(ECANCELED);
 	if (fd < 0)
 		return weft__fail(EBADF);
 	struct weft__fd *e = weft__loop_register(fd);
@@ -316,6 +319,8 @@ int weft_sleep(int64_t deadline)
 {
 	if (!weft_self())
 		return weft__fail(EPERM);
+	if (weft__cancelled())
+		return weft__fail(ECANCELED);
 	if (deadline >= 0 && deadline <= weft_now())
 		return 0;
 	struct weft__waiter w;

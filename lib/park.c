@@ -80,7 +80,12 @@ static int thread_wait(struct weft__waiter *w, int64_t deadline)
 static int co_wait(struct weft__waiter *w, int64_t deadline)
 {
 	struct weft_co *co = w->co;
-	if (expired(deadline))
+	/* StoreLoad: the arming store before the flag load; weft_cancel
+	 * stores the flag before it loads the park word (Dekker). */
+	at_fence_store_load();
+	if (at_load_uint(&co->cancelled))
+		weft__waiter_wake(w, ECANCELED);
+	else if (expired(deadline))
 		weft__waiter_wake(w, ETIMEDOUT);
 	else if (deadline >= 0) {
 		w->deadline = deadline;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "atomic.h"
+#include "coro.h"
 #include "waitq.h"
 #include "weft.h"
 #include "worker.h"
@@ -90,6 +91,8 @@ int weft_mutex_lock(weft_mutex *m)
 		return weft__fail(EINVAL);
 	if (at_load_ptr((void **)&m->owner) == self)
 		return weft__fail(EDEADLK);
+	if (weft__cancelled())
+		return weft__fail(ECANCELED);
 	if (at_cas_uint(&m->state, 0, 1))
 		return acquired(m, self);
 	return lock_contended(m, self);
@@ -154,6 +157,16 @@ void weft_cond_free(weft_cond *c)
 	free(c);
 }
 
+/* cond_wait returns with m held, also once cancelled, when every lock call
+ * fails with ECANCELED: then it retries trylock, yielding in between. */
+static void relock(weft_mutex *m)
+{
+	if (weft_mutex_lock(m) == 0)
+		return;
+	while (weft_mutex_trylock(m) != 0)
+		weft_yield();
+}
+
 int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline)
 {
 	weft_co *self = weft_self();
@@ -163,6 +176,8 @@ int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline)
 		return weft__fail(EINVAL);
 	if (at_load_ptr((void **)&m->owner) != self)
 		return weft__fail(EPERM);
+	if (weft__cancelled())
+		return weft__fail(ECANCELED);
 	pthread_mutex_lock(&c->lock);
 	struct weft__wait x;
 	/* Queued before the mutex is released: a signal after the release
@@ -171,10 +186,8 @@ int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline)
 	weft_mutex_unlock(m);
 	int r = weft__wait_park(&x, &c->lock, &c->q, deadline);
 	pthread_mutex_unlock(&c->lock);
-	int relock = weft_mutex_lock(m);
-	if (r != 0)
-		return weft__fail(r);
-	return relock;
+	relock(m);
+	return r ? weft__fail(r) : 0;
 }
 
 static int cond_wake(weft_cond *c, bool all)
@@ -251,6 +264,8 @@ int weft_wg_wait(weft_wg *wg, int64_t deadline)
 {
 	if (!wg)
 		return weft__fail(EINVAL);
+	if (weft__cancelled())
+		return weft__fail(ECANCELED);
 	pthread_mutex_lock(&wg->lock);
 	int r = 0;
 	if (wg->count > 0) {

@@ -1,0 +1,232 @@
+/* weft_cancel: every kind of blocking call returns ECANCELED at once and
+ * every later one too; joiners leave their target joinable; cancelling a
+ * finished coroutine is a no-op; from plain threads; racing wakes. */
+#define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
+#include "weft.h"
+
+#include "harness.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define CHECK(c)                                                                      \
+	do {                                                                          \
+		if (!(c)) {                                                           \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed, errno %d\n", __FILE__, \
+				__LINE__, #c, errno);                                 \
+			abort();                                                      \
+		}                                                                     \
+	} while (0)
+
+static const int64_t MS = 1000 * 1000;
+
+static void run(unsigned workers, void (*fn)(void *), void *arg)
+{
+	cr_assert_eq(weft_main(fn, arg, &(weft_config){ .workers = workers }), 0, "errno %d", errno);
+}
+
+static weft_co *go(void (*fn)(void *), void *arg)
+{
+	weft_co *co = weft_spawn(fn, arg);
+	CHECK(co != NULL);
+	return co;
+}
+
+/* The objects a victim blocks on, one kind per test round. */
+enum kind { READ, SLEEP, JOIN, MUTEX, COND, WG, RECV, SEND, SELECT, NKINDS };
+
+struct victim {
+	enum kind kind;
+	int sv[2];
+	weft_mutex *m;
+	weft_cond *c;
+	weft_wg *wg;
+	weft_chan *ch;
+	weft_co *target;
+	unsigned parked;	/* atomic: about to block */
+	int result, err;
+	int later_err;		/* a ready call after the cancel */
+	bool cond_mutex_held;
+};
+
+static void forever(void *arg)
+{
+	(void)arg;
+	while (weft_sleep(-1) == 0)
+		;
+}
+
+static int block(struct victim *v)
+{
+	char b;
+	int x = 0;
+	weft_chan_case cs[1] = { { v->ch, WEFT_CHAN_RECV, &x, 0 } };
+	switch (v->kind) {
+	case READ:
+		return (int)weft_read(v->sv[0], &b, 1, -1);
+	case SLEEP:
+		return weft_sleep(-1);
+	case JOIN:
+		return weft_join(v->target);
+	case MUTEX:
+		return weft_mutex_lock(v->m);
+	case COND: {
+		CHECK(weft_mutex_lock(v->m) == 0);
+		int r = weft_cond_wait(v->c, v->m, -1);
+		int e = errno;
+		v->cond_mutex_held = weft_mutex_unlock(v->m) == 0;
+		errno = e;
+		return r;
+	}
+	case WG:
+		return weft_wg_wait(v->wg, -1);
+	case RECV:
+		return weft_chan_recv(v->ch, &x, -1);
+	case SEND:
+		return weft_chan_send(v->ch, &x, -1);
+	case SELECT:
+		return weft_chan_select(cs, 1, -1);
+	default:
+		abort();
+	}
+}
+
+static void victim(void *arg)
+{
+	struct victim *v = arg;
+	__atomic_store_n(&v->parked, 1, __ATOMIC_RELEASE);
+	v->result = block(v);
+	v->err = errno;
+	/* later calls fail too, even ones that would not block */
+	char b;
+	CHECK(weft_write(v->sv[1], "x", 1, -1) == -1 && errno == ECANCELED);
+	CHECK(weft_read(v->sv[0], &b, 1, 0) == -1 && errno == ECANCELED);
+	CHECK(weft_sleep(0) == -1 && errno == ECANCELED);
+	int x = 0;
+	CHECK(weft_chan_recv(v->ch, &x, 0) == -1 && errno == ECANCELED);
+	v->later_err = errno;
+}
+
+static void cancel_each_kind(void *arg)
+{
+	(void)arg;
+	for (int k = 0; k < NKINDS; k++) {
+		struct victim v = { .kind = k, .m = weft_mutex_new(), .c = weft_cond_new(),
+				    .wg = weft_wg_new(), .ch = weft_chan_new(sizeof(int), 0) };
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, v.sv) == 0);
+		CHECK(weft_wg_add(v.wg, 1) == 0);
+		v.target = go(forever, NULL);
+		if (k == MUTEX)
+			CHECK(weft_mutex_lock(v.m) == 0);	/* held by us */
+		weft_co *co = go(victim, &v);
+		while (!__atomic_load_n(&v.parked, __ATOMIC_ACQUIRE))
+			weft_yield();
+		CHECK(weft_sleep(weft_now() + 10 * MS) == 0);	/* it is parked by now */
+		CHECK(weft_cancel(co) == 0);
+		CHECK(weft_join(co) == 0);
+		CHECK(v.result == -1 && v.err == ECANCELED);
+		CHECK(v.later_err == ECANCELED);
+		if (k == COND)
+			CHECK(v.cond_mutex_held);
+		if (k == MUTEX) {
+			CHECK(weft_mutex_unlock(v.m) == 0);
+			CHECK(weft_mutex_trylock(v.m) == 0 && weft_mutex_unlock(v.m) == 0);
+		}
+		/* the joiner's target stays joinable */
+		CHECK(weft_cancel(v.target) == 0);
+		CHECK(weft_join(v.target) == 0);
+		CHECK(weft_close(v.sv[0]) == 0 && weft_close(v.sv[1]) == 0);
+		weft_mutex_free(v.m);
+		weft_cond_free(v.c);
+		weft_wg_free(v.wg);
+		weft_chan_free(v.ch);
+	}
+}
+
+Test(cancel, every_blocking_call_returns_ecanceled)
+{
+	run(2, cancel_each_kind, NULL);
+}
+
+static void quick(void *arg)
+{
+	(void)arg;
+}
+
+static void cancel_finished(void *arg)
+{
+	(void)arg;
+	weft_co *co = go(quick, NULL);
+	CHECK(weft_sleep(weft_now() + 5 * MS) == 0);	/* it has finished */
+	CHECK(weft_cancel(co) == 0);
+	CHECK(weft_join(co) == 0);
+	CHECK(weft_cancel(NULL) == -1 && errno == EINVAL);
+}
+
+Test(cancel, a_finished_coroutine_is_a_no_op)
+{
+	run(2, cancel_finished, NULL);
+}
+
+Test(cancel, from_a_plain_thread)
+{
+	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	weft_co *co = weft_spawn(forever, NULL);
+	cr_assert_not_null(co);
+	usleep(10000);
+	cr_assert_eq(weft_cancel(co), 0);
+	cr_assert_eq(weft_join(co), 0);
+	cr_assert_eq(weft_shutdown(), 0);
+}
+
+/* Cancel racing readiness and a deadline on a parked reader, thousands of
+ * times: the reader returns once, with data, ETIMEDOUT or ECANCELED. */
+struct race {
+	int sv[2];
+	int64_t at;
+	int result, err;
+};
+
+static void race_reader(void *arg)
+{
+	struct race *r = arg;
+	char b;
+	r->result = (int)weft_read(r->sv[0], &b, 1, r->at + 10000);
+	r->err = errno;
+}
+
+static void race_writer(void *arg)
+{
+	struct race *r = arg;
+	while (weft_now() < r->at)
+		;
+	CHECK(weft_write(r->sv[1], "!", 1, -1) == 1);
+}
+
+static void race_root(void *arg)
+{
+	unsigned *seen = arg;
+	for (int i = 0; i < 2000; i++) {
+		struct race r = { .at = weft_now() + 100000 };
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r.sv) == 0);
+		weft_co *a = go(race_reader, &r), *b = go(race_writer, &r);
+		while (weft_now() < r.at + 5000)
+			;
+		CHECK(weft_cancel(a) == 0);
+		CHECK(weft_join(a) == 0 && weft_join(b) == 0);
+		CHECK(r.result == 1 || (r.result == -1 && (r.err == ECANCELED || r.err == ETIMEDOUT)));
+		seen[r.result == 1 ? 0 : r.err == ECANCELED ? 1 : 2]++;
+		CHECK(weft_close(r.sv[0]) == 0 && weft_close(r.sv[1]) == 0);
+	}
+}
+
+Test(cancel, racing_readiness_and_a_deadline, .timeout = 120)
+{
+	unsigned seen[3] = { 0, 0, 0 };
+	run(2, race_root, seen);
+	cr_assert_eq(seen[0] + seen[1] + seen[2], 2000);
+	fprintf(stderr, "cancel races: %u data, %u cancelled, %u timeout\n", seen[0], seen[1], seen[2]);
+}
