@@ -229,18 +229,8 @@ int weft_cancel(weft_co *co)
 	/* The flag first (a full fence): a wait armed after this sees it in
 	 * weft__waiter_wait; one armed before is woken here. */
 	at_faa_uint(&co->cancelled, 1);
-	for (;;) {
-		uint64_t word = at_load_64(&co->park_word);
-		unsigned st = park_state(word);
-		unsigned next = st == CO_PARKING ? CO_NOTIFIED : st == CO_PARKED ? CO_RUNNABLE : 0;
-		if (!next)
-			return 0;	/* running, runnable, finished: it will see the flag */
-		if (!at_cas_64(&co->park_word, word, park_word(park_gen(word), ECANCELED, next)))
-			continue;
-		if (next == CO_RUNNABLE)
-			weft__schedule(co);
-		return 0;
-	}
+	weft__park_cancel(co);	/* not parked: it will see the flag */
+	return 0;
 }
 
 int weft_detach(weft_co *co)

@@ -34,7 +34,7 @@ int weft__loop_init(struct weft__worker *w)
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
 	w->waitfd = epoll_create1(EPOLL_CLOEXEC);
 	w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (w->epfd < 0 || w->waitfd < 0 || w->evfd < 0 || weft__timers_init(&w->timers) != 0)
+	if (w->epfd < 0 || w->waitfd < 0 || w->evfd < 0 || weft__timers_init(&w->timers, w) != 0)
 		return -1;
 	w->timers_ready = true;
 	/* Level-triggered both: the token stays visible until drained, and
@@ -137,7 +137,7 @@ void weft__loop_unregister(struct weft__fd *e, int fd)
 
 /* ------------------------------------------------------ readiness */
 
-static void fd_event(uint64_t tag, uint32_t events)
+static void fd_event(struct weft__worker *w, uint64_t tag, uint32_t events)
 {
 	struct weft__fd *e = weft__fd_find((int)(uint32_t)tag);
 	if (!e || at_load_uint(&e->gen) != (unsigned)(tag >> 32))
@@ -148,15 +148,15 @@ static void fd_event(uint64_t tag, uint32_t events)
 	struct weft__waiter *r = in ? weft__fd_slot_claim(rs, true) : NULL;
 	struct weft__waiter *wr = out ? weft__fd_slot_claim(ws, true) : NULL;
 	if (r && r == wr) {	/* one weft_wait(fd, WEFT_IN | WEFT_OUT) */
-		bool woke = weft__waiter_wake(r, WEFT__WAKE_READY | WEFT_IN | WEFT_OUT);
+		bool woke = weft__waiter_wake_ready(r, WEFT__WAKE_READY | WEFT_IN | WEFT_OUT, w);
 		weft__fd_slot_release(rs, !woke);
 		weft__fd_slot_release(ws, !woke);
 		return;
 	}
 	if (r)
-		weft__fd_slot_release(rs, !weft__waiter_wake(r, WEFT__WAKE_READY | WEFT_IN));
+		weft__fd_slot_release(rs, !weft__waiter_wake_ready(r, WEFT__WAKE_READY | WEFT_IN, w));
 	if (wr)
-		weft__fd_slot_release(ws, !weft__waiter_wake(wr, WEFT__WAKE_READY | WEFT_OUT));
+		weft__fd_slot_release(ws, !weft__waiter_wake_ready(wr, WEFT__WAKE_READY | WEFT_OUT, w));
 	/* (claimed here rather than with weft__fd_slot_wake: one waiter in
 	 * both slots gets one wake with both events) */
 }
@@ -168,7 +168,7 @@ bool weft__loop_poll(struct weft__worker *w)
 	do {
 		n = epoll_wait(w->epfd, ev, EPOLL_BATCH, 0);
 		for (int i = 0; i < n; i++)
-			fd_event(ev[i].data.u64, ev[i].events);
+			fd_event(w, ev[i].data.u64, ev[i].events);
 		total += n > 0 ? n : 0;
 	} while (n == EPOLL_BATCH);
 	return total > 0;

@@ -107,7 +107,30 @@ int weft__waiter_wait(struct weft__waiter *w, int64_t deadline)
 	return w->co ? co_wait(w, deadline) : thread_wait(w, deadline);
 }
 
-bool weft__waiter_wake(struct weft__waiter *w, int result)
+/* The waker's CAS on co's park word, for wait generation gen (any current
+ * one if any_gen); queues co if it had fully parked. */
+static bool wake_co(struct weft_co *co, uint32_t gen, bool any_gen, int result,
+		    struct weft__worker *ready_on)
+{
+	for (;;) {
+		uint64_t word = at_load_64(&co->park_word);
+		if (!any_gen && park_gen(word) != gen)
+			return false;
+		unsigned st = park_state(word);
+		unsigned next = st == CO_PARKING ? CO_NOTIFIED : st == CO_PARKED ? CO_RUNNABLE : 0;
+		if (!next)
+			return false;
+		if (!at_cas_64(&co->park_word, word, park_word(park_gen(word), result, next)))
+			continue;
+		if (next == CO_RUNNABLE && ready_on)
+			weft__schedule_ready(co, ready_on);
+		else if (next == CO_RUNNABLE)
+			weft__schedule(co);
+		return true;
+	}
+}
+
+static bool wake(struct weft__waiter *w, int result, struct weft__worker *ready_on)
 {
 	if (!w->co) {
 		if (!at_cas_uint((unsigned *)&w->futex, 0, THREAD_WOKEN | ((unsigned)result & 0xffff)))
@@ -117,21 +140,22 @@ bool weft__waiter_wake(struct weft__waiter *w, int result)
 		futex_wake(&w->futex);
 		return true;
 	}
-	struct weft_co *co = w->co;
-	for (;;) {
-		uint64_t word = at_load_64(&co->park_word);
-		if (park_gen(word) != w->gen)
-			return false;
-		unsigned st = park_state(word);
-		unsigned next = st == CO_PARKING ? CO_NOTIFIED : st == CO_PARKED ? CO_RUNNABLE : 0;
-		if (!next)
-			return false;
-		if (!at_cas_64(&co->park_word, word, park_word(w->gen, result, next)))
-			continue;
-		if (next == CO_RUNNABLE)
-			weft__schedule(co);
-		return true;
-	}
+	return wake_co(w->co, w->gen, false, result, ready_on);
+}
+
+bool weft__park_cancel(struct weft_co *co)
+{
+	return wake_co(co, 0, true, ECANCELED, NULL);
+}
+
+bool weft__waiter_wake(struct weft__waiter *w, int result)
+{
+	return wake(w, result, NULL);
+}
+
+bool weft__waiter_wake_ready(struct weft__waiter *w, int result, struct weft__worker *loop)
+{
+	return wake(w, result, loop);
 }
 
 bool weft__park_finish(struct weft_co *co)

@@ -88,6 +88,15 @@ int weft__waiter_disarm(struct weft__waiter *w);
  * winning waker's result, ETIMEDOUT for the deadline. */
 int weft__waiter_wait(struct weft__waiter *w, int64_t deadline);
 bool weft__waiter_wake(struct weft__waiter *w, int result);
+/* The same for the wakes of loop's readiness and deadlines: the coroutine
+ * goes to the back of that worker's ready FIFO (weft__schedule_ready),
+ * whichever thread harvests. */
+struct weft__worker;
+bool weft__waiter_wake_ready(struct weft__waiter *w, int result, struct weft__worker *loop);
+
+/* weft_cancel's wake: whatever co is parked on now (no waiter needed: the
+ * waiter retracts itself from wherever it waits once resumed). */
+bool weft__park_cancel(struct weft_co *co);
 
 /* Scheduler side: the coroutine switched out in PARKING; make it PARKED, or
  * runnable if a waker came first.  Returns true if it must be queued. */

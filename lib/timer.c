@@ -11,8 +11,9 @@
 
 enum { HEAP_INITIAL = 64 };
 
-int weft__timers_init(struct weft__timers *t)
+int weft__timers_init(struct weft__timers *t, struct weft__worker *owner)
 {
+	t->owner = owner;
 	t->heap = NULL;
 	t->n = t->cap = 0;
 	t->next = INT64_MAX;
@@ -128,7 +129,7 @@ void weft__timers_fire(struct weft__timers *t, int64_t now)
 		remove_at(t, 0);
 		/* Under the lock: w's wait cannot return (and free w) before its
 		 * weft__timer_remove gets the lock, after this wake. */
-		weft__waiter_wake(w, ETIMEDOUT);
+		weft__waiter_wake_ready(w, ETIMEDOUT, t->owner);
 	}
 	publish_next(t);
 	pthread_mutex_unlock(&t->lock);

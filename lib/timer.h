@@ -31,8 +31,11 @@
 
 struct weft__waiter;
 
+struct weft__worker;
+
 struct weft__timers {
 	pthread_mutex_t lock;
+	struct weft__worker *owner;	/* expired waiters go to its ready FIFO */
 	struct weft__waiter **heap;	/* heap[0] has the earliest deadline */
 	uint32_t n, cap;
 	int64_t next;			/* atomic: heap[0]'s deadline, INT64_MAX if none */
@@ -40,7 +43,7 @@ struct weft__timers {
 
 enum { WEFT__TIMER_NONE = UINT32_MAX };	/* waiter->timer_index when not in a heap */
 
-int weft__timers_init(struct weft__timers *t);
+int weft__timers_init(struct weft__timers *t, struct weft__worker *owner);
 void weft__timers_fini(struct weft__timers *t);
 
 /* Adds w (w->deadline set) to t; -1/ENOMEM if the heap cannot grow. */

@@ -25,11 +25,16 @@
  * Coroutines spawned from plain threads go to one global injection queue (a
  * mutex-protected FIFO, checked lock-free for emptiness).
  *
+ * Coroutines woken by a worker's loop (readiness, deadlines) go to its
+ * *ready FIFO* instead of the deque: I/O is served in the order it became
+ * ready, where a LIFO would let fresh events overtake old ones forever under
+ * load (an echo server's oldest connections starved that way).
+ *
  * Finding work, in order: local deque (LIFO, with the fairness pops above),
- * the yield FIFO, the injection queue, then stealing: up to STEAL_ROUNDS
- * passes over all other workers in a random order, one item per steal; then
- * the worker's own loop without blocking (due timers, ready fds); then it
- * parks.
+ * the ready FIFO, the injection queue, the yield FIFO, then stealing: up to
+ * STEAL_ROUNDS passes over all other workers in a random order, one item
+ * per steal (deque first, else ready FIFO); then the worker's own loop
+ * without blocking (due timers, ready fds); then it parks.
  *
  * Spinning and parking (after Go's proc.go, "Worker thread parking")
  * ----------------------------------------------------------------------
@@ -94,7 +99,7 @@ static const int64_t POLL_NS = 50 * 1000;
 
 struct weft__runtime weft__rt = {
 	.idle_lock = PTHREAD_MUTEX_INITIALIZER,
-	.inject_lock = PTHREAD_MUTEX_INITIALIZER,
+	.inject = { .lock = PTHREAD_MUTEX_INITIALIZER },
 };
 
 /* initial-exec: one %fs-relative load, no __tls_get_addr call (the library
@@ -150,35 +155,45 @@ static inline void count(uint64_t *c)
 	at_store_64(c, at_load_64(c) + 1);
 }
 
-/* ------------------------------------------------------ injection queue */
+/* ------------------------------------------------------ locked FIFOs */
+
+static void fifo_push(struct weft__fifo *q, struct weft_co *co)
+{
+	co->next = NULL;
+	pthread_mutex_lock(&q->lock);
+	if (q->tail)
+		q->tail->next = co;
+	else
+		q->head = co;
+	q->tail = co;
+	at_store_64(&q->len, at_load_64(&q->len) + 1);
+	pthread_mutex_unlock(&q->lock);
+}
+
+static struct weft_co *fifo_pop(struct weft__fifo *q)
+{
+	if (at_load_64(&q->len) == 0)
+		return NULL;
+	pthread_mutex_lock(&q->lock);
+	struct weft_co *co = q->head;
+	if (co) {
+		q->head = co->next;
+		if (!q->head)
+			q->tail = NULL;
+		at_store_64(&q->len, at_load_64(&q->len) - 1);
+	}
+	pthread_mutex_unlock(&q->lock);
+	return co;
+}
 
 static void inject_push(struct weft_co *co)
 {
-	co->next = NULL;
-	pthread_mutex_lock(&weft__rt.inject_lock);
-	if (weft__rt.inject_tail)
-		weft__rt.inject_tail->next = co;
-	else
-		weft__rt.inject_head = co;
-	weft__rt.inject_tail = co;
-	at_store_64(&weft__rt.inject_len, at_load_64(&weft__rt.inject_len) + 1);
-	pthread_mutex_unlock(&weft__rt.inject_lock);
+	fifo_push(&weft__rt.inject, co);
 }
 
 static struct weft_co *inject_pop(void)
 {
-	if (at_load_64(&weft__rt.inject_len) == 0)
-		return NULL;
-	pthread_mutex_lock(&weft__rt.inject_lock);
-	struct weft_co *co = weft__rt.inject_head;
-	if (co) {
-		weft__rt.inject_head = co->next;
-		if (!weft__rt.inject_head)
-			weft__rt.inject_tail = NULL;
-		at_store_64(&weft__rt.inject_len, at_load_64(&weft__rt.inject_len) - 1);
-	}
-	pthread_mutex_unlock(&weft__rt.inject_lock);
-	return co;
+	return fifo_pop(&weft__rt.inject);
 }
 
 /* ------------------------------------------------------ idle and waking */
@@ -256,6 +271,13 @@ void weft__schedule(struct weft_co *co)
 		notify_work();
 }
 
+void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop)
+{
+	fifo_push(&loop->ready, co);
+	if (weft__rt.nworkers > 1 || weft__worker_self() != loop)
+		notify_work();
+}
+
 /* ------------------------------------------------------ finding work */
 
 static uint32_t rng_next(struct weft__worker *w)
@@ -318,8 +340,9 @@ static struct weft_co *pop_yielder(struct weft__worker *w)
 
 /*
  * Fairness, checked every GLOBAL_INTERVAL dispatches against the clock:
- *   - the injection queue gets a turn every inject interval: INJECT_NS at
- *     first (Tokio aims its global-queue interval at 200 us), doubling up to
+ *   - the injection queue, and then the worker's ready FIFO (coroutines its
+ *     loop woke), get a turn every inject interval: INJECT_NS at first
+ *     (Tokio aims its global-queue interval at 200 us), doubling up to
  *     INJECT_MAX_NS with each turn taken while local work is still pending;
  *   - a worker that has dispatched only from its deque's bottom for a whole
  *     slice takes its own oldest item (a steal from itself).  The slice
@@ -335,8 +358,7 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 {
 	int64_t now = weft_now();
 	struct weft_co *co;
-	if (weft__loop_service(w, now, now - w->last_poll >= POLL_NS) && (co = take_local(w)))
-		return co;	/* what the loop woke runs now, before older work */
+	weft__loop_service(w, now, now - w->last_poll >= POLL_NS);
 	if (!w->slice_start) {	/* the deque ran dry since the last turn */
 		w->slice_start = w->inject_turn = now;
 		w->slice_len = SLICE_NS;
@@ -349,6 +371,10 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 			w->inject_len *= 2;
 		if ((co = inject_pop())) {
 			count(&w->c.inject_pops);
+			return co;
+		}
+		if ((co = fifo_pop(&w->ready))) {
+			count(&w->c.ready_pops);
 			return co;
 		}
 	}
@@ -372,6 +398,10 @@ static struct weft_co *find_local(struct weft__worker *w)
 		return co;
 	}
 	w->slice_start = 0;	/* restart the clocks at the next turn (no clock read here) */
+	if ((co = fifo_pop(&w->ready))) {
+		count(&w->c.ready_pops);
+		return co;
+	}
 	if ((co = inject_pop())) {
 		count(&w->c.inject_pops);
 		return co;
@@ -414,6 +444,8 @@ static struct weft_co *steal_work(struct weft__worker *w)
 				continue;
 			count(&w->c.steal_attempts);
 			struct weft_co *co = steal_from(&v->deque);
+			if (!co)
+				co = fifo_pop(&v->ready);
 			if (co) {
 				count(&w->c.steals);
 				steal_more(w, &v->deque);
@@ -452,10 +484,11 @@ static void stop_spinning(struct weft__worker *w)
 
 static bool any_work(void)
 {
-	if (at_load_64(&weft__rt.inject_len) != 0)
+	if (at_load_64(&weft__rt.inject.len) != 0)
 		return true;
 	for (unsigned i = 0; i < weft__rt.nworkers; i++)
-		if (weft__deque_size(&weft__rt.workers[i].deque) > 0)
+		if (weft__deque_size(&weft__rt.workers[i].deque) > 0 ||
+		    at_load_64(&weft__rt.workers[i].ready.len) != 0)
 			return true;
 	return false;
 }
@@ -542,6 +575,7 @@ static int worker_init(struct weft__worker *w, unsigned index)
 	w->index = index;
 	w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
 	w->epfd = w->waitfd = w->evfd = -1;	/* slice_start 0: the first fairness turn sets the clocks */
+	pthread_mutex_init(&w->ready.lock, NULL);
 	if (weft__deque_init(&w->deque, DEQUE_INITIAL) != 0)
 		return -1;
 	return weft__loop_init(w);
@@ -551,6 +585,7 @@ static void worker_fini(struct weft__worker *w)
 {
 	weft__deque_fini(&w->deque);
 	weft__loop_fini(w);
+	pthread_mutex_destroy(&w->ready.lock);
 }
 
 static void pin_thread(pthread_t t, unsigned index)
@@ -585,8 +620,8 @@ int weft__workers_start(unsigned n, int pin)
 	weft__rt.nworkers = n;
 	weft__rt.nr_spinning = weft__rt.nr_idle = 0;
 	weft__rt.stopping = weft__rt.draining = 0;
-	weft__rt.inject_head = weft__rt.inject_tail = NULL;
-	weft__rt.inject_len = weft__rt.ext_spawned = 0;
+	weft__rt.inject.head = weft__rt.inject.tail = NULL;
+	weft__rt.inject.len = weft__rt.ext_spawned = 0;
 	weft__rt.workers = aligned_alloc(64, sizeof(struct weft__worker) * n);
 	weft__rt.idle = calloc(n, sizeof *weft__rt.idle);
 	if (!weft__rt.workers || !weft__rt.idle) {

@@ -22,11 +22,20 @@ struct weft__counters {
 	uint64_t dispatches;		/* coroutines run (the monitor's progress mark) */
 	uint64_t steals, steal_attempts;
 	uint64_t parks, wakeups;
-	uint64_t lifo_hits, inject_pops;
+	uint64_t lifo_hits, inject_pops, ready_pops;
+};
+
+/* A locked FIFO of coroutines, with a lock-free emptiness check: the
+ * injection queue, and each worker's queue of coroutines woken by its loop. */
+struct weft__fifo {
+	pthread_mutex_t lock;
+	struct weft_co *head, *tail;
+	uint64_t len;			/* atomic */
 };
 
 struct weft__worker {
 	struct weft__deque deque;
+	struct weft__fifo ready;	/* woken by readiness or a deadline, in order */
 	unsigned index;
 	int epfd;			/* its loop: the fds it owns (loop.h) */
 	int waitfd;			/* what it sleeps on: evfd and epfd */
@@ -67,9 +76,7 @@ struct weft__runtime {
 	unsigned nr_idle;		/* atomic: workers announced idle */
 	pthread_mutex_t idle_lock;	/* guards idle[] */
 	unsigned *idle;			/* stack of idle worker indices */
-	pthread_mutex_t inject_lock;	/* guards the injection FIFO */
-	struct weft_co *inject_head, *inject_tail;
-	uint64_t inject_len;		/* atomic: a lock-free emptiness check */
+	struct weft__fifo inject;	/* spawns and wakes from plain threads */
 	uint64_t ext_spawned;		/* atomic: spawns from plain threads */
 	uint32_t quiesce;		/* futex: bumped when a worker goes idle while draining */
 	unsigned draining;		/* atomic: a shutdown is waiting */
@@ -84,6 +91,12 @@ struct weft__worker *weft__worker_self(void);
 /* Makes co runnable: on this worker's deque if called on a worker, else on
  * the injection queue; wakes an idle worker if nobody is looking for work. */
 void weft__schedule(struct weft_co *co);
+/* The same for a coroutine woken by loop's readiness or deadlines: it goes
+ * to the back of that worker's ready FIFO (whoever harvested: the worker
+ * itself or the monitor), so that I/O is served in the order it became
+ * ready (a LIFO would starve old connections under load); other workers
+ * steal from that FIFO too. */
+void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop);
 
 /* Starts and stops the worker threads (runtime.c drives them). */
 int weft__workers_start(unsigned n, int pin);
