@@ -1,5 +1,6 @@
 /*
- * weft-bench — the scheduler benchmarks, each verifying its own result.
+ * weft-bench — the scheduler benchmarks and `sleep` (timers), each verifying
+ * its own result.
  *
  *   weft-bench NAME WORKERS      run one benchmark (NAME: see "list")
  *   weft-bench list              print the benchmark names
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include <weft.h>
 
@@ -37,6 +39,8 @@
 #define FIB_N 27
 #define FIB_EXPECTED 196418
 #define FIB_SPAWNS 317810 /* calls with n >= 2: fib(28) - 1 */
+#define SLEEP_N 100000 /* coroutines, each sleeping once */
+#define SLEEP_NS 1000000 /* for 1 ms */
 
 struct outcome {
 	int64_t ops; /* operations the run counts (for ns/op) */
@@ -256,6 +260,48 @@ static void bench_fib(struct outcome *o)
 	o->ok = o->value == FIB_EXPECTED;
 }
 
+/* ------------------------------------------------------------------ sleep */
+
+/*
+ * SLEEP_N coroutines each sleep SLEEP_NS once, all at the same time (the
+ * parent spawns them all, then joins them in order).  value = how many woke
+ * no earlier than their deadline; all must.  rss_kb is the peak resident set
+ * of the process: what SLEEP_N parked coroutines (and their stacks) cost.
+ */
+static void sleep_co(void *p)
+{
+	atomic_llong *on_time = p;
+	int64_t deadline = weft_now() + SLEEP_NS;
+
+	if (weft_sleep(deadline) == 0 && weft_now() >= deadline)
+		atomic_fetch_add_explicit(on_time, 1, memory_order_relaxed);
+}
+
+/* getrusage's ru_maxrss: KiB on Linux (the Go peer reports the same). */
+static long max_rss_kb(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
+static void bench_sleep(struct outcome *o)
+{
+	static weft_co *co[SLEEP_N];
+	atomic_llong on_time;
+	int i;
+
+	atomic_init(&on_time, 0);
+	for (i = 0; i < SLEEP_N; i++)
+		co[i] = spawn_or_die(sleep_co, &on_time);
+	for (i = 0; i < SLEEP_N; i++)
+		join_or_die(co[i]);
+	o->ops = SLEEP_N;
+	o->value = atomic_load(&on_time);
+	o->ok = o->value == SLEEP_N;
+	snprintf(o->extra, sizeof o->extra, "rss_kb=%ld", max_rss_kb());
+}
+
 /* ------------------------------------------------------------------- main */
 
 static const struct bench {
@@ -266,6 +312,7 @@ static const struct bench {
 	{ "spawn", bench_spawn },
 	{ "skynet", bench_skynet },
 	{ "fib", bench_fib },
+	{ "sleep", bench_sleep },
 };
 
 #define NBENCHES (sizeof benches / sizeof benches[0])

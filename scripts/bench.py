@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs weft's scheduler benchmarks against peer runtimes and tabulates them.
+"""Runs weft's benchmarks against peer runtimes and tabulates them.
 
     python3 scripts/bench.py [--quick] [--only NAME[,NAME]] [--workers 1,2]
                              [--runs N] [--json FILE] [--build-dir DIR]
@@ -8,26 +8,38 @@ It expects the weft side to be built already (`meson compile -C build`, which
 scripts/run does first) and builds the peers itself (the Go peer with
 `go build`; a peer whose tool is missing is skipped with a printed line).
 
-For every benchmark and worker count: one warm-up invocation of every peer,
-then --runs invocations of each, interleaved (weft, go, go, weft, ...), each
-its own process, each doing its own in-process warm-up before the timed run.
+Two kinds of benchmarks (bench/README.md has the list):
+
+- In-process ones (BENCHMARKS: the scheduler's, and sleep).  For every
+  benchmark and worker count: one warm-up invocation of every peer, then
+  --runs invocations of each, interleaved (weft, go, go, weft, ...), each its
+  own process, each doing its own in-process warm-up before the timed run.
+- Network servers (SERVER_BENCHES: echo, http).  Per run and peer: the
+  peer's server on a fresh port, on 1 worker, pinned to one CPU; the load
+  (bench/loadgen, or wrk) pinned to another; the server killed after.  The
+  load generators warm up before they measure.
+
 Every invocation verifies its result; any failure makes the exit status 1.
 
 Outputs (under BUILD/bench/ unless told otherwise):
-    results.json   every run, raw ns and ops, plus the summary and metadata
-    results.md     the summary table in Markdown (included by the docs)
+    results.json   every run, raw ns and ops, plus the summaries and metadata
+    results.md     the summary tables in Markdown (included by the docs)
     ratios.png     weft/peer time ratios per benchmark (needs gnuplot)
     scaling.png    weft speed-up vs one worker (needs gnuplot)
+    servers.png    weft/peer throughput and p99 ratios per server row
 
 To add a benchmark: add it to BENCHMARKS and implement it under the same name
 in every peer (bench/weft-bench.c, bench/peers/go/main.go, ...).  To add a peer
 (Boost.Fiber, Tokio, ...): write a builder and add a Peer to PEERS; its program
 takes `NAME WORKERS` and prints one line
     RESULT name=NAME impl=PEER workers=W ns=N ops=N value=N check=ok|fail
+and, for the server rows, give the Peer a `server` (the command of its echo
+and HTTP servers, which print "listening on PORT" when ready).
 Python 3 standard library only.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -41,7 +53,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,6 +68,9 @@ class Bench:
     per_op: bool  # report ns per op (True) or ms per run (False)
     unit: str
     fixed_workers: Optional[int] = None  # run only at this worker count
+    # an extra field of the RESULT line shown in the notes column:
+    # (key, label, divisor), e.g. ("rss_kb", "peak RSS MiB", 1024)
+    extra: Optional[Tuple[str, str, float]] = None
 
 
 BENCHMARKS: List[Bench] = [
@@ -64,7 +79,34 @@ BENCHMARKS: List[Bench] = [
     Bench("spawn", "spawn+join 1M, batches of 1000", True, "ns/spawn+join"),
     Bench("skynet", "skynet, 1M leaves, 10 children/node, join", False, "ms"),
     Bench("fib", "fork-join fib(27), no cutoff", False, "ms"),
+    Bench("sleep", "100k coroutines sleep 1 ms at once, join all", False, "ms",
+          extra=("rss_kb", "peak RSS MiB", 1024)),
 ]
+
+
+@dataclasses.dataclass
+class ServerBench:
+    """A network row: every peer's server of one kind under one load."""
+    name: str  # the RESULT name
+    group: str  # what --only selects (or the name itself)
+    title: str
+    server: str  # the kind of server the peers run: "echo" or "http"
+    unit: str
+    conns: int
+    size: int = 0  # message bytes, for echo
+
+
+SERVER_BENCHES: List[ServerBench] = [
+    ServerBench(f"echo-{c}-{n}", "echo",
+                f"echo, {c} connections, {n} B messages, closed loop",
+                "echo", "msgs/s", c, n)
+    for c in (100, 1000) for n in (64, 4096)
+] + [
+    ServerBench("http-hello", "http",
+                "HTTP/1.1 hello world under wrk, 100 connections, 1 thread",
+                "http", "req/s", 100),
+]
+GROUPS = list(dict.fromkeys(b.group for b in SERVER_BENCHES))
 
 
 class Skip(Exception):
@@ -81,6 +123,9 @@ class Peer:
     env: Callable[[int], Dict[str, str]] = lambda w: {}
     # benchmark names it implements; None: all of BENCHMARKS
     benches: Optional[List[str]] = None
+    # server(peer, ctx, kind, port) -> the command of its `kind` server
+    # ("echo", "http"); raises Skip when it has none; None: no servers
+    server: Optional[Callable[["Peer", "Ctx", str, int], List[str]]] = None
     program: Optional[Path] = None  # set once built
 
 
@@ -126,11 +171,26 @@ def build_go(ctx: Ctx) -> Path:
     return prog
 
 
+def weft_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
+    prog = ctx.build_dir / "examples" / f"weft-{kind}"
+    if not os.access(prog, os.X_OK):
+        raise Skip(f"{prog} not built (meson configure {ctx.build_dir} "
+                   f"-Dexamples=true && meson compile -C {ctx.build_dir})")
+    return [str(prog), str(port)]
+
+
+def go_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
+    return [str(peer.program), f"{kind}-server", str(port)]
+
+
 PEERS: List[Peer] = [
     # The first peer is the subject: ratios are subject/peer, scaling is its.
-    Peer("weft", "weft", build_weft),
+    # weft-bench takes its workers as an argument; the servers from the
+    # environment.
+    Peer("weft", "weft", build_weft,
+         env=lambda w: {"WEFT_WORKERS": str(w)}, server=weft_server),
     Peer("go", "Go goroutines", build_go,
-         env=lambda w: {"GOMAXPROCS": str(w)}),
+         env=lambda w: {"GOMAXPROCS": str(w)}, server=go_server),
 ]
 
 SUBJECT = PEERS[0].name
@@ -148,31 +208,22 @@ def parse_result(text: str) -> Optional[Dict[str, str]]:
     return dict(kv.split("=", 1) for kv in m[0].split() if "=" in kv)
 
 
-def run_one(peer: Peer, bench: Bench, workers: int, timeout: float) -> dict:
-    env = dict(os.environ)
-    env.update(peer.env(workers))
-    cmd = [str(peer.program), bench.name, str(workers)]
-    rec = {"peer": peer.name, "cmd": cmd}
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        rec.update(ok=False, error=f"timed out after {timeout:.0f} s")
-        return rec
-    rec["wall_s"] = round(time.monotonic() - t0, 3)
-    r = parse_result(p.stdout)
+def judge(r: Optional[Dict[str, str]], p: subprocess.CompletedProcess,
+          name: str, workers: int) -> dict:
+    """The fields of a run's record from its RESULT (r) and its process (p):
+    ok=True and the numbers, or ok=False and why."""
     err = None
     if r is None:
         err = "no RESULT line"
     elif r.get("check") != "ok":
         err = f"check={r.get('check')}"
-    elif r.get("name") != bench.name or r.get("workers") != str(workers):
+    elif r.get("name") != name or r.get("workers") != str(workers):
         err = f"RESULT for name={r.get('name')} workers={r.get('workers')}"
     elif p.returncode != 0:
         err = f"exit status {p.returncode}"
     if p.returncode < 0:
         err = f"killed by signal {-p.returncode}" + (f" ({err})" if err else "")
+    rec = {}
     if err is None:
         try:
             rec.update(ns=int(r["ns"]), ops=int(r["ops"]), value=int(r["value"]))
@@ -186,6 +237,23 @@ def run_one(peer: Peer, bench: Bench, workers: int, timeout: float) -> dict:
     else:
         rec.update(ok=False, error=err, rc=p.returncode,
                    stdout=p.stdout[-2000:], stderr=p.stderr[-2000:])
+    return rec
+
+
+def run_one(peer: Peer, bench: Bench, workers: int, timeout: float) -> dict:
+    env = dict(os.environ)
+    env.update(peer.env(workers))
+    cmd = [str(peer.program), bench.name, str(workers)]
+    rec = {"peer": peer.name, "cmd": cmd}
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        rec.update(ok=False, error=f"timed out after {timeout:.0f} s")
+        return rec
+    rec["wall_s"] = round(time.monotonic() - t0, 3)
+    rec.update(judge(parse_result(p.stdout), p, bench.name, workers))
     return rec
 
 
@@ -223,6 +291,299 @@ class Progress:
             self.width = 0
 
 
+def note_failure(rec: dict, tag: str, what: str, prog: Progress,
+                 failures: List[str]):
+    """A failed run: a FAIL line with the tail of its stderr, and a failure
+    for the summary and the exit status."""
+    if rec["ok"]:
+        return
+    msg = f"{tag} {rec['peer']} {what}: {rec['error']}"
+    failures.append(msg)
+    prog.say("FAIL " + msg)
+    for t in (rec.get("stderr") or "").strip().splitlines()[-5:]:
+        prog.say("     | " + t)
+
+
+# ----------------------------------------------------------------- servers
+
+SERVER_WORKERS = 1  # the servers run on one worker: WEFT_WORKERS / GOMAXPROCS
+ECHO_SECONDS = {False: (5.0, 1.0), True: (1.0, 0.5)}  # quick -> (run, warm-up)
+WRK_SECONDS = {False: 10, True: 3}
+READY_TIMEOUT_S = 10  # for "listening on PORT"
+HELLO = b"Hello, World!"
+
+
+@dataclasses.dataclass
+class Pins:
+    """The CPUs of the server and of its load (None: unpinned), and why."""
+    server: Optional[int]
+    load: Optional[int]
+    note: str
+
+    @staticmethod
+    def choose() -> "Pins":
+        cpus = sorted(os.sched_getaffinity(0))
+        if shutil.which("taskset") is None:
+            return Pins(None, None, "unpinned: taskset not found (util-linux)")
+        if len(cpus) < 2:
+            return Pins(None, None, f"unpinned: only {len(cpus)} CPU")
+        return Pins(cpus[0], cpus[1],
+                    f"server on CPU {cpus[0]}, load on CPU {cpus[1]}")
+
+    @staticmethod
+    def wrap(cmd: List[str], cpu: Optional[int]) -> List[str]:
+        return cmd if cpu is None else ["taskset", "-c", str(cpu)] + cmd
+
+
+def free_port() -> int:
+    """A port nobody listens on: the kernel picks one for a bind to port 0,
+    and we let it go.  Each run gets its own, so no server of ours meets the
+    previous one's connections."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def log_tail(log: Path, lines: int = 5) -> str:
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def server_running(cmd: List[str], env: Dict[str, str], log: Path):
+    """The server process, its output in log; terminated on the way out."""
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_listening(proc: subprocess.Popen, log: Path, port: int) -> Optional[str]:
+    """None once the server says it listens on port, else what went wrong."""
+    want = f"listening on {port}".encode()
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if want in log.read_bytes():
+            return None
+        if proc.poll() is not None:
+            return f"server exited with status {proc.returncode} before listening"
+        time.sleep(0.01)
+    return f"no '{want.decode()}' within {READY_TIMEOUT_S} s"
+
+
+def http_check(port: int) -> Optional[str]:
+    """Two pipelined requests, the second with Connection: close: two 200s
+    with the body, then the end of the connection.  None when all is right,
+    else what is wrong."""
+    req = (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+           b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    data = b""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(req)
+            while chunk := s.recv(65536):
+                data += chunk
+    except OSError as e:
+        return f"HTTP check: {e}"
+    for i in (1, 2):
+        head, blank, data = data.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        length = [v.strip() for n, _, v in (x.partition(b":") for x in lines[1:])
+                  if n.strip().lower() == b"content-length"]
+        if not blank or not lines[0].startswith(b"HTTP/1.1 200 "):
+            return f"HTTP check: response {i} is not a 200: {head[:60]!r}"
+        if length != [str(len(HELLO)).encode()] or not data.startswith(HELLO):
+            return f"HTTP check: response {i}: body {data[:20]!r}, length {length}"
+        data = data[len(HELLO):]
+    if data:
+        return f"HTTP check: {len(data)} bytes after the second response"
+    return None
+
+
+def load_echo(sb: ServerBench, impl: str, port: int, tool: Path, quick: bool,
+              pins: Pins):
+    run_s, warm_s = ECHO_SECONDS[quick]
+    cmd = [str(tool), "-c", str(sb.conns), "-s", str(sb.size),
+           "-d", str(run_s), "-w", str(warm_s), "-p", str(port),
+           "-i", impl, "-W", str(SERVER_WORKERS)]
+    p = subprocess.run(Pins.wrap(cmd, pins.load), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True,
+                       timeout=run_s + warm_s + 60)
+    return parse_result(p.stdout), p
+
+
+WRK_DONE_RE = re.compile(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m|h),", re.M)
+WRK_RATE_RE = re.compile(r"^Requests/sec:\s+([\d.]+)", re.M)
+WRK_PCT_RE = re.compile(r"^\s+(50|99)(?:\.0+)?%\s+([\d.]+)(us|ms|s|m)\s*$", re.M)
+WRK_ERR_RE = re.compile(r"Socket errors: connect (\d+), read (\d+), "
+                        r"write (\d+), timeout (\d+)")
+WRK_NON2XX_RE = re.compile(r"Non-2xx or 3xx responses: (\d+)")
+TO_US = {"us": 1, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
+
+
+def wrk_result(text: str, name: str, impl: str) -> Optional[Dict[str, str]]:
+    """wrk's report as the fields of a RESULT line; None if it is not one.
+    Any socket error or non-2xx answer fails the check."""
+    done, rate = WRK_DONE_RE.search(text), WRK_RATE_RE.search(text)
+    pct = {k: float(v) * TO_US[u] for k, v, u in WRK_PCT_RE.findall(text)}
+    if not done or not rate or set(pct) != {"50", "99"}:
+        return None
+    errs = WRK_ERR_RE.search(text)
+    socket_errors = sum(map(int, errs.groups())) if errs else 0
+    non2xx = WRK_NON2XX_RE.search(text)
+    non2xx = int(non2xx[1]) if non2xx else 0
+    ok = socket_errors == 0 and non2xx == 0 and int(done[1]) > 0
+    return {"name": name, "impl": impl, "workers": str(SERVER_WORKERS),
+            "ns": str(round(float(done[2]) * TO_US[done[3]] * 1e3)),
+            "ops": done[1], "value": str(round(float(rate[1]))),
+            "check": "ok" if ok else "fail",
+            "p50_us": f"{pct['50']:.1f}", "p99_us": f"{pct['99']:.1f}",
+            "socket_errors": str(socket_errors), "non2xx": str(non2xx)}
+
+
+def load_wrk(sb: ServerBench, impl: str, port: int, tool: Path, quick: bool,
+             pins: Pins):
+    secs = WRK_SECONDS[quick]
+    cmd = [str(tool), "-t1", f"-c{sb.conns}", f"-d{secs}s", "--latency",
+           f"http://127.0.0.1:{port}/"]
+    p = subprocess.run(Pins.wrap(cmd, pins.load), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=secs + 60)
+    return wrk_result(p.stdout, sb.name, impl), p
+
+
+def find_loadgen(ctx: Ctx) -> Path:
+    prog = ctx.build_dir / "bench" / "loadgen"
+    if not os.access(prog, os.X_OK):
+        raise Skip(f"{prog} not built (meson compile -C {ctx.build_dir})")
+    return prog
+
+
+def find_wrk(ctx: Ctx) -> Path:
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise Skip("`wrk` not found on PATH (apt-get install -y wrk)")
+    return Path(wrk)
+
+
+# group -> (find the load tool, run it, check the server before it)
+LOADS = {
+    "echo": (find_loadgen, load_echo, None),
+    "http": (find_wrk, load_wrk, http_check),
+}
+
+
+def run_server_one(peer: Peer, sb: ServerBench, ctx: Ctx, tool: Path,
+                   quick: bool, pins: Pins) -> dict:
+    port = free_port()
+    cmd = Pins.wrap(peer.server(peer, ctx, sb.server, port), pins.server)
+    env = dict(os.environ)
+    env.update(peer.env(SERVER_WORKERS))
+    log = ctx.out_dir / f"server-{peer.name}-{sb.server}.log"
+    _, load, check = LOADS[sb.group]
+    rec = {"peer": peer.name, "cmd": cmd, "port": port}
+    t0 = time.monotonic()
+    with server_running(cmd, env, log) as srv:
+        err = wait_listening(srv, log, port)
+        if err is None and check is not None:
+            err = check(port)
+        if err is None:
+            try:
+                r, p = load(sb, peer.name, port, tool, quick, pins)
+                rec.update(judge(r, p, sb.name, SERVER_WORKERS))
+            except subprocess.TimeoutExpired as e:
+                err = f"load timed out after {e.timeout:.0f} s"
+        if err is None and srv.poll() is not None:
+            err = f"server exited with status {srv.returncode} during the run"
+        if err is None and rec["ok"] and not all(
+                k in rec["extra"] for k in ("p50_us", "p99_us")):
+            err = "RESULT without p50_us and p99_us"
+    rec["wall_s"] = round(time.monotonic() - t0, 3)
+    if err is not None:
+        rec.update(ok=False, error=err)
+    if not rec["ok"]:
+        rec["stderr"] = (rec.get("stderr", "") + "\nserver: " +
+                         log_tail(log)).strip()
+    return rec
+
+
+def server_metrics(rec: dict) -> Tuple[float, float, float]:
+    """msgs (requests) per second, p50 and p99 in microseconds."""
+    return (rec["ops"] * 1e9 / rec["ns"], float(rec["extra"]["p50_us"]),
+            float(rec["extra"]["p99_us"]))
+
+
+def server_peers(sb: ServerBench, peers: List[Peer], ctx: Ctx,
+                 known: Dict[Tuple[str, str], bool]) -> List[Peer]:
+    """The peers that have sb's server; a line for each that has not (once)."""
+    have = []
+    for p in peers:
+        key = (p.name, sb.server)
+        if key not in known:
+            try:
+                if p.server is None:
+                    raise Skip("it has no servers")
+                p.server(p, ctx, sb.server, 0)
+                known[key] = True
+            except Skip as e:
+                print(f"bench.py: skipped the {sb.server} server of "
+                      f"{p.name}: {e}")
+                known[key] = False
+        if known[key]:
+            have.append(p)
+    return have
+
+
+def run_servers(args, peers: List[Peer], ctx: Ctx, prog: "Progress",
+                failures: List[str]):
+    """Every selected server row: (points, summary, pins)."""
+    rows = [b for b in SERVER_BENCHES
+            if b.group in args.only or b.name in args.only]
+    if not rows:
+        return [], [], None
+    pins = Pins.choose()
+    print(f"bench.py: servers on {SERVER_WORKERS} worker; {pins.note}",
+          file=sys.stderr)
+    tools: Dict[str, Optional[Path]] = {}
+    for group in dict.fromkeys(b.group for b in rows):
+        try:
+            tools[group] = LOADS[group][0](ctx)
+        except Skip as e:
+            print(f"bench.py: skipped {group}: {e}")
+            tools[group] = None
+    known: Dict[Tuple[str, str], bool] = {}
+    points, summary = [], []
+    for sb in rows:
+        speers = server_peers(sb, peers, ctx, known)
+        if tools[sb.group] is None or not speers:
+            continue
+        runs: Dict[str, List[dict]] = {p.name: [] for p in speers}
+        for i in range(args.runs):
+            order = speers if i % 2 == 0 else speers[::-1]
+            for p in order:
+                prog.show(f"[{sb.name}] {p.name} run {i + 1}/{args.runs}")
+                rec = run_server_one(p, sb, ctx, tools[sb.group], args.quick,
+                                     pins)
+                runs[p.name].append(rec)
+                note_failure(rec, f"[{sb.name}]", f"run {i + 1}", prog,
+                             failures)
+        points.append({"bench": sb.name, "workers": SERVER_WORKERS,
+                       "runs": runs})
+        summary.append(summarize_server(sb, runs, speers))
+    return points, summary, pins
+
+
 # ----------------------------------------------------------------- summary
 
 
@@ -230,6 +591,37 @@ def med_range(xs: List[float]) -> Optional[dict]:
     if not xs:
         return None
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+
+
+def pair_ratios(runs: Dict[str, List[dict]], peers: List[Peer],
+                value: Callable[[dict], float]) -> Dict[str, Optional[dict]]:
+    """Per peer, the median (min-max) of value(subject run i) / value(peer
+    run i) over the runs where both succeeded."""
+    subj = runs.get(SUBJECT, [])
+    out = {}
+    for p in peers:
+        if p.name == SUBJECT:
+            continue
+        other = runs.get(p.name, [])
+        out[p.name] = med_range([value(a) / value(b) for a, b in
+                                 zip(subj, other) if a["ok"] and b["ok"]])
+    return out
+
+
+def extra_note(bench: Bench, runs: Dict[str, List[dict]],
+               peers: List[Peer]) -> Optional[str]:
+    """The notes cell: the median of bench.extra per peer, e.g.
+    "peak RSS MiB: weft 402, go 34"."""
+    if bench.extra is None:
+        return None
+    key, label, div = bench.extra
+    cells = []
+    for p in peers:
+        xs = [float(r["extra"][key]) / div for r in runs.get(p.name, [])
+              if r["ok"] and key in r["extra"]]
+        if xs:
+            cells.append(f"{p.name} {fmt_num(statistics.median(xs))}")
+    return f"{label}: {', '.join(cells)}" if cells else None
 
 
 def summarize(bench: Bench, workers: int, runs: Dict[str, List[dict]],
@@ -241,16 +633,48 @@ def summarize(bench: Bench, workers: int, runs: Dict[str, List[dict]],
         good = [metric(bench, r) for r in recs if r["ok"]]
         s["peers"][p.name] = med_range(good)
         s["peers"][p.name + "_failed"] = sum(1 for r in recs if not r["ok"])
-    subj = runs.get(SUBJECT, [])
-    for p in peers:
-        if p.name == SUBJECT:
-            continue
-        other = runs.get(p.name, [])
-        # pair by pair: run i of the subject against run i of the peer
-        pairs = [metric(bench, a) / metric(bench, b)
-                 for a, b in zip(subj, other) if a["ok"] and b["ok"]]
-        s["ratios"][p.name] = med_range(pairs)
+    # pair by pair: run i of the subject against run i of the peer
+    s["ratios"] = pair_ratios(runs, peers, lambda r: metric(bench, r))
+    s["notes"] = extra_note(bench, runs, peers)
     return s
+
+
+SERVER_METRICS = ("rate", "p50_us", "p99_us")  # the order of server_metrics()
+
+
+def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
+                     peers: List[Peer]) -> dict:
+    """Per peer the median (min-max) of each run's rate, p50 and p99; per
+    other peer the run-by-run ratios of the rates and of the p99s."""
+    s = {"bench": sb.name, "group": sb.group, "workers": SERVER_WORKERS,
+         "unit": sb.unit, "peers": {}, "ratios": {}}
+    for p in peers:
+        recs = runs.get(p.name, [])
+        good = [server_metrics(r) for r in recs if r["ok"]]
+        s["peers"][p.name] = {k: med_range([g[i] for g in good])
+                              for i, k in enumerate(SERVER_METRICS)}
+        s["peers"][p.name + "_failed"] = sum(1 for r in recs if not r["ok"])
+    rate = pair_ratios(runs, peers, lambda r: server_metrics(r)[0])
+    p99 = pair_ratios(runs, peers, lambda r: server_metrics(r)[2])
+    s["ratios"] = {p: {"rate": rate[p], "p99": p99[p]} for p in rate}
+    s["notes"] = fairness_note(sb, runs, peers)
+    return s
+
+
+def fairness_note(sb: ServerBench, runs: Dict[str, List[dict]],
+                  peers: List[Peer]) -> Optional[str]:
+    """For loadgen rows: the echoes of the slowest connection as a % of the
+    mean per connection (median over runs).  Near 100: the server is fair;
+    near 0: it starves some clients, which p50 and p99 can hide."""
+    cells = []
+    for p in peers:
+        xs = [100 * int(r["extra"]["conn_min"]) * sb.conns / r["ops"]
+              for r in runs.get(p.name, [])
+              if r["ok"] and "conn_min" in r["extra"] and r["ops"]]
+        if xs:
+            cells.append(f"{p.name} {statistics.median(xs):.0f}")
+    return ("slowest connection, % of mean: " + ", ".join(cells)
+            if cells else None)
 
 
 def fmt_num(x: float) -> str:
@@ -291,10 +715,11 @@ def add_scaling(summary: List[dict], peers: List[Peer]):
 
 def table_rows(summary: List[dict], peers: List[Peer]):
     others = [p for p in peers if p.name != SUBJECT]
+    notes = any(s.get("notes") for s in summary)
     head = ["benchmark", "unit", "workers", f"{SUBJECT} median (min–max)"]
     for p in others:
         head += [f"{p.name} median (min–max)", f"{SUBJECT}/{p.name}"]
-    head += [f"{SUBJECT} scaling"]
+    head += [f"{SUBJECT} scaling"] + (["notes (medians)"] if notes else [])
     rows = []
     for s in summary:
         row = [s["bench"], s["unit"], str(s["workers"]),
@@ -305,8 +730,51 @@ def table_rows(summary: List[dict], peers: List[Peer]):
                     fmt_ratio(s["ratios"].get(p.name))]
         sc = s["scaling"].get(SUBJECT)
         row += ["—" if sc is None or s["workers"] == 1 else f"{sc:.2f}x"]
+        row += [s.get("notes") or "—"] if notes else []
         rows.append(row)
     return head, rows
+
+
+def server_table_rows(summary: List[dict], peers: List[Peer]):
+    """Per peer: rate median (min–max), median p50 and p99; then per other
+    peer the two ratios, each saying which way is better."""
+    others = [p for p in peers if p.name != SUBJECT]
+    head = ["benchmark", "unit"]
+    for p in peers:
+        head += [f"{p.name} rate median (min–max)", f"{p.name} p50 µs",
+                 f"{p.name} p99 µs"]
+    for p in others:
+        head += [f"{SUBJECT}/{p.name} rate (higher: {SUBJECT} better)",
+                 f"{SUBJECT}/{p.name} p99 (lower: {SUBJECT} better)"]
+    head += ["notes (medians)"]
+    rows = []
+    for s in summary:
+        row = [s["bench"], s["unit"]]
+        for p in peers:
+            m = s["peers"].get(p.name) or {}
+            failed = s["peers"].get(p.name + "_failed", 0)
+            lat = [m.get(k) for k in ("p50_us", "p99_us")]
+            row += [fmt_mr(m.get("rate"), failed)] + [
+                fmt_num(x["median"]) if x else "—" for x in lat]
+        for p in others:
+            r = s["ratios"].get(p.name) or {}
+            row += [fmt_ratio(r.get("rate")), fmt_ratio(r.get("p99"))]
+        row += [s.get("notes") or "—"]
+        rows.append(row)
+    return head, rows
+
+
+def server_footnote(runs: int, pins: "Pins") -> str:
+    return (f"Rates (msgs/s, req/s): higher is better; {SUBJECT}/peer rate "
+            f"is the median of run-by-run rate ratios (above 1: {SUBJECT} "
+            f"serves more).  Latencies are round trips in µs, the median "
+            f"over the runs of each run's p50 and p99: lower is better; "
+            f"{SUBJECT}/peer p99 below 1: {SUBJECT}'s tail is shorter.  "
+            f"The slowest connection's echoes as a % of the mean per "
+            f"connection: near 100, the server is fair to its clients; near "
+            f"0, it starves some (which p50 and p99 can hide).  "
+            f"Servers on {SERVER_WORKERS} worker (WEFT_WORKERS / "
+            f"GOMAXPROCS), {pins.note}; {runs} runs per row.")
 
 
 def text_table(head, rows) -> str:
@@ -318,8 +786,10 @@ def text_table(head, rows) -> str:
 
 def md_table(head, rows) -> str:
     esc = lambda c: c.replace("|", "\\|")
+    # names and notes left, numbers right
+    left = lambda i: i < 2 or head[i].startswith("notes")
     out = ["| " + " | ".join(map(esc, head)) + " |",
-           "|" + "|".join("---" if i < 2 else "--:"
+           "|" + "|".join("---" if left(i) else "--:"
                           for i in range(len(head))) + "|"]
     out += ["| " + " | ".join(map(esc, r)) + " |" for r in rows]
     return "\n".join(out)
@@ -337,22 +807,27 @@ def gnuplot(script: str, ctx: Ctx) -> bool:
     return True
 
 
-def charts(summary: List[dict], peers: List[Peer], workers: List[int],
-           ctx: Ctx) -> List[Path]:
+TERM = "set terminal pngcairo size 900,540 noenhanced font ',10'"
+
+
+def charts(summary: List[dict], ssummary: List[dict], peers: List[Peer],
+           workers: List[int], ctx: Ctx) -> List[Path]:
     if shutil.which("gnuplot") is None:
         print("bench.py: gnuplot not found; no charts "
               "(apt-get install -y gnuplot-nox)")
         return []
-    made = []
-    term = "set terminal pngcairo size 900,540 noenhanced font ',10'"
+    made = server_chart(ssummary, peers, ctx)
+    if not summary:
+        return made
     others = [p.name for p in peers if p.name != SUBJECT]
     benches = list(dict.fromkeys(s["bench"] for s in summary))
     by = {(s["bench"], s["workers"]): s for s in summary}
 
     # ratios.png: clustered bars, one cluster per benchmark, a bar per
-    # (peer, workers); below 1 means weft is faster.
+    # (peer, workers); below 1 means weft is faster.  A log scale: ratios
+    # from 0.1 to 40 share the chart.
     cols = [(p, w) for p in others for w in workers]
-    if cols:
+    if any(s["ratios"].get(p) for s in summary for p in others):
         dat = ctx.out_dir / "ratios.dat"
         with open(dat, "w") as f:
             f.write("bench " + " ".join(f'"{SUBJECT}/{p} w={w}"'
@@ -367,7 +842,7 @@ def charts(summary: List[dict], peers: List[Peer], workers: List[int],
         png = ctx.out_dir / "ratios.png"
         plot = ", ".join(f"'{dat}' using {i + 2}:xtic(1) title columnhead"
                          for i in range(len(cols)))
-        ok = gnuplot(f"""{term}
+        ok = gnuplot(f"""{TERM}
 set output '{png}'
 set title 'weft time / peer time (median of pairs; < 1: weft faster)'
 set datafile missing '?'
@@ -375,8 +850,9 @@ set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set key top left
-set yrange [0:*]
-set ylabel 'ratio'
+set logscale y 2
+set yrange [*:*]
+set ylabel 'ratio (log scale: 1/2 and 2 equally far from 1)'
 set grid ytics
 set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2
 plot {plot}
@@ -410,7 +886,7 @@ plot {plot}
                              f"lc {bi + 1} dt {dt} pt {pi + 5} "
                              f"title '{b} ({pn})'")
                 idx += 1
-        ok = gnuplot(f"""{term}
+        ok = gnuplot(f"""{TERM}
 set output '{png}'
 set title 'speed-up vs 1 worker (median times)'
 set xlabel 'workers'
@@ -425,6 +901,51 @@ plot x with lines lc 'gray' dt 3 title 'ideal', {", ".join(parts)}
         if ok:
             made.append(png)
     return made
+
+
+def server_chart(ssummary: List[dict], peers: List[Peer],
+                 ctx: Ctx) -> List[Path]:
+    """servers.png: per server row, a bar per peer for the rate ratio and one
+    for the p99 ratio; the two read in opposite directions, as the legend
+    says."""
+    others = [p.name for p in peers if p.name != SUBJECT]
+    if not ssummary or not others:
+        return []
+    cols = [(p, k) for p in others for k in ("rate", "p99")]
+    if not any((s["ratios"].get(p) or {}).get(k)
+               for s in ssummary for p, k in cols):
+        return []  # no row with a ratio: every run of a side failed
+    label = {"rate": "rate (> 1: {s} serves more)",
+             "p99": "p99 latency (< 1: {s} shorter tail)"}
+    dat = ctx.out_dir / "servers.dat"
+    with open(dat, "w") as f:
+        f.write("bench " + " ".join(
+            f'"{SUBJECT}/{p} {label[k].format(s=SUBJECT)}"' for p, k in cols)
+            + "\n")
+        for s in ssummary:
+            vals = []
+            for p, k in cols:
+                r = (s["ratios"].get(p) or {}).get(k)
+                vals.append(f"{r['median']:.4f}" if r else "?")
+            f.write(f'"{s["bench"]}" ' + " ".join(vals) + "\n")
+    png = ctx.out_dir / "servers.png"
+    plot = ", ".join(f"'{dat}' using {i + 2}:xtic(1) title columnhead"
+                     for i in range(len(cols)))
+    ok = gnuplot(f"""{TERM}
+set output '{png}'
+set title 'servers on 1 worker: {SUBJECT} / peer (median of run-by-run ratios)'
+set datafile missing '?'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set key top left
+set yrange [0:*]
+set ylabel 'ratio'
+set grid ytics
+set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2
+plot {plot}
+""", ctx)
+    return [png] if ok else []
 
 
 # -------------------------------------------------------------------- main
@@ -488,12 +1009,15 @@ def update_docs(md: Path, charts_made) -> None:
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(
-        description="weft scheduler benchmarks vs peer runtimes")
+        description="weft benchmarks (scheduler, timers, servers) vs peer runtimes")
     ap.add_argument("--quick", action="store_true",
-                    help="3 runs per point instead of 5 (same sizes)")
+                    help="3 runs per point instead of 5 (same sizes; the "
+                    "server rows run shorter)")
     ap.add_argument("--only", metavar="NAME[,NAME]",
                     help="only these benchmarks: " +
-                    ", ".join(b.name for b in BENCHMARKS))
+                    ", ".join(b.name for b in BENCHMARKS) + ", " +
+                    ", ".join(GROUPS) + " (the server rows; or one row: " +
+                    ", ".join(b.name for b in SERVER_BENCHES) + ")")
     ap.add_argument("--peers", metavar="NAME[,NAME]",
                     help="only these peers besides weft: " +
                     ", ".join(p.name for p in PEERS[1:]))
@@ -535,7 +1059,8 @@ def parse_args(argv):
                      f"(known: {', '.join(known)})")
         return want
 
-    args.only = pick("--only", args.only, [b.name for b in BENCHMARKS])
+    args.only = pick("--only", args.only, [b.name for b in BENCHMARKS] +
+                     GROUPS + [b.name for b in SERVER_BENCHES])
     args.peers = pick("--peers", args.peers, [p.name for p in PEERS[1:]])
     if not args.build_dir.is_absolute():
         args.build_dir = (Path.cwd() / args.build_dir).resolve()
@@ -544,13 +1069,64 @@ def parse_args(argv):
     return args
 
 
-def main(argv=None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    out_dir = args.build_dir / "bench"
-    ctx = Ctx(args.build_dir, out_dir, [])
+def run_benches(args, peers: List[Peer], prog: Progress,
+                failures: List[str]):
+    """Every selected in-process benchmark: (points, summary)."""
+    points, summary = [], []
+    for bench in (b for b in BENCHMARKS if b.name in args.only):
+        ws = ([bench.fixed_workers] if bench.fixed_workers else args.workers)
+        for w in ws:
+            tag = f"[{bench.name} w={w}]"
+            bpeers = [p for p in peers
+                      if p.benches is None or bench.name in p.benches]
+            runs: Dict[str, List[dict]] = {p.name: [] for p in bpeers}
+            warm: Dict[str, dict] = {}
+            for p in bpeers:
+                prog.show(f"{tag} {p.name} warm-up")
+                warm[p.name] = run_one(p, bench, w, args.timeout)
+                note_failure(warm[p.name], tag, "warm-up", prog, failures)
+            for i in range(args.runs):
+                # alternate who goes first, so neither always runs on a
+                # machine the other just warmed (or heated)
+                order = bpeers if i % 2 == 0 else bpeers[::-1]
+                for p in order:
+                    prog.show(f"{tag} {p.name} run {i + 1}/{args.runs}")
+                    rec = run_one(p, bench, w, args.timeout)
+                    runs[p.name].append(rec)
+                    note_failure(rec, tag, f"run {i + 1}", prog, failures)
+            points.append({"bench": bench.name, "workers": w,
+                           "warmup": warm, "runs": runs})
+            summary.append(summarize(bench, w, runs, bpeers))
+    return points, summary
 
-    build_weft(ctx)  # fail early, before creating anything
-    out_dir.mkdir(parents=True, exist_ok=True)
+
+BENCH_FOOTNOTE = (f"Lower is better.  Cells are median (min–max) over the "
+                  f"runs; {SUBJECT}/peer is the median of run-by-run time "
+                  f"ratios (below 1: {SUBJECT} is faster); scaling is "
+                  f"{SUBJECT}'s speed-up at that worker count over 1 worker.")
+
+
+def write_markdown(md: Path, meta: dict, args, tables: List[Tuple[str, str]],
+                   failures: List[str]):
+    """results.md: where and how, what each row is, then each table (as
+    (table, footnote)) and the failures."""
+    with open(md, "w") as f:
+        f.write(f"<!-- generated by scripts/bench.py on {meta['date']} -->\n")
+        f.write(f"Measured on {meta['cpu'] or 'unknown CPU'}, "
+                f"{meta['cpus_affinity']} CPUs, Linux {meta['kernel']}, "
+                f"{meta['go'] or 'no Go'}; weft {meta['git'] or '(no git)'}; "
+                f"{args.runs} runs per point.\n\n")
+        for b in BENCHMARKS + SERVER_BENCHES:
+            if b.name in args.only or getattr(b, "group", None) in args.only:
+                f.write(f"- **{b.name}**: {b.title}\n")
+        for table, footnote in tables:
+            f.write("\n" + table + "\n\n" + footnote + "\n")
+        if failures:
+            f.write("\n**Failures:**\n\n" +
+                    "".join(f"- {x}\n" for x in failures))
+
+
+def build_peers(args, ctx: Ctx) -> List[Peer]:
     peers: List[Peer] = []
     for p in PEERS:
         if p.name != SUBJECT and p.name not in args.peers:
@@ -561,63 +1137,49 @@ def main(argv=None) -> int:
             print(f"bench.py: skipping peer {p.name}: {e}")
             continue
         peers.append(p)
+    return peers
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    out_dir = args.build_dir / "bench"
+    ctx = Ctx(args.build_dir, out_dir, [])
+
+    build_weft(ctx)  # fail early, before creating anything
+    out_dir.mkdir(parents=True, exist_ok=True)
+    peers = build_peers(args, ctx)
     print(f"bench.py: peers: {', '.join(p.name for p in peers)}; workers: "
           f"{', '.join(map(str, args.workers))}; runs: {args.runs}",
           file=sys.stderr)
 
     prog = Progress()
     failures: List[str] = []
-    points = []
-    summary = []
     t_start = time.monotonic()
-    for bench in (b for b in BENCHMARKS if b.name in args.only):
-        ws = ([bench.fixed_workers] if bench.fixed_workers else args.workers)
-        for w in ws:
-            tag = f"[{bench.name} w={w}]"
-            bpeers = [p for p in peers
-                      if p.benches is None or bench.name in p.benches]
-            runs: Dict[str, List[dict]] = {p.name: [] for p in bpeers}
-            warm: Dict[str, dict] = {}
-
-            def note(rec, what):
-                if not rec["ok"]:
-                    msg = f"{tag} {rec['peer']} {what}: {rec['error']}"
-                    failures.append(msg)
-                    prog.say("FAIL " + msg)
-                    tail = (rec.get("stderr") or "").strip().splitlines()[-5:]
-                    for t in tail:
-                        prog.say("     | " + t)
-
-            for p in bpeers:
-                prog.show(f"{tag} {p.name} warm-up")
-                warm[p.name] = run_one(p, bench, w, args.timeout)
-                note(warm[p.name], "warm-up")
-            for i in range(args.runs):
-                # alternate who goes first, so neither always runs on a
-                # machine the other just warmed (or heated)
-                order = bpeers if i % 2 == 0 else bpeers[::-1]
-                for p in order:
-                    prog.show(f"{tag} {p.name} run {i + 1}/{args.runs}")
-                    rec = run_one(p, bench, w, args.timeout)
-                    runs[p.name].append(rec)
-                    note(rec, f"run {i + 1}")
-            points.append({"bench": bench.name, "workers": w,
-                           "warmup": warm, "runs": runs})
-            summary.append(summarize(bench, w, runs, bpeers))
+    points, summary = run_benches(args, peers, prog, failures)
+    spoints, ssummary, pins = run_servers(args, peers, ctx, prog, failures)
     prog.done()
     elapsed = time.monotonic() - t_start
 
     add_scaling(summary, peers)
-    head, rows = table_rows(summary, peers)
     meta = metadata(args, peers)
     meta["elapsed_s"] = round(elapsed, 1)
+    meta["servers"] = pins and {"workers": SERVER_WORKERS, "pinning": pins.note,
+                                "echo_s": ECHO_SECONDS[args.quick],
+                                "wrk_s": WRK_SECONDS[args.quick]}
 
-    print()
-    print(text_table(head, rows))
-    print()
-    print(f"lower is better; {SUBJECT}/peer is the median of per-run time "
-          f"ratios (< 1: {SUBJECT} faster); scaling is the {SUBJECT} speed-up "
-          f"vs 1 worker; {args.runs} runs per point; {elapsed:.0f} s in all")
+    text, tables = [], []  # the text tables; (markdown, footnote) pairs
+    if summary:
+        head, rows = table_rows(summary, peers)
+        text.append(text_table(head, rows) + "\n\n" + BENCH_FOOTNOTE)
+        tables.append((md_table(head, rows), BENCH_FOOTNOTE))
+    if ssummary:
+        head, rows = server_table_rows(ssummary, peers)
+        note = server_footnote(args.runs, pins)
+        text.append(text_table(head, rows) + "\n\n" + note)
+        tables.append((md_table(head, rows), note))
+    for t in text:
+        print("\n" + t)
+    print(f"\n{args.runs} runs per point; {elapsed:.0f} s in all")
 
     args.json.parent.mkdir(parents=True, exist_ok=True)
     with open(args.json, "w") as f:
@@ -625,29 +1187,17 @@ def main(argv=None) -> int:
                    "benchmarks": [dataclasses.asdict(b) for b in BENCHMARKS
                                   if b.name in args.only],
                    "summary": summary, "points": points,
+                   "servers": {
+                       "benchmarks": [dataclasses.asdict(b) for b in
+                                      SERVER_BENCHES if b.name in args.only
+                                      or b.group in args.only],
+                       "summary": ssummary, "points": spoints},
                    "failures": failures}, f, indent=1)
         f.write("\n")
 
     md = out_dir / "results.md"
-    with open(md, "w") as f:
-        f.write(f"<!-- generated by scripts/bench.py on {meta['date']} -->\n")
-        f.write(f"Measured on {meta['cpu'] or 'unknown CPU'}, "
-                f"{meta['cpus_affinity']} CPUs, Linux {meta['kernel']}, "
-                f"{meta['go'] or 'no Go'}; weft {meta['git'] or '(no git)'}; "
-                f"{args.runs} runs per point.\n\n")
-        for b in BENCHMARKS:
-            if b.name in args.only:
-                f.write(f"- **{b.name}**: {b.title}\n")
-        f.write("\n" + md_table(head, rows) + "\n\n")
-        f.write(f"Lower is better.  Cells are median (min–max) over the runs; "
-                f"{SUBJECT}/peer is the median of run-by-run time ratios "
-                f"(below 1: {SUBJECT} is faster); scaling is {SUBJECT}'s "
-                f"speed-up at that worker count over 1 worker.\n")
-        if failures:
-            f.write("\n**Failures:**\n\n" +
-                    "".join(f"- {x}\n" for x in failures))
-
-    made = charts(summary, peers, args.workers, ctx)
+    write_markdown(md, meta, args, tables, failures)
+    made = charts(summary, ssummary, peers, args.workers, ctx)
     print(f"wrote {args.json}, {md}" +
           "".join(f", {m}" for m in made))
     if args.docs:

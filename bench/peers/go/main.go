@@ -1,8 +1,12 @@
-// Command go-bench is the Go peer of weft-bench: the same four benchmarks,
-// the same sizes, the same verification and the same RESULT line, so that
-// scripts/bench.py can compare the two pair by pair.
+// Command go-bench is the Go peer of weft-bench: the same benchmarks, the
+// same sizes, the same verification and the same RESULT line, so that
+// scripts/bench.py can compare the two pair by pair.  It is also the Go peer
+// of weft's example servers (servers.go).
 //
-// Usage: go-bench NAME WORKERS     (NAME: yield, spawn, skynet, fib; "list")
+// Usage: go-bench NAME WORKERS     (NAME: yield, spawn, skynet, fib, sleep; "list")
+//
+//	go-bench echo-server PORT
+//	go-bench http-server PORT
 //
 // Symmetry with bench/weft-bench.c:
 //   - GOMAXPROCS is set to WORKERS (the weft side sets weft_config.workers);
@@ -24,6 +28,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -35,6 +40,8 @@ const (
 	skynetSum   = 499_999_500_000
 	fibN        = 27
 	fibExpected = 196_418
+	sleepN      = 100_000 // goroutines, each sleeping once
+	sleepFor    = time.Millisecond
 )
 
 type outcome struct {
@@ -171,6 +178,40 @@ func benchFib() outcome {
 	return outcome{ops: 317_810, value: v, ok: v == fibExpected}
 }
 
+// ---------------------------------------------------------------- sleep
+
+// sleepN goroutines each sleep sleepFor once; the parent waits for all.
+// value = how many woke no earlier than their deadline (all must).  rss_kb is
+// the process's peak resident set: what sleepN parked goroutines cost.
+func benchSleep() outcome {
+	var onTime int64
+	var wg sync.WaitGroup
+	wg.Add(sleepN)
+	for i := 0; i < sleepN; i++ {
+		go func() {
+			deadline := time.Now().Add(sleepFor)
+			time.Sleep(sleepFor)
+			if !time.Now().Before(deadline) {
+				atomic.AddInt64(&onTime, 1)
+			}
+			wg.Done()
+		}()
+	}
+	wg.Wait()
+	v := atomic.LoadInt64(&onTime)
+	return outcome{ops: sleepN, value: v, ok: v == sleepN,
+		extra: fmt.Sprintf("rss_kb=%d", maxRSSKiB())}
+}
+
+// maxRSSKiB is getrusage's ru_maxrss, in KiB on Linux (as in weft-bench).
+func maxRSSKiB() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return -1
+	}
+	return int64(ru.Maxrss)
+}
+
 // ---------------------------------------------------------------- main
 
 var benches = []struct {
@@ -181,10 +222,12 @@ var benches = []struct {
 	{"spawn", benchSpawn},
 	{"skynet", benchSkynet},
 	{"fib", benchFib},
+	{"sleep", benchSleep},
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: go-bench NAME WORKERS   (go-bench list)")
+	fmt.Fprintln(os.Stderr, "usage: go-bench NAME WORKERS   (go-bench list)\n"+
+		"       go-bench echo-server|http-server PORT")
 	os.Exit(2)
 }
 
@@ -197,6 +240,10 @@ func main() {
 	}
 	if len(os.Args) != 3 {
 		usage()
+	}
+	if run, ok := servers[os.Args[1]]; ok {
+		serve(os.Args[1], os.Args[2], run)
+		return
 	}
 	workers, err := strconv.Atoi(os.Args[2])
 	if err != nil || workers < 1 || workers > 1024 {

@@ -1,0 +1,164 @@
+/*
+ * server.c — the listening socket and the accept loop of the example
+ * servers (see server.h).
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <weft.h>
+
+#define DEFAULT_PORT "7000"
+#define BACKLOG 4096 /* the kernel caps it at net.core.somaxconn */
+
+struct server {
+	const char *name;
+	int fd; /* listening, non-blocking */
+	unsigned port;
+};
+
+/* The connection handler: one server per process, so a plain static, and a
+ * connection's coroutine needs no argument but its socket. */
+static void (*handler)(int fd);
+
+static int fail(const char *name, const char *what)
+{
+	fprintf(stderr, "%s: %s: %s\n", name, what, strerror(errno));
+	return 1;
+}
+
+static int parse_port(const char *s, unsigned *port)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v > 65535)
+		return -1;
+	*port = (unsigned)v;
+	return 0;
+}
+
+/* A server holds a descriptor per client: allow as many as we may. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* SO_REUSEADDR: a restarted server can bind while old connections of the
+ * previous one are still in TIME_WAIT.  Non-blocking: weft_accept waits for
+ * it in the worker's epoll instead of blocking the worker thread. */
+static int open_listener(struct server *s)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET,
+				    .sin_port = htons((uint16_t)s->port),
+				    .sin_addr.s_addr = htonl(INADDR_ANY) };
+	socklen_t len = sizeof addr;
+	int one = 1;
+
+	s->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (s->fd < 0)
+		return fail(s->name, "socket");
+	if (setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
+		return fail(s->name, "SO_REUSEADDR");
+	if (bind(s->fd, (struct sockaddr *)&addr, sizeof addr) != 0)
+		return fail(s->name, "bind");
+	if (listen(s->fd, BACKLOG) != 0)
+		return fail(s->name, "listen");
+	/* the port the kernel chose, for port 0 */
+	if (getsockname(s->fd, (struct sockaddr *)&addr, &len) != 0)
+		return fail(s->name, "getsockname");
+	s->port = ntohs(addr.sin_port);
+	return 0;
+}
+
+static void connection(void *fd)
+{
+	handler((int)(intptr_t)fd);
+}
+
+/* Errors of one connection, not of the listening socket: accept(2) passes
+ * on the network errors of the new connection, to be treated like EAGAIN.
+ * (weft_accept itself retries ECONNABORTED, and backs off on EMFILE and the
+ * like.)  Any other error would repeat at once: better stop. */
+static bool one_connection_failed(int err)
+{
+	switch (err) {
+	case EINTR:
+	case EPROTO:
+	case EPERM: /* a firewall rule */
+	case ENETDOWN:
+	case ENETUNREACH:
+	case ENOPROTOOPT:
+	case EHOSTDOWN:
+	case EHOSTUNREACH:
+	case ENONET:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The accept loop, a coroutine like the connections: while it waits in
+ * weft_accept, the worker runs them. */
+static void acceptor(void *p)
+{
+	struct server *s = p;
+	int one = 1;
+
+	printf("listening on %u\n", s->port);
+	fflush(stdout); /* a runner waits for this line; stdout may be a pipe */
+	for (;;) {
+		int fd = weft_accept(s->fd, NULL, NULL, -1);
+		weft_co *co;
+
+		if (fd < 0) {
+			if (!one_connection_failed(errno))
+				exit(fail(s->name, "accept"));
+			continue;
+		}
+		/* request/response traffic: send each reply at once rather
+		 * than let Nagle wait for the previous one to be acked */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		co = weft_spawn(connection, (void *)(intptr_t)fd);
+		if (co == NULL) { /* out of memory: drop this client only */
+			weft_close(fd);
+			continue;
+		}
+		weft_detach(co); /* it frees itself when the client is done */
+	}
+}
+
+int serve_tcp(int argc, char **argv, const char *name, void (*handle)(int fd))
+{
+	struct server s = { .name = name };
+	const char *port = argc > 1 ? argv[1] : getenv("PORT");
+
+	if (argc > 2 || parse_port(port ? port : DEFAULT_PORT, &s.port) != 0) {
+		fprintf(stderr, "usage: %s [PORT]   (else $PORT, else %s)\n",
+			name, DEFAULT_PORT);
+		return 2;
+	}
+	handler = handle;
+	raise_fd_limit();
+	if (open_listener(&s) != 0)
+		return 1;
+	if (weft_main(acceptor, &s, NULL) != 0)
+		return fail(name, "weft_main");
+	return 1; /* the acceptor never returns */
+}

@@ -1,0 +1,18 @@
+/*
+ * server.h — what the example servers share: the listening socket, the
+ * accept loop and a coroutine per connection.  See echo.c and http.c.
+ */
+#ifndef WEFT_EXAMPLE_SERVER_H
+#define WEFT_EXAMPLE_SERVER_H
+
+/*
+ * Runs a TCP server on the port given as argv[1], else $PORT, else 7000
+ * (0: any free port), on every address.  Once it is listening it prints
+ * "listening on PORT" on stdout, then accepts connections forever, running
+ * handle(fd) in a coroutine of its own for each; handle owns fd and must
+ * weft_close() it.  The workers are weft's default, or $WEFT_WORKERS.
+ * Returns only on failure, with an exit status for main().
+ */
+int serve_tcp(int argc, char **argv, const char *name, void (*handle)(int fd));
+
+#endif
