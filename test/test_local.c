@@ -31,6 +31,13 @@ Test(local, outside_a_coroutine)
 static weft_key *shared_key;
 static unsigned migrated;
 
+/* TSan runs every switch ~50x slower: fewer coroutines and rounds there. */
+#ifdef WEFT_TEST_TSAN
+enum { KEEPERS = 400, MIN_ROUNDS = 50 };
+#else
+enum { KEEPERS = 2000, MIN_ROUNDS = 200 };
+#endif
+
 static void keep_value(void *arg)
 {
 	if (weft_local_get(shared_key) != NULL)
@@ -38,9 +45,9 @@ static void keep_value(void *arg)
 	if (weft_local_set(shared_key, arg) != 0)
 		abort();
 	int where = weft_worker_id();
-	/* at least 200 rounds, and on until some coroutine has migrated */
+	/* at least MIN_ROUNDS rounds, and on until some coroutine has migrated */
 	for (int i = 0; i < 100000; i++) {
-		if (i >= 200 && __atomic_load_n(&migrated, __ATOMIC_RELAXED))
+		if (i >= MIN_ROUNDS && __atomic_load_n(&migrated, __ATOMIC_RELAXED))
 			break;
 		weft_yield();
 		if (weft_local_get(shared_key) != arg)
@@ -55,11 +62,10 @@ static void keep_value(void *arg)
 static void keepers(void *arg)
 {
 	(void)arg;
-	enum { N = 2000 };
-	static weft_co *co[N];
-	for (uintptr_t i = 0; i < N; i++)
+	static weft_co *co[KEEPERS];
+	for (uintptr_t i = 0; i < KEEPERS; i++)
 		co[i] = weft_spawn(keep_value, (void *)(i + 1));
-	for (int i = 0; i < N; i++)
+	for (int i = 0; i < KEEPERS; i++)
 		cr_assert_eq(weft_join(co[i]), 0);
 }
 
@@ -68,7 +74,7 @@ Test(local, values_follow_coroutines_across_workers, .timeout = 300)
 	shared_key = weft_key_new(count_destroy);
 	destroyed = migrated = 0;
 	cr_assert_eq(weft_main(keepers, NULL, &(weft_config){ .workers = 2 }), 0);
-	cr_assert_eq(destroyed, 2000, "one destructor call per value");
+	cr_assert_eq(destroyed, KEEPERS, "one destructor call per value");
 	cr_assert_gt(migrated, 0, "no coroutine moved between workers");
 	weft_key_free(shared_key);
 }
