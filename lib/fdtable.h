@@ -55,13 +55,15 @@ struct weft__fd {
 	unsigned owner;		/* atomic: 0 none, FD_OWNER_BUSY, or worker index + 1 */
 	unsigned gen;		/* atomic: odd while weft_close runs; names stale events */
 	unsigned refs;		/* atomic: I/O calls in flight on the fd */
-	unsigned flags;		/* FD_NOT_SOCKET, FD_NO_POLL; set by the registrar */
+	unsigned flags;		/* FD_SOCKET, FD_NO_POLL; set by the registrar */
+	bool drained;		/* the reader's: its last read came back short */
 };
 
 enum {
 	FD_OWNER_BUSY = ~0u,	/* being registered right now */
-	FD_NOT_SOCKET = 1,	/* send(2) said ENOTSOCK: use write(2) */
+	FD_SOCKET = 1,		/* send(2) with MSG_NOSIGNAL; every arrival is an edge */
 	FD_NO_POLL = 2,		/* epoll refused it (regular file): always ready */
+	FD_STREAM = 4,		/* a stream socket: a short read means it was empty */
 };
 
 /* The entry of fd, created if needed; NULL with errno ENOMEM or EBADF. */

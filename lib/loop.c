@@ -10,6 +10,8 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "atomic.h"
@@ -80,11 +82,20 @@ static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 		.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
 		.data.u64 = event_tag(fd, at_load_uint(&e->gen)),
 	};
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return -1;
+	int type = 0;
+	socklen_t len = sizeof type;
 	e->flags = 0;
+	if (S_ISSOCK(st.st_mode))
+		e->flags = getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM
+				   ? FD_SOCKET | FD_STREAM : FD_SOCKET;
+	e->drained = false;
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
 		if (errno != EPERM)
 			return -1;
-		e->flags = FD_NO_POLL;	/* a regular file: never EAGAIN */
+		e->flags |= FD_NO_POLL;	/* a regular file: never EAGAIN */
 		return 0;
 	}
 	if (make_nonblocking(fd) != 0) {

@@ -561,6 +561,35 @@ Test(io, write_to_a_closed_peer_is_epipe_without_sigpipe)
 	run(2, write_epipe, NULL);
 }
 
+/* A short read on a stream socket lets the next read park first; that must
+ * never miss data that came in between, and datagram sockets (where a short
+ * read says nothing about what is queued) must not park at all. */
+static void short_reads(void *arg)
+{
+	(void)arg;
+	int st[2], dg[2];
+	socket_pair(st);
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, dg) == 0);
+	char b[64];
+	for (int i = 0; i < 1000; i++) {
+		CHECK(weft_write(st[1], "ab", 2, -1) == 2);
+		CHECK(weft_read(st[0], b, sizeof b, -1) == 2);	/* short: drained */
+		CHECK(weft_write(st[1], "c", 1, -1) == 1);	/* arrives before we park */
+		CHECK(weft_read(st[0], b, sizeof b, weft_now() + 5000 * MS) == 1 && b[0] == 'c');
+	}
+	for (int i = 0; i < 3; i++)
+		CHECK(weft_write(dg[1], "d", 1, -1) == 1);
+	for (int i = 0; i < 3; i++)	/* each short; all three already queued */
+		CHECK(weft_read(dg[0], b, sizeof b, weft_now() + 5000 * MS) == 1);
+	CHECK(weft_close(st[0]) == 0 && weft_close(st[1]) == 0);
+	CHECK(weft_close(dg[0]) == 0 && weft_close(dg[1]) == 0);
+}
+
+Test(io, short_reads_never_miss_data)
+{
+	run(2, short_reads, NULL);
+}
+
 /* ------------------------------------------------------ races */
 
 /*
