@@ -1,6 +1,7 @@
 /*
- * weft-bench — the scheduler benchmarks and `sleep` (timers), each verifying
- * its own result.
+ * weft-bench — the scheduler benchmarks, `sleep` (timers), the
+ * synchronisation benchmarks (channels, mutex) and `local-get`
+ * (coroutine-locals), each verifying its own result.
  *
  *   weft-bench NAME WORKERS      run one benchmark (NAME: see "list")
  *   weft-bench list              print the benchmark names
@@ -11,7 +12,8 @@
  *          value=499999500000 check=ok [more key=value pairs]
  *
  * ns is the wall time of one timed run, measured with weft_now() around the
- * work only (inside the root coroutine, after the runtime is up).  Before it,
+ * work only (inside the root coroutine, after the runtime is up; local-get
+ * times its own measured loop, see there).  Before it,
  * the same work runs once untimed as a warm-up, in the same process; the Go
  * peer (bench/peers/go) does the same, with the same sizes and algorithms.
  * The exit status is 0 when the check passed, 1 when it failed, 2 on a usage
@@ -41,12 +43,24 @@
 #define FIB_SPAWNS 317810 /* calls with n >= 2: fib(28) - 1 */
 #define SLEEP_N 100000 /* coroutines, each sleeping once */
 #define SLEEP_NS 1000000 /* for 1 ms */
+#define PINGPONG_N 1000000 /* round trips of the one pair of chan-pingpong */
+#define PINGPONG_PAIRS 1000 /* pairs of chan-pingpong-1000 ... */
+#define PINGPONG_ROUNDS 1000 /* ... and round trips of each */
+#define MUTEX_COS 1000 /* coroutines of mutex ... */
+#define MUTEX_ITERS 1000 /* ... each locking this many times */
+#define SKYNET_CHAN_CAP 10 /* skynet-chan: a parent's channel, one slot a child */
+#define LOCAL_N 100000000 /* local-get: reads of each kind */
+#define LOCAL_VALUE 3 /* the value read, so that the sums check the reads */
 
 struct outcome {
 	int64_t ops; /* operations the run counts (for ns/op) */
 	int64_t value; /* the value that was checked */
 	bool ok; /* the check passed */
 	char extra[96]; /* more key=value pairs for the RESULT line */
+	/* > 0: the benchmark timed its measured part itself (local-get, whose
+	 * run also holds the __thread loop it is compared with); 0: root()
+	 * times the whole run */
+	int64_t ns;
 };
 
 static unsigned g_workers;
@@ -69,6 +83,61 @@ static void join_or_die(weft_co *co)
 {
 	if (weft_join(co) != 0)
 		die("weft_join");
+}
+
+static void *calloc_or_die(size_t n, size_t size)
+{
+	void *p = calloc(n, size);
+	if (p == NULL)
+		die("calloc");
+	return p;
+}
+
+/* Spawns co[i] = fn(args + i * stride) for i < n (stride 0: all share args). */
+static void spawn_all(weft_co **co, void (*fn)(void *), void *args,
+		      size_t stride, int n)
+{
+	for (int i = 0; i < n; i++)
+		co[i] = spawn_or_die(fn, (char *)args + (size_t)i * stride);
+}
+
+static void join_all(weft_co **co, int n)
+{
+	for (int i = 0; i < n; i++)
+		join_or_die(co[i]);
+}
+
+/* spawn_all, then join them all: for benchmarks that only wait for the end. */
+static void spawn_join_all(void (*fn)(void *), void *args, size_t stride,
+			   int n)
+{
+	weft_co **co = calloc_or_die((size_t)n, sizeof *co);
+
+	spawn_all(co, fn, args, stride, n);
+	join_all(co, n);
+	free(co);
+}
+
+/* Channel calls without a deadline: any error (ECANCELED, EPIPE) is a bug
+ * of the benchmark or of weft, not an outcome to report. */
+static weft_chan *chan_or_die(size_t elem_size, size_t capacity)
+{
+	weft_chan *ch = weft_chan_new(elem_size, capacity);
+	if (ch == NULL)
+		die("weft_chan_new");
+	return ch;
+}
+
+static void send_or_die(weft_chan *ch, const void *elem)
+{
+	if (weft_chan_send(ch, elem, -1) != 0)
+		die("weft_chan_send");
+}
+
+static void recv_or_die(weft_chan *ch, void *elem)
+{
+	if (weft_chan_recv(ch, elem, -1) != 0)
+		die("weft_chan_recv");
 }
 
 /* ------------------------------------------------------------------ yield */
@@ -302,6 +371,228 @@ static void bench_sleep(struct outcome *o)
 	snprintf(o->extra, sizeof o->extra, "rss_kb=%ld", max_rss_kb());
 }
 
+/* ---------------------------------------------------------- chan-pingpong */
+
+/*
+ * A pair: the pinger sends i on `ping`, the ponger receives it and sends
+ * i + 1 back on `pong`, both rendezvous channels, `rounds` times; a round
+ * trip is good when the pinger gets i + 1.  The pinger is a coroutine of its
+ * own (spawned by the benchmark, as in the Go peer), creates the pair's
+ * channels, spawns the ponger and joins it.  chan-pingpong runs one pair,
+ * chan-pingpong-1000 many at once; ops = all round trips, all must be good.
+ */
+struct pingpong {
+	weft_chan *ping, *pong;
+	int rounds;
+	int64_t good;
+};
+
+static void pong_co(void *p)
+{
+	struct pingpong *pp = p;
+	int v;
+
+	for (int i = 0; i < pp->rounds; i++) {
+		recv_or_die(pp->ping, &v);
+		v++;
+		send_or_die(pp->pong, &v);
+	}
+}
+
+static void ping_co(void *p)
+{
+	struct pingpong *pp = p;
+	weft_co *ponger;
+	int v;
+
+	pp->ping = chan_or_die(sizeof(int), 0);
+	pp->pong = chan_or_die(sizeof(int), 0);
+	ponger = spawn_or_die(pong_co, pp);
+	for (int i = 0; i < pp->rounds; i++) {
+		v = i;
+		send_or_die(pp->ping, &v);
+		recv_or_die(pp->pong, &v);
+		pp->good += v == i + 1;
+	}
+	join_or_die(ponger); /* before the free: it may still be in its send */
+	weft_chan_free(pp->ping);
+	weft_chan_free(pp->pong);
+}
+
+static void pingpong(struct outcome *o, int pairs, int rounds)
+{
+	struct pingpong *pp = calloc_or_die((size_t)pairs, sizeof *pp);
+	int64_t good = 0;
+
+	for (int i = 0; i < pairs; i++)
+		pp[i].rounds = rounds;
+	spawn_join_all(ping_co, pp, sizeof *pp, pairs);
+	for (int i = 0; i < pairs; i++)
+		good += pp[i].good;
+	free(pp);
+	o->ops = (int64_t)pairs * rounds;
+	o->value = good;
+	o->ok = good == o->ops;
+}
+
+static void bench_chan_pingpong(struct outcome *o)
+{
+	pingpong(o, 1, PINGPONG_N);
+}
+
+static void bench_chan_pingpong_1000(struct outcome *o)
+{
+	pingpong(o, PINGPONG_PAIRS, PINGPONG_ROUNDS);
+}
+
+/* ------------------------------------------------------------------ mutex */
+
+/*
+ * MUTEX_COS coroutines each lock one weft_mutex MUTEX_ITERS times to
+ * increment a plain counter; the count must be exact (a lost update is a
+ * broken mutex).  ops = lock+unlock pairs.  On one worker nothing preempts
+ * a holder, so the lock is mostly uncontended; contention needs workers > 1.
+ */
+struct mutex_state {
+	weft_mutex *m;
+	int64_t count;
+};
+
+static void mutex_co(void *p)
+{
+	struct mutex_state *st = p;
+
+	for (int i = 0; i < MUTEX_ITERS; i++) {
+		if (weft_mutex_lock(st->m) != 0)
+			die("weft_mutex_lock");
+		st->count++;
+		if (weft_mutex_unlock(st->m) != 0)
+			die("weft_mutex_unlock");
+	}
+}
+
+static void bench_mutex(struct outcome *o)
+{
+	struct mutex_state st = { weft_mutex_new(), 0 };
+
+	if (st.m == NULL)
+		die("weft_mutex_new");
+	spawn_join_all(mutex_co, &st, 0, MUTEX_COS);
+	weft_mutex_free(st.m);
+	o->ops = (int64_t)MUTEX_COS * MUTEX_ITERS;
+	o->value = st.count;
+	o->ok = st.count == o->ops;
+}
+
+/* ------------------------------------------------------------ skynet-chan */
+
+/*
+ * skynet as in the classic Go code: every node is a coroutine; a leaf sends
+ * its number to its parent, an inner node creates one channel for its 10
+ * children (SKYNET_CHAN_CAP slots, so they never wait for it), receives 10
+ * sums and sends theirs up.  It then joins its children, which Go leaves to
+ * the GC: that reclaims them, and only once they are out of their send may
+ * the channel be freed.
+ */
+struct skychan {
+	uint64_t num, size;
+	weft_chan *up;
+};
+
+static void skynet_chan_co(void *p)
+{
+	struct skychan *s = p, kids[10];
+	weft_co *co[10];
+	weft_chan *in;
+	uint64_t sub, v, sum = 0;
+	int i;
+
+	if (s->size == 1) {
+		send_or_die(s->up, &s->num);
+		return;
+	}
+	in = chan_or_die(sizeof(uint64_t), SKYNET_CHAN_CAP);
+	sub = s->size / 10;
+	for (i = 0; i < 10; i++) {
+		kids[i].num = s->num + (uint64_t)i * sub;
+		kids[i].size = sub;
+		kids[i].up = in;
+	}
+	spawn_all(co, skynet_chan_co, kids, sizeof kids[0], 10);
+	for (i = 0; i < 10; i++) {
+		recv_or_die(in, &v);
+		sum += v;
+	}
+	join_all(co, 10);
+	weft_chan_free(in);
+	send_or_die(s->up, &sum);
+}
+
+static void bench_skynet_chan(struct outcome *o)
+{
+	struct skychan root = { 0, SKYNET_SIZE,
+				chan_or_die(sizeof(uint64_t), SKYNET_CHAN_CAP) };
+	weft_co *co = spawn_or_die(skynet_chan_co, &root);
+	uint64_t sum;
+
+	recv_or_die(root.up, &sum);
+	join_or_die(co);
+	weft_chan_free(root.up);
+	o->ops = SKYNET_NODES;
+	o->value = (int64_t)sum;
+	o->ok = sum == SKYNET_SUM;
+}
+
+/* -------------------------------------------------------------- local-get */
+
+/*
+ * The cost of weft_local_get() against a plain __thread read, LOCAL_N reads
+ * of each in this (the root) coroutine, back to back in the same process.
+ * The compiler barrier in each loop makes it assume memory changed, so the
+ * __thread variable is loaded every iteration rather than hoisted out (and
+ * the loop folded into a multiplication); weft_local_get is an opaque call
+ * anyway, and gets the same barrier for the same loop.  The sums check the
+ * reads.  ns and ops are the weft_local_get loop's; thread_ns_per_op is the
+ * __thread loop's time per read.  Go has no coroutine-local storage: no peer.
+ */
+#define COMPILER_BARRIER() __asm__ volatile("" ::: "memory")
+
+static __thread intptr_t tls_value;
+
+static void bench_local_get(struct outcome *o)
+{
+	weft_key *key = weft_key_new(NULL);
+	int64_t t0, t1, t2, sum = 0, tsum = 0;
+	const int64_t want = (int64_t)LOCAL_N * LOCAL_VALUE;
+
+	if (key == NULL)
+		die("weft_key_new");
+	if (weft_local_set(key, (void *)(intptr_t)LOCAL_VALUE) != 0)
+		die("weft_local_set");
+	/* from the key, not the constant: a value the compiler cannot see
+	 * keeps the variable a plain intptr_t (clang narrows a static that only
+	 * ever holds a constant) */
+	tls_value = (intptr_t)weft_local_get(key);
+	t0 = weft_now();
+	for (int64_t i = 0; i < LOCAL_N; i++) {
+		sum += (intptr_t)weft_local_get(key);
+		COMPILER_BARRIER();
+	}
+	t1 = weft_now();
+	for (int64_t i = 0; i < LOCAL_N; i++) {
+		tsum += tls_value;
+		COMPILER_BARRIER();
+	}
+	t2 = weft_now();
+	weft_key_free(key);
+	o->ns = t1 - t0;
+	o->ops = LOCAL_N;
+	o->value = sum;
+	o->ok = sum == want && tsum == want;
+	snprintf(o->extra, sizeof o->extra, "thread_ns_per_op=%.3f",
+		 (double)(t2 - t1) / LOCAL_N);
+}
+
 /* ------------------------------------------------------------------- main */
 
 static const struct bench {
@@ -313,6 +604,11 @@ static const struct bench {
 	{ "skynet", bench_skynet },
 	{ "fib", bench_fib },
 	{ "sleep", bench_sleep },
+	{ "chan-pingpong", bench_chan_pingpong },
+	{ "chan-pingpong-1000", bench_chan_pingpong_1000 },
+	{ "mutex", bench_mutex },
+	{ "skynet-chan", bench_skynet_chan },
+	{ "local-get", bench_local_get },
 };
 
 #define NBENCHES (sizeof benches / sizeof benches[0])
@@ -333,7 +629,7 @@ static void root(void *p)
 	r->b->fn(&r->warm);
 	t0 = weft_now();
 	r->b->fn(&r->timed);
-	r->ns = weft_now() - t0;
+	r->ns = r->timed.ns > 0 ? r->timed.ns : weft_now() - t0;
 }
 
 static void usage(void)

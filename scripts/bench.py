@@ -10,10 +10,12 @@ scripts/run does first) and builds the peers itself (the Go peer with
 
 Two kinds of benchmarks (bench/README.md has the list):
 
-- In-process ones (BENCHMARKS: the scheduler's, and sleep).  For every
-  benchmark and worker count: one warm-up invocation of every peer, then
-  --runs invocations of each, interleaved (weft, go, go, weft, ...), each its
-  own process, each doing its own in-process warm-up before the timed run.
+- In-process ones (BENCHMARKS: the scheduler's, sleep, channels, mutex,
+  coroutine-locals).  For every benchmark and worker count: one warm-up
+  invocation of every peer, then --runs invocations of each, interleaved
+  (weft, go, go, weft, ...), each its own process, each doing its own
+  in-process warm-up before the timed run.  A benchmark no peer has an
+  equivalent of (Bench.solo) runs weft alone; its row says why.
 - Network servers (SERVER_BENCHES: echo, http).  Per run and peer: the
   peer's server on a fresh port, on 1 worker, pinned to one CPU; the load
   (bench/loadgen, or wrk) pinned to another; the server killed after.  The
@@ -71,6 +73,13 @@ class Bench:
     # an extra field of the RESULT line shown in the notes column:
     # (key, label, divisor), e.g. ("rss_kb", "peak RSS MiB", 1024)
     extra: Optional[Tuple[str, str, float]] = None
+    # run by the subject only; says why (no peer has an equivalent), in the
+    # notes column, and the peer columns stay empty
+    solo: Optional[str] = None
+    # a reference cost the program measures in the same run, in ns per op:
+    # (key of the RESULT field, label); the notes give its median and the
+    # median of the run-by-run ratios metric / reference
+    versus: Optional[Tuple[str, str]] = None
 
 
 BENCHMARKS: List[Bench] = [
@@ -81,6 +90,19 @@ BENCHMARKS: List[Bench] = [
     Bench("fib", "fork-join fib(27), no cutoff", False, "ms"),
     Bench("sleep", "100k coroutines sleep 1 ms at once, join all", False, "ms",
           extra=("rss_kb", "peak RSS MiB", 1024)),
+    Bench("chan-pingpong", "ping-pong over 2 unbuffered channels, 1 pair x 1M "
+          "round trips", True, "ns/round trip"),
+    Bench("chan-pingpong-1000", "ping-pong over 2 unbuffered channels, 1000 "
+          "pairs x 1000 round trips", True, "ns/round trip"),
+    Bench("mutex", "1000 coroutines x 1000 lock/increment/unlock of one mutex",
+          True, "ns/lock+unlock"),
+    Bench("skynet-chan", "skynet, 1M leaves, 10 children/node, channels",
+          False, "ms"),
+    # one coroutine: more workers would only idle
+    Bench("local-get", "weft_local_get vs a __thread read, 100M reads each, "
+          "1 coroutine", True, "ns/get", fixed_workers=1,
+          solo="weft only: Go has no coroutine-local storage",
+          versus=("thread_ns_per_op", "__thread read")),
 ]
 
 
@@ -624,6 +646,30 @@ def extra_note(bench: Bench, runs: Dict[str, List[dict]],
     return f"{label}: {', '.join(cells)}" if cells else None
 
 
+def versus(bench: Bench, runs: Dict[str, List[dict]],
+           peers: List[Peer]) -> Dict[str, dict]:
+    """Per peer, for bench.versus: the reference's ns/op ("ref") and the
+    run-by-run ratios of the metric to it ("ratio"), median (min-max)."""
+    key = bench.versus[0]
+    out = {}
+    for p in peers:
+        good = [(metric(bench, r), float(r["extra"][key]))
+                for r in runs.get(p.name, [])
+                if r["ok"] and float(r["extra"].get(key, 0)) > 0]
+        if good:
+            out[p.name] = {"ref": med_range([b for _, b in good]),
+                           "ratio": med_range([a / b for a, b in good])}
+    return out
+
+
+def versus_note(bench: Bench, s: dict) -> Optional[str]:
+    """E.g. "__thread read 0.39 ns; weft/__thread read 4.10 (3.90–4.30)"."""
+    label = bench.versus[1] if bench.versus else ""
+    return "; ".join(f"{label} {fmt_num(v['ref']['median'])} ns; "
+                     f"{pn}/{label} {fmt_ratio(v['ratio'])}"
+                     for pn, v in s.get("versus", {}).items()) or None
+
+
 def summarize(bench: Bench, workers: int, runs: Dict[str, List[dict]],
               peers: List[Peer]) -> dict:
     s = {"bench": bench.name, "workers": workers, "unit": bench.unit,
@@ -635,7 +681,10 @@ def summarize(bench: Bench, workers: int, runs: Dict[str, List[dict]],
         s["peers"][p.name + "_failed"] = sum(1 for r in recs if not r["ok"])
     # pair by pair: run i of the subject against run i of the peer
     s["ratios"] = pair_ratios(runs, peers, lambda r: metric(bench, r))
-    s["notes"] = extra_note(bench, runs, peers)
+    if bench.versus:
+        s["versus"] = versus(bench, runs, peers)
+    notes = [bench.solo, extra_note(bench, runs, peers), versus_note(bench, s)]
+    s["notes"] = "; ".join(n for n in notes if n) or None
     return s
 
 
@@ -822,6 +871,9 @@ def charts(summary: List[dict], ssummary: List[dict], peers: List[Peer],
     others = [p.name for p in peers if p.name != SUBJECT]
     benches = list(dict.fromkeys(s["bench"] for s in summary))
     by = {(s["bench"], s["workers"]): s for s in summary}
+    # the solo rows have no peer, so no ratio and no bars
+    rbenches = [b for b in benches
+                if any(s["ratios"] for s in summary if s["bench"] == b)]
 
     # ratios.png: clustered bars, one cluster per benchmark, a bar per
     # (peer, workers); below 1 means weft is faster.  A log scale: ratios
@@ -832,7 +884,7 @@ def charts(summary: List[dict], ssummary: List[dict], peers: List[Peer],
         with open(dat, "w") as f:
             f.write("bench " + " ".join(f'"{SUBJECT}/{p} w={w}"'
                                         for p, w in cols) + "\n")
-            for b in benches:
+            for b in rbenches:
                 vals = []
                 for p, w in cols:
                     s = by.get((b, w))
@@ -1078,7 +1130,8 @@ def run_benches(args, peers: List[Peer], prog: Progress,
         for w in ws:
             tag = f"[{bench.name} w={w}]"
             bpeers = [p for p in peers
-                      if p.benches is None or bench.name in p.benches]
+                      if (p.benches is None or bench.name in p.benches)
+                      and (bench.solo is None or p.name == SUBJECT)]
             runs: Dict[str, List[dict]] = {p.name: [] for p in bpeers}
             warm: Dict[str, dict] = {}
             for p in bpeers:

@@ -3,7 +3,7 @@
 // scripts/bench.py can compare the two pair by pair.  It is also the Go peer
 // of weft's example servers (servers.go).
 //
-// Usage: go-bench NAME WORKERS     (NAME: yield, spawn, skynet, fib, sleep; "list")
+// Usage: go-bench NAME WORKERS     (NAME: see "list"; local-get has no Go peer)
 //
 //	go-bench echo-server PORT
 //	go-bench http-server PORT
@@ -42,6 +42,14 @@ const (
 	fibExpected = 196_418
 	sleepN      = 100_000 // goroutines, each sleeping once
 	sleepFor    = time.Millisecond
+	skynetNodes = 1_111_111 // 1 + 10 + ... + 10^6 goroutines
+
+	pingpongN      = 1_000_000 // round trips of the one pair of chan-pingpong
+	pingpongPairs  = 1_000     // pairs of chan-pingpong-1000 ...
+	pingpongRounds = 1_000     // ... and round trips of each
+	mutexGs        = 1_000     // goroutines of mutex ...
+	mutexIters     = 1_000     // ... each locking this many times
+	skynetChanCap  = 10        // skynet-chan: a parent's channel, one slot a child
 )
 
 type outcome struct {
@@ -148,8 +156,7 @@ func benchSkynet() outcome {
 		wg.Done()
 	}()
 	wg.Wait()
-	// 1 + 10 + ... + 10^6 goroutines
-	return outcome{ops: 1_111_111, value: sum, ok: sum == skynetSum}
+	return outcome{ops: skynetNodes, value: sum, ok: sum == skynetSum}
 }
 
 // ---------------------------------------------------------------- fib
@@ -212,6 +219,108 @@ func maxRSSKiB() int64 {
 	return int64(ru.Maxrss)
 }
 
+// spawnWait runs f(0) .. f(n-1), each in a goroutine of its own, and waits
+// for them all.
+func spawnWait(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			f(i)
+			wg.Done()
+		}(i)
+	}
+	wg.Wait()
+}
+
+// ---------------------------------------------------------------- chan-pingpong
+
+// pingpongPair sends i on ping to a ponger goroutine it starts, which sends
+// i+1 back on pong, both unbuffered, rounds times; it returns the round trips
+// that came back as i+1.  The ponger ends after its last send, which this
+// goroutine receives, so there is nothing to wait for.
+func pingpongPair(rounds int) int64 {
+	ping, pong := make(chan int), make(chan int)
+	go func() {
+		for i := 0; i < rounds; i++ {
+			pong <- <-ping + 1
+		}
+	}()
+	var good int64
+	for i := 0; i < rounds; i++ {
+		ping <- i
+		if <-pong == i+1 {
+			good++
+		}
+	}
+	return good
+}
+
+// pingpong runs pairs pairs at once, each pinger a goroutine of its own (as
+// in weft); ops = all round trips, all must be good.
+func pingpong(pairs, rounds int) outcome {
+	good := make([]int64, pairs)
+	spawnWait(pairs, func(i int) { good[i] = pingpongPair(rounds) })
+	var sum int64
+	for _, g := range good {
+		sum += g
+	}
+	total := int64(pairs) * int64(rounds)
+	return outcome{ops: total, value: sum, ok: sum == total}
+}
+
+func benchChanPingpong() outcome     { return pingpong(1, pingpongN) }
+func benchChanPingpong1000() outcome { return pingpong(pingpongPairs, pingpongRounds) }
+
+// ---------------------------------------------------------------- mutex
+
+// mutexGs goroutines each lock one sync.Mutex mutexIters times to increment
+// a plain counter, which must come out exact.  ops = lock+unlock pairs.
+func benchMutex() outcome {
+	var mu sync.Mutex
+	var count int64
+	spawnWait(mutexGs, func(int) {
+		for i := 0; i < mutexIters; i++ {
+			mu.Lock()
+			count++
+			mu.Unlock()
+		}
+	})
+	total := int64(mutexGs) * mutexIters
+	return outcome{ops: total, value: count, ok: count == total}
+}
+
+// ---------------------------------------------------------------- skynet-chan
+
+// skynetChan is the classic Go skynet: every node a goroutine, a leaf sends
+// its number up, an inner node makes one channel for its 10 children,
+// receives their 10 sums and sends theirs up.  The channel has skynetChanCap
+// slots (the classic has none) so that no child waits for its parent, as in
+// weft.
+func skynetChan(up chan<- int64, num, size int64) {
+	if size == 1 {
+		up <- num
+		return
+	}
+	in := make(chan int64, skynetChanCap)
+	sub := size / 10
+	for i := int64(0); i < 10; i++ {
+		go skynetChan(in, num+i*sub, sub)
+	}
+	var sum int64
+	for i := 0; i < 10; i++ {
+		sum += <-in
+	}
+	up <- sum
+}
+
+func benchSkynetChan() outcome {
+	up := make(chan int64, skynetChanCap)
+	go skynetChan(up, 0, skynetSize)
+	sum := <-up
+	return outcome{ops: skynetNodes, value: sum, ok: sum == skynetSum}
+}
+
 // ---------------------------------------------------------------- main
 
 var benches = []struct {
@@ -223,6 +332,10 @@ var benches = []struct {
 	{"skynet", benchSkynet},
 	{"fib", benchFib},
 	{"sleep", benchSleep},
+	{"chan-pingpong", benchChanPingpong},
+	{"chan-pingpong-1000", benchChanPingpong1000},
+	{"mutex", benchMutex},
+	{"skynet-chan", benchSkynetChan},
 }
 
 func usage() {
