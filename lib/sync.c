@@ -8,7 +8,8 @@
  * and parks.  Unlock with state 2 takes the internal lock and hands the mutex
  * to the oldest waiter it can claim: the state never passes through 0, so a
  * newcomer cannot barge in ahead of the queue (FIFO hand-off, no
- * starvation).  The CASes are seq_cst: a locker's 1 -> 2 and an unlocker's
+ * starvation).  A locker spins briefly first while the state is 1 (see
+ * spin_for).  The CASes are seq_cst: a locker's 1 -> 2 and an unlocker's
  * 1 -> 0 cannot both succeed, and an unlocker that sees 2 finds the queued
  * waiter under the lock.
  */
@@ -20,6 +21,8 @@
 #include "waitq.h"
 #include "weft.h"
 #include "worker.h"
+
+enum { SPIN_ROUNDS = 100 };
 
 static void *alloc_object(size_t size)
 {
@@ -60,6 +63,29 @@ static int acquired(weft_mutex *m, weft_co *self)
 	return 0;
 }
 
+/*
+ * A holder on another worker usually leaves within a short critical section,
+ * far sooner than a park and a hand-off across cores (a wake-up there costs
+ * microseconds, machine-floors.md).  So spin briefly while the mutex is held
+ * and nobody is queued; once someone is queued (state 2), FIFO hand-off
+ * decides and newcomers queue behind.  Useless on one worker: the holder
+ * cannot run while we spin.
+ */
+static bool spin_for(weft_mutex *m)
+{
+	if (weft__rt.nworkers < 2)
+		return false;
+	for (int i = 0; i < SPIN_ROUNDS; i++) {
+		unsigned s = at_load_uint(&m->state);
+		if (s == 0 && at_cas_uint(&m->state, 0, 1))
+			return true;
+		if (s == 2)
+			return false;
+		at_pause();
+	}
+	return false;
+}
+
 static int lock_contended(weft_mutex *m, weft_co *self)
 {
 	pthread_mutex_lock(&m->lock);
@@ -93,7 +119,7 @@ int weft_mutex_lock(weft_mutex *m)
 		return weft__fail(EDEADLK);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
-	if (at_cas_uint(&m->state, 0, 1))
+	if (at_cas_uint(&m->state, 0, 1) || spin_for(m))
 		return acquired(m, self);
 	return lock_contended(m, self);
 }
