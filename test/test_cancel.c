@@ -5,35 +5,13 @@
 #include "weft.h"
 
 #include "harness.h"
+#include "coro_test.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#define CHECK(c)                                                                      \
-	do {                                                                          \
-		if (!(c)) {                                                           \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed, errno %d\n", __FILE__, \
-				__LINE__, #c, errno);                                 \
-			abort();                                                      \
-		}                                                                     \
-	} while (0)
-
-static const int64_t MS = 1000 * 1000;
-
-static void run(unsigned workers, void (*fn)(void *), void *arg)
-{
-	cr_assert_eq(weft_main(fn, arg, &(weft_config){ .workers = workers }), 0, "errno %d", errno);
-}
-
-static weft_co *go(void (*fn)(void *), void *arg)
-{
-	weft_co *co = weft_spawn(fn, arg);
-	CHECK(co != NULL);
-	return co;
-}
 
 /* The objects a victim blocks on, one kind per test round. */
 enum kind { READ, SLEEP, JOIN, MUTEX, COND, WG, RECV, SEND, SELECT, NKINDS };

@@ -6,59 +6,13 @@
 #include "weft.h"
 
 #include "harness.h"
+#include "coro_test.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#else
-#define RUNNING_ON_VALGRIND 0
-#endif
-
-#define CHECK(c)                                                                      \
-	do {                                                                          \
-		if (!(c)) {                                                           \
-			fprintf(stderr, "%s:%d: CHECK(%s) failed, errno %d\n", __FILE__, \
-				__LINE__, #c, errno);                                 \
-			abort();                                                      \
-		}                                                                     \
-	} while (0)
-
-static const int64_t MS = 1000 * 1000;
-
-#if defined(WEFT_TEST_TSAN) || defined(WEFT_TEST_ASAN)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
-static unsigned scaled(unsigned plain, unsigned sanitized, unsigned valgrind)
-{
-	if (RUNNING_ON_VALGRIND)
-		return valgrind;
-	return SANITIZED ? sanitized : plain;
-}
-
-static void run(unsigned workers, void (*fn)(void *), void *arg)
-{
-	cr_assert_eq(weft_main(fn, arg, &(weft_config){ .workers = workers }), 0, "errno %d", errno);
-}
-
-static weft_co *go(void (*fn)(void *), void *arg)
-{
-	weft_co *co = weft_spawn(fn, arg);
-	CHECK(co != NULL);
-	return co;
-}
-
-static void join(weft_co *co)
-{
-	CHECK(weft_join(co) == 0);
-}
 
 /* ------------------------------------------------------ mutex */
 

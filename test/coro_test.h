@@ -1,0 +1,67 @@
+/*
+ * coro_test.h — what the coroutine-level suites (io, sync, cancel) share:
+ * checks that work inside coroutines, runtime start-up, and sizes scaled
+ * for sanitizers and valgrind.  Include after harness.h.
+ */
+#ifndef WEFT_TEST_CORO_TEST_H
+#define WEFT_TEST_CORO_TEST_H
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "weft.h"
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+/* Checks inside coroutines: abort (the harness reports the crash), since
+ * cr_assert cannot unwind a worker thread. */
+#define CHECK(c)                                                                      \
+	do {                                                                          \
+		if (!(c)) {                                                           \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed, errno %d\n", __FILE__, \
+				__LINE__, #c, errno);                                 \
+			abort();                                                      \
+		}                                                                     \
+	} while (0)
+
+static const int64_t MS = 1000 * 1000;
+
+#if defined(WEFT_TEST_TSAN) || defined(WEFT_TEST_ASAN)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+/* A size for plain builds, sanitizer builds and runs under valgrind. */
+static inline unsigned scaled(unsigned plain, unsigned sanitized, unsigned valgrind)
+{
+	if (RUNNING_ON_VALGRIND)
+		return valgrind;
+	return SANITIZED ? sanitized : plain;
+}
+
+/* weft_main(fn, arg) on `workers` workers, asserting success. */
+static inline void run(unsigned workers, void (*fn)(void *), void *arg)
+{
+	cr_assert_eq(weft_main(fn, arg, &(weft_config){ .workers = workers }), 0, "errno %d", errno);
+}
+
+static inline weft_co *go(void (*fn)(void *), void *arg)
+{
+	weft_co *co = weft_spawn(fn, arg);
+	CHECK(co != NULL);
+	return co;
+}
+
+static inline void join(weft_co *co)
+{
+	CHECK(weft_join(co) == 0);
+}
+
+#endif
