@@ -24,37 +24,42 @@
 
 enum { SPIN_ROUNDS = 100 };
 
-static void *alloc_object(size_t size)
+/* Every object here starts with its internal lock. */
+static void *object_new(size_t size)
 {
-	void *p = calloc(1, size);
-	if (!p)
+	pthread_mutex_t *lock = calloc(1, size);
+	if (!lock)
 		weft__fail(ENOMEM);
-	return p;
+	else
+		pthread_mutex_init(lock, NULL);
+	return lock;
+}
+
+static void object_free(void *object)
+{
+	if (!object)
+		return;
+	pthread_mutex_destroy(object);
+	free(object);
 }
 
 /* ------------------------------------------------------ mutex */
 
 struct weft_mutex {
+	pthread_mutex_t lock;	/* first: see object_new */
 	unsigned state;		/* atomic: 0 free, 1 locked, 2 locked and contended */
 	weft_co *owner;		/* atomic */
-	pthread_mutex_t lock;
 	struct weft__waitq q;
 };
 
 weft_mutex *weft_mutex_new(void)
 {
-	weft_mutex *m = alloc_object(sizeof *m);
-	if (m)
-		pthread_mutex_init(&m->lock, NULL);
-	return m;
+	return object_new(sizeof(weft_mutex));
 }
 
 void weft_mutex_free(weft_mutex *m)
 {
-	if (!m)
-		return;
-	pthread_mutex_destroy(&m->lock);
-	free(m);
+	object_free(m);
 }
 
 static int acquired(weft_mutex *m, weft_co *self)
@@ -169,18 +174,12 @@ struct weft_cond {
 
 weft_cond *weft_cond_new(void)
 {
-	weft_cond *c = alloc_object(sizeof *c);
-	if (c)
-		pthread_mutex_init(&c->lock, NULL);
-	return c;
+	return object_new(sizeof(weft_cond));
 }
 
 void weft_cond_free(weft_cond *c)
 {
-	if (!c)
-		return;
-	pthread_mutex_destroy(&c->lock);
-	free(c);
+	object_free(c);
 }
 
 /* cond_wait returns with m held, also once cancelled, when every lock call
@@ -252,18 +251,12 @@ struct weft_wg {
 
 weft_wg *weft_wg_new(void)
 {
-	weft_wg *wg = alloc_object(sizeof *wg);
-	if (wg)
-		pthread_mutex_init(&wg->lock, NULL);
-	return wg;
+	return object_new(sizeof(weft_wg));
 }
 
 void weft_wg_free(weft_wg *wg)
 {
-	if (!wg)
-		return;
-	pthread_mutex_destroy(&wg->lock);
-	free(wg);
+	object_free(wg);
 }
 
 int weft_wg_add(weft_wg *wg, int delta)
