@@ -2,16 +2,22 @@
  * sync.c — mutex, condition variable and wait group, on the wait queues of
  * waitq.h (and so on the one park/wake protocol).
  *
- * Mutex.  `state` is 0 (free), 1 (locked) or 2 (locked, maybe waiters).
- * Uncontended lock and unlock are one CAS each, no lock, no syscall.  A
- * contended locker takes the internal lock, marks the state 2, queues itself
- * and parks.  Unlock with state 2 takes the internal lock and hands the mutex
- * to the oldest waiter it can claim: the state never passes through 0, so a
- * newcomer cannot barge in ahead of the queue (FIFO hand-off, no
- * starvation).  A locker spins briefly first while the state is 1 (see
- * spin_for).  The CASes are seq_cst: a locker's 1 -> 2 and an unlocker's
- * 1 -> 0 cannot both succeed, and an unlocker that sees 2 finds the queued
- * waiter under the lock.
+ * Mutex (after Go's sync.Mutex).  `state` holds M_LOCKED, M_WAITERS (the
+ * queue may hold waiters) and M_STARVING.  Uncontended lock and unlock are
+ * one CAS each, no lock, no syscall.  A contended locker spins briefly, then
+ * takes the internal lock, sets M_WAITERS, queues (FIFO) and parks.
+ *   Normal mode: unlock releases the mutex and wakes the oldest waiter to
+ *   compete for it; a running locker may take it first (barging), which
+ *   keeps short critical sections from turning into a convoy of park/wake
+ *   pairs.  The woken waiter that loses queues again.
+ *   Starving mode: a waiter that has waited 1 ms (STARVE_NS) sets
+ *   M_STARVING; from then on unlock hands the mutex, still locked, to the
+ *   oldest waiter, and newcomers cannot take it (they queue behind).  The
+ *   mode ends when the queue empties or a waiter got it within 1 ms.
+ * So no waiter starves (its wait is bounded by the queue ahead of it once
+ * the mode flips), and under light contention there are no hand-offs.
+ * Every state change while the mutex is locked is made by its owner or
+ * under the internal lock; the lock-free ones are single CASes.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -23,6 +29,9 @@
 #include "worker.h"
 
 enum { SPIN_ROUNDS = 100 };
+enum { M_LOCKED = 1, M_WAITERS = 2, M_STARVING = 4 };	/* mutex state bits */
+enum { WOKEN_TO_RETRY = 0x4001 };	/* a waiter's wake result: compete again */
+static const int64_t STARVE_NS = 1000 * 1000;	/* Go's starvationThresholdNs */
 
 /* Every object here starts with its internal lock. */
 static void *object_new(size_t size)
@@ -47,7 +56,7 @@ static void object_free(void *object)
 
 struct weft_mutex {
 	pthread_mutex_t lock;	/* first: see object_new */
-	unsigned state;		/* atomic: 0 free, 1 locked, 2 locked and contended */
+	unsigned state;		/* atomic: M_LOCKED | M_WAITERS | M_STARVING */
 	weft_co *owner;		/* atomic */
 	struct weft__waitq q;
 };
@@ -68,12 +77,17 @@ static int acquired(weft_mutex *m, weft_co *self)
 	return 0;
 }
 
+/* Takes m if it is free and not reserved for a queued waiter (starving). */
+static bool try_take(weft_mutex *m)
+{
+	unsigned s = at_load_uint(&m->state);
+	return !(s & (M_LOCKED | M_STARVING)) && at_cas_uint(&m->state, s, s | M_LOCKED);
+}
+
 /*
  * A holder on another worker usually leaves within a short critical section,
- * far sooner than a park and a hand-off across cores (a wake-up there costs
- * microseconds, machine-floors.md).  So spin briefly while the mutex is held
- * and nobody is queued; once someone is queued (state 2), FIFO hand-off
- * decides and newcomers queue behind.  Useless on one worker: the holder
+ * far sooner than a park and a wake across cores (microseconds,
+ * machine-floors.md): spin briefly first.  Useless on one worker: the holder
  * cannot run while we spin.
  */
 static bool spin_for(weft_mutex *m)
@@ -81,36 +95,71 @@ static bool spin_for(weft_mutex *m)
 	if (weft__rt.nworkers < 2)
 		return false;
 	for (int i = 0; i < SPIN_ROUNDS; i++) {
-		unsigned s = at_load_uint(&m->state);
-		if (s == 0 && at_cas_uint(&m->state, 0, 1))
+		if (try_take(m))
 			return true;
-		if (s == 2)
+		if (at_load_uint(&m->state) & M_STARVING)
 			return false;
 		at_pause();
 	}
 	return false;
 }
 
+/* Adds bit while m is locked: false if m was released meanwhile (then the
+ * caller must try to take it instead, or nobody might ever wake it). */
+static bool mark_locked(weft_mutex *m, unsigned bit)
+{
+	unsigned s = at_load_uint(&m->state);
+	return (s & M_LOCKED) && ((s & bit) || at_cas_uint(&m->state, s, s | bit));
+}
+
 static int lock_contended(weft_mutex *m, weft_co *self)
 {
+	int64_t since = 0;
 	pthread_mutex_lock(&m->lock);
-	for (;;) {
-		unsigned s = at_load_uint(&m->state);
-		if (s == 0 && at_cas_uint(&m->state, 0, 1))
+	while (!try_take(m)) {
+		if (!mark_locked(m, M_WAITERS))
+			continue;	/* released meanwhile: try again */
+		struct weft__wait x;
+		weft__wait_enqueue(&x, &m->q, NULL);
+		if (!since)
+			since = weft_now();
+		int r = weft__wait_park(&x, &m->lock, &m->q, -1);
+		bool long_wait = weft_now() - since >= STARVE_NS;
+		if (r == 0) {	/* handed over in starving mode: locked for us */
+			if (!long_wait)	/* the queue moves fast again; we own m, and
+					 * the other writers need m->lock */
+				at_store_uint(&m->state, at_load_uint(&m->state) & ~M_STARVING);
 			break;
-		if (s == 2 || (s == 1 && at_cas_uint(&m->state, 1, 2))) {
-			struct weft__wait x;
-			weft__wait_enqueue(&x, &m->q, NULL);
-			int r = weft__wait_park(&x, &m->lock, &m->q, -1);
-			if (r != 0) {
-				pthread_mutex_unlock(&m->lock);
-				return weft__fail(r);
-			}
-			break;	/* handed over: the state stayed locked for us */
 		}
+		if (r != WOKEN_TO_RETRY) {
+			pthread_mutex_unlock(&m->lock);
+			return weft__fail(r);
+		}
+		if (long_wait)
+			mark_locked(m, M_STARVING);	/* no more barging: hand-off */
 	}
 	pthread_mutex_unlock(&m->lock);
 	return acquired(m, self);
+}
+
+/* Unlock with waiters or in starving mode, under m->lock.  Only the owner
+ * and holders of m->lock write the state while it is locked, and try_take
+ * cannot succeed while M_LOCKED is set, so plain stores suffice here. */
+static void unlock_contended(weft_mutex *m)
+{
+	pthread_mutex_lock(&m->lock);
+	bool starving = at_load_uint(&m->state) & M_STARVING;
+	struct weft__wnode *n = weft__waitq_claim(&m->q);
+	bool more = n && weft__waitq_live(&m->q);
+	if (n && starving) {
+		at_store_uint(&m->state, M_LOCKED | (more ? M_WAITERS | M_STARVING : 0));
+		weft__wnode_wake(n, 0);
+	} else {
+		at_store_uint(&m->state, more ? M_WAITERS : 0);
+		if (n)
+			weft__wnode_wake(n, WOKEN_TO_RETRY);
+	}
+	pthread_mutex_unlock(&m->lock);
 }
 
 int weft_mutex_lock(weft_mutex *m)
@@ -124,7 +173,7 @@ int weft_mutex_lock(weft_mutex *m)
 		return weft__fail(EDEADLK);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
-	if (at_cas_uint(&m->state, 0, 1) || spin_for(m))
+	if (at_cas_uint(&m->state, 0, M_LOCKED) || spin_for(m))
 		return acquired(m, self);
 	return lock_contended(m, self);
 }
@@ -136,7 +185,7 @@ int weft_mutex_trylock(weft_mutex *m)
 		return weft__fail(EPERM);
 	if (!m)
 		return weft__fail(EINVAL);
-	if (!at_cas_uint(&m->state, 0, 1))
+	if (!try_take(m))
 		return weft__fail(EBUSY);
 	return acquired(m, self);
 }
@@ -151,17 +200,8 @@ int weft_mutex_unlock(weft_mutex *m)
 	if (at_load_ptr((void **)&m->owner) != self)
 		return weft__fail(EPERM);
 	at_store_ptr((void **)&m->owner, NULL);
-	if (at_cas_uint(&m->state, 1, 0))
-		return 0;
-	pthread_mutex_lock(&m->lock);
-	struct weft__wnode *n = weft__waitq_claim(&m->q);
-	if (n) {
-		at_store_uint(&m->state, weft__waitq_live(&m->q) ? 2 : 1);
-		weft__wnode_wake(n, 0);
-	} else {
-		at_store_uint(&m->state, 0);
-	}
-	pthread_mutex_unlock(&m->lock);
+	if (!at_cas_uint(&m->state, M_LOCKED, 0))
+		unlock_contended(m);
 	return 0;
 }
 

@@ -109,6 +109,56 @@ Test(sync, mutex_hands_off_in_fifo_order)
 	weft_mutex_free(fifo.m);
 }
 
+/* A hog relocks the mutex in a tight loop on one worker (barging is
+ * allowed); a latecomer on the other must still get it: after it has waited
+ * 1 ms the mutex is handed to it (starving mode).  The hog stops as soon as
+ * the latecomer got it, or after 5 s, which would mean starvation or a lost
+ * wake-up.  (On this machine the latecomer also wins without the starving
+ * mode, by racing the hog after its wake-up: the bound is what is checked.) */
+struct starve {
+	weft_mutex *m;
+	unsigned got;	/* atomic */
+	bool hog_gave_up;
+};
+
+static void hog(void *arg)
+{
+	struct starve *s = arg;
+	int64_t end = weft_now() + 5000 * MS;
+	while (!__atomic_load_n(&s->got, __ATOMIC_ACQUIRE)) {
+		if (weft_now() > end) {
+			s->hog_gave_up = true;
+			break;
+		}
+		CHECK(weft_mutex_lock(s->m) == 0);
+		CHECK(weft_mutex_unlock(s->m) == 0);
+	}
+}
+
+static void latecomer(void *arg)
+{
+	struct starve *s = arg;
+	CHECK(weft_sleep(weft_now() + 5 * MS) == 0);
+	CHECK(weft_mutex_lock(s->m) == 0);
+	__atomic_store_n(&s->got, 1, __ATOMIC_RELEASE);
+	CHECK(weft_mutex_unlock(s->m) == 0);
+}
+
+static void starve_root(void *arg)
+{
+	weft_co *h = go(hog, arg), *l = go(latecomer, arg);
+	join(l);
+	join(h);
+}
+
+Test(sync, mutex_barging_never_starves_a_waiter, .timeout = 60)
+{
+	struct starve s = { .m = weft_mutex_new() };
+	run(2, starve_root, &s);
+	cr_assert(!s.hog_gave_up, "the latecomer waited 5 s for the mutex");
+	weft_mutex_free(s.m);
+}
+
 static void unlock_foreign(void *arg)
 {
 	CHECK(weft_mutex_unlock(arg) == -1 && errno == EPERM);
