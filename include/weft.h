@@ -249,12 +249,16 @@ WEFT_EXPORT weft_mutex *weft_mutex_new(void);
 WEFT_EXPORT void weft_mutex_free(weft_mutex *m);
 
 /*
- * Locks m, parking while another coroutine holds it.  Waiters get the mutex
- * in FIFO order, handed over by the unlocker (no barging).  Coroutines only:
- * EPERM elsewhere.  Errors: EDEADLK if the caller already holds m; ECANCELED.
+ * Locks m, parking while another coroutine holds it.  Waiters queue in FIFO
+ * order.  While waits are short a running locker may take a just-released
+ * mutex ahead of the woken waiter (as Go's sync.Mutex does); once a waiter
+ * has waited 1 ms, unlock hands the mutex to the oldest waiter and nobody
+ * barges until the queue moves fast again: no waiter starves.  Coroutines
+ * only: EPERM elsewhere.  Errors: EDEADLK if the caller already holds m;
+ * ECANCELED.
  */
 WEFT_EXPORT int weft_mutex_lock(weft_mutex *m);
-/* Locks m if it is free and nobody waits for it; else EBUSY. */
+/* Locks m if it is free (and not being handed to a waiter); else EBUSY. */
 WEFT_EXPORT int weft_mutex_trylock(weft_mutex *m);
 /* Unlocks m.  Errors: EPERM if the caller does not hold it. */
 WEFT_EXPORT int weft_mutex_unlock(weft_mutex *m);
