@@ -297,6 +297,8 @@ int weft_wait(int fd, int events, int64_t deadline)
 	if (io_begin(&io, fd) != 0)
 		return -1;
 	int r = wait_ready(&io, events, deadline);
+	if (events & WEFT_IN)
+		io.e->drained = false;	/* it dropped READY: the next read must try */
 	return (int)io_return(&io, r, -r);
 }
 

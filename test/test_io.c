@@ -532,6 +532,13 @@ static void short_reads(void *arg)
 		CHECK(weft_write(st[1], "c", 1, -1) == 1);	/* arrives before we park */
 		CHECK(weft_read(st[0], b, sizeof b, weft_now() + 5000 * MS) == 1 && b[0] == 'c');
 	}
+	/* weft_wait drops remembered readiness: a read after it must not park */
+	CHECK(weft_write(st[1], "ab", 2, -1) == 2);
+	CHECK(weft_read(st[0], b, sizeof b, -1) == 2);
+	CHECK(weft_write(st[1], "e", 1, -1) == 1);
+	CHECK(weft_sleep(weft_now() + 2 * MS) == 0);	/* its edge is harvested: READY */
+	CHECK(weft_wait(st[0], WEFT_IN, -1) == WEFT_IN);
+	CHECK(weft_read(st[0], b, sizeof b, weft_now() + 5000 * MS) == 1 && b[0] == 'e');
 	for (int i = 0; i < 3; i++)
 		CHECK(weft_write(dg[1], "d", 1, -1) == 1);
 	for (int i = 0; i < 3; i++)	/* each short; all three already queued */
