@@ -140,6 +140,20 @@ WEFT_EXPORT weft_co *weft_self(void);
 /* co's id: unique and never reused within the process; 0 for NULL. */
 WEFT_EXPORT uint64_t weft_co_id(const weft_co *co);
 
+/* The longest name weft_set_name keeps, with its terminating NUL. */
+#define WEFT_NAME_MAX 32
+
+/*
+ * Names the calling coroutine (copied, truncated to WEFT_NAME_MAX - 1 bytes;
+ * NULL or "" clears it), for debuggers (`info weft-coroutines` in
+ * tools/gdb/weft.py) and the stall detector's report.  Errors: EPERM
+ * outside a coroutine.
+ */
+WEFT_EXPORT int weft_set_name(const char *name);
+
+/* co's name ("" if it has none); co must not have been joined or detached. */
+WEFT_EXPORT const char *weft_co_name(const weft_co *co);
+
 /* 0..n-1 on a worker thread, -1 elsewhere.  May change after a suspension. */
 WEFT_EXPORT int weft_worker_id(void);
 

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "atomic.h"
 #include "context.h"
@@ -55,7 +56,9 @@ static struct weft__stack_cache *stacks_of(struct weft__worker *w)
  * returning the stack, to the cache of w, the worker doing it (or NULL). */
 static void co_free(struct weft__worker *w, struct weft_co *co)
 {
-	weft__stack_put(stacks_of(w), co->stack);
+	struct weft__stack *stack = co->stack;
+	co->stack = NULL;	/* a cached stack holds no coroutine (tools/gdb/weft.py) */
+	weft__stack_put(stacks_of(w), stack);
 }
 
 static void co_finish(struct weft__worker *w, struct weft_co *co)
@@ -162,6 +165,7 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 	co->cancelled = 0;
 	co->locals = NULL;
 	co->nlocals = 0;
+	co->name[0] = '\0';
 	co->park_word = park_word(0, 0, CO_RUNNABLE);
 	co->id = weft__next_id(w);
 	co->sp = weft__ctx_make(weft__stack_top(stack), co_main, co);
@@ -266,4 +270,20 @@ weft_co *weft_self(void)
 uint64_t weft_co_id(const weft_co *co)
 {
 	return co ? co->id : 0;
+}
+
+int weft_set_name(const char *name)
+{
+	weft_co *co = weft_self();
+	if (!co)
+		return weft__fail(EPERM);
+	size_t len = name ? strnlen(name, WEFT_NAME_MAX - 1) : 0;
+	memcpy(co->name, name ? name : "", len);
+	co->name[len] = '\0';
+	return 0;
+}
+
+const char *weft_co_name(const weft_co *co)
+{
+	return co ? co->name : "";
 }

@@ -41,6 +41,7 @@ struct weft_co {
 	struct weft__local *locals;	/* coroutine-local values, by key slot */
 	unsigned nlocals;
 	struct weft__san san;
+	char name[WEFT_NAME_MAX];	/* weft_set_name's copy, "" if none */
 };
 
 /* The scheduler's side: run co on w until it switches out, then finish the

@@ -185,6 +185,7 @@ static struct weft__stack *stack_alloc(void)
 	}
 	if (!s->guarded)
 		write_canary(lo);
+	memset(weft__stack_payload(s), 0, WEFT_STACK_PAYLOAD);	/* no coroutine yet */
 	all_add(s);
 #ifdef WEFT_VALGRIND
 	s->valgrind_id = VALGRIND_STACK_REGISTER(weft__stack_base(s), (char *)s);
