@@ -1,19 +1,12 @@
 /*
  * coro.c — coroutines: spawn, run, yield, exit, join and detach.
  *
- * Join handshake, on the atomic word co->join:
- *   NULL           nobody has joined or detached yet
- *   JOIN_DETACHED  weft_detach came first: co frees itself when it finishes
- *   JOIN_DONE      co finished and nobody waits yet: the joiner frees it
- *   a waiter       a joiner is parked (or blocked) on it
- *   waiter|CLAIMED the finishing side is waking that joiner
- * The finishing side (on the scheduler's stack, after the last switch-out)
- * CASes NULL to JOIN_DONE, or claims the waiter, wakes it and then stores
- * JOIN_DONE; joiner and detacher CAS NULL to their value and, failing that,
- * find JOIN_DONE.  Exactly one side frees the control block.  A joiner woken
- * by weft_cancel instead takes its waiter back (CAS to NULL), or, if the
- * finisher claimed it first, waits for JOIN_DONE and leaves it there: the
- * target stays joinable either way.
+ * Join: co->join is a completion (park.h) that co's finishing side completes
+ * (on the scheduler's stack, after the last switch-out), with one state of
+ * our own, JOIN_DETACHED: weft_detach came first, and co frees itself when
+ * it finishes.  Joiner and detacher find WEFT__COMPLETE or put their value
+ * in place of NULL; exactly one side frees the control block.  A joiner
+ * woken by weft_cancel gives up, and the target stays joinable.
  */
 #include "coro.h"
 
@@ -31,8 +24,6 @@
 #include "worker.h"
 
 #define JOIN_DETACHED ((void *)1)
-#define JOIN_DONE ((void *)2)
-#define JOIN_CLAIMED ((uintptr_t)1)	/* low bit on a waiter pointer */
 
 /* ------------------------------------------------------ switching */
 
@@ -65,21 +56,8 @@ static void co_finish(struct weft__worker *w, struct weft_co *co)
 {
 	san_destroy(&co->san);
 	at_store_64(&w->c.finished, at_load_64(&w->c.finished) + 1);
-	for (;;) {
-		void *j = at_load_ptr(&co->join);
-		if (j == JOIN_DETACHED) {
-			co_free(w, co);
-			return;
-		}
-		if (j == NULL && at_cas_ptr(&co->join, NULL, JOIN_DONE))
-			return;
-		if (j != NULL && at_cas_ptr(&co->join, j, (void *)((uintptr_t)j | JOIN_CLAIMED))) {
-			weft__waiter_wake(j, 0);
-			at_fence_release();	/* done with the waiter before it may go */
-			at_store_ptr(&co->join, JOIN_DONE);
-			return;
-		}
-	}
+	if (!weft__complete(&co->join, JOIN_DETACHED))
+		co_free(w, co);
 }
 
 static void push_yielder(struct weft__worker *w, struct weft_co *co)
@@ -178,44 +156,15 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 	return co;
 }
 
-/* After the joiner's wait: true if co finished (JOIN_DONE is in place),
- * false if the joiner took its waiter back (it was cancelled). */
-static bool join_settle(weft_co *co, struct weft__waiter *w, int result)
-{
-	void *claimed = (void *)((uintptr_t)w | JOIN_CLAIMED);
-	for (;;) {
-		void *j = at_load_ptr(&co->join);
-		if (j == JOIN_DONE)
-			return result == 0;
-		if (j == w && result != 0 && at_cas_ptr(&co->join, w, NULL))
-			return false;
-		if (j == claimed || j == w)
-			at_pause();	/* the finisher is waking us: wait for JOIN_DONE */
-	}
-}
-
 int weft_join(weft_co *co)
 {
 	if (!co || co == weft_self())
 		return weft__fail(EINVAL);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
-	void *state = at_load_ptr(&co->join);
-	if (state == NULL) {
-		struct weft__waiter waiter;
-		weft__waiter_init(&waiter);
-		if (at_cas_ptr(&co->join, NULL, &waiter)) {
-			int r = weft__waiter_wait(&waiter, -1);
-			if (!join_settle(co, &waiter, r))
-				return weft__fail(ECANCELED);
-			state = JOIN_DONE;
-		} else {
-			weft__waiter_disarm(&waiter);
-			state = at_load_ptr(&co->join);
-		}
-	}
-	if (state != JOIN_DONE)
-		return weft__fail(EINVAL);
+	int r = weft__completion_wait(&co->join, true);
+	if (r != 0)
+		return weft__fail(r);
 	co_free(weft__worker_self(), co);
 	return 0;
 }
@@ -243,7 +192,7 @@ int weft_detach(weft_co *co)
 		return weft__fail(EINVAL);
 	if (at_cas_ptr(&co->join, NULL, JOIN_DETACHED))
 		return 0;
-	if (at_load_ptr(&co->join) != JOIN_DONE)
+	if (at_load_ptr(&co->join) != WEFT__COMPLETE)
 		return weft__fail(EINVAL);
 	co_free(weft__worker_self(), co);
 	return 0;

@@ -34,7 +34,7 @@ struct weft_co {
 	void (*fn)(void *);
 	void *arg;
 	struct weft__stack *stack;	/* NULL once finished */
-	void *join;			/* atomic: NULL, JOIN_DETACHED, JOIN_DONE or a waiter */
+	void *join;			/* a completion (park.h), or JOIN_DETACHED (coro.c) */
 	uint64_t id;
 	int saved_errno;		/* errno follows the coroutine across workers */
 	unsigned cancelled;		/* atomic: weft_cancel was called */

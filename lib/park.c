@@ -31,6 +31,7 @@ void weft__waiter_init(struct weft__waiter *w)
 	w->deadline = -1;
 	w->timers = NULL;
 	w->timer_index = WEFT__TIMER_NONE;
+	w->cancellable = true;
 	if (!co) {
 		w->gen = 0;
 		return;
@@ -83,7 +84,7 @@ static int co_wait(struct weft__waiter *w, int64_t deadline)
 	/* StoreLoad: the arming store before the flag load; weft_cancel
 	 * stores the flag before it loads the park word (Dekker). */
 	at_fence_store_load();
-	if (at_load_uint(&co->cancelled))
+	if (w->cancellable && at_load_uint(&co->cancelled))
 		weft__waiter_wake(w, ECANCELED);
 	else if (expired(deadline))
 		weft__waiter_wake(w, ETIMEDOUT);
@@ -168,4 +169,66 @@ bool weft__park_finish(struct weft_co *co)
 	word = at_load_64(&co->park_word);
 	at_store_64(&co->park_word, park_word(gen, park_result(word), CO_RUNNABLE));
 	return true;
+}
+
+/* ------------------------------------------------------ completions */
+
+#define CLAIMED ((uintptr_t)1)	/* low bit on a waiter pointer */
+
+bool weft__complete(void **word, void *other)
+{
+	for (;;) {
+		void *j = at_load_ptr(word);
+		if (j == other)
+			return false;
+		if (j == NULL && at_cas_ptr(word, NULL, WEFT__COMPLETE))
+			return true;
+		if (j != NULL && at_cas_ptr(word, j, (void *)((uintptr_t)j | CLAIMED))) {
+			weft__waiter_wake(j, 0);
+			at_fence_release();	/* done with the waiter before it may go */
+			at_store_ptr(word, WEFT__COMPLETE);
+			return true;
+		}
+	}
+}
+
+/* After a wait woken with result r: true once complete, false if the waiter
+ * took itself back (it was woken by a cancel, not by the completer). */
+static bool completion_settle(void **word, struct weft__waiter *w, int r)
+{
+	void *claimed = (void *)((uintptr_t)w | CLAIMED);
+	for (;;) {
+		void *j = at_load_ptr(word);
+		if (j == WEFT__COMPLETE)
+			return true;
+		if (j == w && r != 0 && at_cas_ptr(word, w, NULL))
+			return false;
+		if (j == claimed || j == w)
+			at_pause();	/* the completer is waking us: wait for COMPLETE */
+	}
+}
+
+int weft__completion_wait(void **word, bool cancellable)
+{
+	for (;;) {
+		void *state = at_load_ptr(word);
+		if (state == WEFT__COMPLETE)
+			return 0;
+		if (state != NULL)
+			return EINVAL;
+		struct weft__waiter w;
+		weft__waiter_init(&w);
+		w.cancellable = cancellable;
+		if (!at_cas_ptr(word, NULL, &w)) {
+			weft__waiter_disarm(&w);
+			continue;
+		}
+		int r = weft__waiter_wait(&w, -1);
+		bool complete = completion_settle(word, &w, r);
+		if (cancellable && r == ECANCELED)
+			return ECANCELED;
+		if (complete)
+			return 0;
+		/* not cancellable: a stray cancel wake; wait again */
+	}
 }

@@ -74,6 +74,7 @@ struct weft__waiter {
 	int64_t deadline;	/* absolute weft_now() ns, -1 for none */
 	struct weft__timers *timers;	/* the heap it was put in, if any */
 	uint32_t timer_index;	/* its place there, under the heap's lock */
+	bool cancellable;	/* weft_cancel wakes it (default; see completions) */
 };
 
 enum { WEFT__WAKE_READY = 0x4000 };	/* result: | the ready WEFT_IN/WEFT_OUT */
@@ -97,6 +98,30 @@ bool weft__waiter_wake_ready(struct weft__waiter *w, int result, struct weft__wo
 /* weft_cancel's wake: whatever co is parked on now (no waiter needed: the
  * waiter retracts itself from wherever it waits once resumed). */
 bool weft__park_cancel(struct weft_co *co);
+
+/*
+ * A completion: an event that happens once (a coroutine finishing, an
+ * offloaded call returning), awaited by at most one waiter at a time.  One
+ * atomic word:
+ *   NULL               not complete, nobody waits
+ *   WEFT__COMPLETE     complete
+ *   a waiter           someone waits on it
+ *   waiter|CLAIMED     the completer is waking that waiter
+ *   any other value    the caller's own state (JOIN_DETACHED): the
+ *                      completer leaves it alone and reports it
+ * The completer claims the waiter before waking it and stores COMPLETE only
+ * after its last access to the waiter (release), so a waiter that sees
+ * COMPLETE may return and let its stack frame (and the waiter) go.  A waiter
+ * woken by weft_cancel takes itself back (CAS to NULL), unless the completer
+ * claimed it first; then it waits for COMPLETE (a few instructions away).
+ */
+#define WEFT__COMPLETE ((void *)2)
+/* Completes *word; returns false (and does nothing) if it holds `other`. */
+bool weft__complete(void **word, void *other);
+/* Waits for *word to complete: 0, or ECANCELED if `cancellable` and the
+ * caller was cancelled (the word is left NULL or COMPLETE, so a later wait
+ * works), EINVAL if the word holds someone else's waiter or another state. */
+int weft__completion_wait(void **word, bool cancellable);
 
 /* Scheduler side: the coroutine switched out in PARKING; make it PARKED, or
  * runnable if a waker came first.  Returns true if it must be queued. */
