@@ -119,7 +119,8 @@ WEFT_EXPORT int weft_detach(weft_co *co);
 
 /*
  * Cancels co: its current blocking call (I/O, sleep, join, mutex, condition
- * variable, wait group, channel, select) returns -1/ECANCELED at once, and
+ * variable, wait group, channel, select, offload: see weft_offload)
+ * returns -1/ECANCELED at once, and
  * so does every later one, ready or not, so it unwinds through its own error
  * paths (weft_cond_wait still returns with its mutex held).  A cancelled
  * joiner's target stays joinable.  Cancelling a finished coroutine is a
@@ -246,6 +247,84 @@ WEFT_EXPORT int weft_close(int fd);
  * Errors: EPERM outside a coroutine; ECANCELED; ENOMEM (timer heap).
  */
 WEFT_EXPORT int weft_sleep(int64_t deadline);
+
+/* ----------------------------------------------------- blocking offload */
+
+/*
+ * Runs fn(arg) on a helper thread and parks the calling coroutine until it
+ * returns; the worker runs other coroutines meanwhile.  For calls that block
+ * their thread: getaddrinfo(3), file reads, a legacy library's sleep(3).
+ * fn runs on a plain thread, so the weft calls it makes behave as from a
+ * plain thread (joins and channel operations block that thread).
+ * The helpers are created on demand, up to $WEFT_BLOCKING_THREADS (1..4096,
+ * default 64); past that, calls queue in order.  A helper idle for 10 s
+ * exits.  Called from a plain thread, weft_offload just calls fn(arg).
+ * Cancellation: weft_cancel does not interrupt fn; weft_offload still waits
+ * for fn to return (so arg stays valid), then returns -1/ECANCELED.  A
+ * coroutine already cancelled gets ECANCELED at once, and fn does not run.
+ * Errors: EINVAL if fn is NULL; EAGAIN if no helper thread exists and none
+ * can be created (fn did not run); ECANCELED as above.
+ */
+WEFT_EXPORT int weft_offload(void (*fn)(void *), void *arg);
+
+/* ------------------------------------------------------------------ stats */
+
+/* Counters of one worker (or their sums).  Each only grows while the
+ * runtime runs; they start at 0 at weft_init. */
+typedef struct weft_worker_stats {
+	uint64_t spawned;		/* coroutines created by code on this worker */
+	uint64_t finished;		/* coroutines that returned on this worker */
+	uint64_t dispatches;		/* switches into a coroutine */
+	uint64_t steals;		/* coroutines taken from other workers */
+	uint64_t steal_attempts;	/* victims probed */
+	uint64_t parks;			/* coroutines that switched out to wait */
+	uint64_t wakeups;		/* waits ended by a wake this worker made */
+	uint64_t sleeps;		/* times the worker slept in epoll_wait */
+	uint64_t polls;			/* harvests of its epoll instance */
+	uint64_t ready_events;		/* fd events those harvests returned */
+	uint64_t timers_fired;		/* deadlines that expired in its timer heap */
+	uint64_t lifo_hits;		/* coroutines taken from its own deque */
+	uint64_t inject_pops;		/* from the injection queue (plain threads) */
+	uint64_t ready_pops;		/* from its queue of I/O-woken coroutines */
+	uint64_t stack_cache_hits;	/* spawns served by its stack cache */
+	uint64_t stack_cache_misses;	/* spawns that went to the depot or jemalloc */
+	uint64_t stalls;		/* stalls reported (WEFT_STALL_MS) */
+} weft_worker_stats;
+
+#define WEFT_STATS_VERSION 1
+
+/*
+ * A snapshot of the runtime's counters.  ABI growth: set `size` to
+ * sizeof(weft_stats) before the call; a later library fills only what fits
+ * in that size and sets `version`; new fields are only ever appended.
+ */
+typedef struct weft_stats {
+	uint32_t size;			/* in: sizeof(weft_stats) */
+	uint32_t version;		/* out: WEFT_STATS_VERSION */
+	weft_worker_stats *per_worker;	/* in: NULL, or room for per_worker_len */
+	unsigned per_worker_len;	/* in: entries at per_worker */
+	unsigned workers;		/* out: the number of workers (entries filled:
+					 * the smaller of the two) */
+	weft_worker_stats total;	/* out: sums over the workers; spawned and
+					 * wakeups include plain threads', polls and
+					 * ready_events the monitor's */
+	uint64_t live;			/* out: coroutines spawned and not finished */
+	uint64_t stacks_allocated;	/* out: stacks held from jemalloc (in use or cached) */
+	uint64_t offload_calls;		/* out: weft_offload calls run by helpers */
+	unsigned blocking_threads;	/* out: helper threads alive now */
+	unsigned blocking_threads_max;	/* out: their limit */
+} weft_stats;
+
+/*
+ * Fills *out (see weft_stats).  From any thread while the runtime runs (not
+ * racing weft_shutdown on another thread).
+ * Counters are read without stopping the workers: each is exact, the sums
+ * are a moment's approximation, except that finished <= spawned always
+ * (live never underflows).  $WEFT_STATS=1 prints the same table on stderr
+ * at weft_shutdown.  Errors: EINVAL if out is NULL or out->size is smaller
+ * than the version-1 struct; ESRCH if the runtime is not running.
+ */
+WEFT_EXPORT int weft_stats_get(weft_stats *out);
 
 /* ------------------------------------------------------ synchronisation */
 

@@ -159,9 +159,18 @@ int weft__config_resolve(const weft_config *cfg, struct weft__settings *out)
 	int rp = env_u64("WEFT_PIN", false, 0, 1, "0 or 1", &pin);
 	uint64_t guards = 0;
 	int rg = env_u64("WEFT_STACK_GUARDS", false, 0, 1u << 30, "an integer in 0..1073741824", &guards);
-	if (rw < 0 || rs < 0 || rp < 0 || rg < 0)
+	uint64_t blocking = WEFT_BLOCKING_THREADS_DEFAULT, stall = WEFT_STALL_MS_DEFAULT, stats = 0;
+	int rb = env_u64("WEFT_BLOCKING_THREADS", false, 1, WEFT_BLOCKING_THREADS_MAX,
+			 "an integer in 1..4096", &blocking);
+	int rl = env_u64("WEFT_STALL_MS", false, 0, WEFT_STALL_MS_MAX,
+			 "milliseconds in 0..3600000 (0 disables)", &stall);
+	int rt = env_u64("WEFT_STATS", false, 0, 1, "0 or 1", &stats);
+	if (rw < 0 || rs < 0 || rp < 0 || rg < 0 || rb < 0 || rl < 0 || rt < 0)
 		return -1;
 	out->stack_guards = rg ? (long)guards : -1;
+	out->blocking_threads = (unsigned)blocking;
+	out->stall_ms = (unsigned)stall;
+	out->stats = stats != 0;
 
 	out->workers = cfg->workers ? cfg->workers : rw ? (unsigned)workers
 						       : weft__config_default_workers();

@@ -5,6 +5,7 @@
 #ifndef WEFT_CONFIG_H
 #define WEFT_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "weft.h"
@@ -13,6 +14,10 @@ enum {
 	WEFT_WORKERS_MAX = 1024,
 	WEFT_STACK_MIN = 16 << 10,
 	WEFT_STACK_DEFAULT = 64 << 10,
+	WEFT_BLOCKING_THREADS_MAX = 4096,
+	WEFT_BLOCKING_THREADS_DEFAULT = 64,
+	WEFT_STALL_MS_MAX = 3600 * 1000,
+	WEFT_STALL_MS_DEFAULT = 100,
 };
 #define WEFT_STACK_MAX ((size_t)1 << 30)
 
@@ -21,6 +26,9 @@ struct weft__settings {
 	size_t stack_size;	/* rounded up to the page size */
 	int pin;		/* 1 or -1 */
 	long stack_guards;	/* guarded stacks allowed at once; -1: the default */
+	unsigned blocking_threads;	/* weft_offload's helpers, at most */
+	unsigned stall_ms;	/* report a coroutine running this long; 0: never */
+	bool stats;		/* print the stats table at shutdown */
 };
 
 /* Fills out from cfg, the environment and the defaults; -1/EINVAL (after one

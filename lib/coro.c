@@ -55,7 +55,7 @@ static void co_free(struct weft__worker *w, struct weft_co *co)
 static void co_finish(struct weft__worker *w, struct weft_co *co)
 {
 	san_destroy(&co->san);
-	at_store_64(&w->c.finished, at_load_64(&w->c.finished) + 1);
+	weft__count(&w->c.finished);
 	if (!weft__complete(&co->join, JOIN_DETACHED))
 		co_free(w, co);
 }
@@ -75,7 +75,9 @@ void weft__co_run(struct weft__worker *w, struct weft_co *co)
 	uint64_t word = at_load_64(&co->park_word);
 	at_store_64(&co->park_word, park_word(park_gen(word), park_result(word), CO_RUNNING));
 	co->worker = w;
-	at_store_ptr((void **)&w->current, co);	/* the monitor reads it */
+	at_store_64(&w->current_id, co->id);	/* the monitor reads these */
+	at_store_ptr(&w->current_fn, (void *)co->fn);
+	at_store_ptr((void **)&w->current, co);
 	*w->errno_slot = co->saved_errno;
 	san_switch_begin(&w->sched_san, &co->san, false);
 	weft__ctx_switch(&w->sched_sp, co->sp);
@@ -90,6 +92,7 @@ void weft__co_run(struct weft__worker *w, struct weft_co *co)
 		break;
 	case CO_PARKING:
 	case CO_NOTIFIED:	/* woken while still switching out */
+		weft__count(&w->c.parks);
 		if (weft__park_finish(co))
 			weft__schedule(co);
 		break;
@@ -149,7 +152,7 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 	co->sp = weft__ctx_make(weft__stack_top(stack), co_main, co);
 	san_init(&co->san, weft__stack_base(stack), weft__stack_usable(stack), true);
 	if (w)
-		at_store_64(&w->c.spawned, at_load_64(&w->c.spawned) + 1);
+		weft__count(&w->c.spawned);
 	else
 		at_faa_64(&weft__rt.ext_spawned, 1);
 	weft__schedule(co);

@@ -172,7 +172,7 @@ static void fd_event(struct weft__worker *w, uint64_t tag, uint32_t events)
 	 * both slots gets one wake with both events) */
 }
 
-bool weft__loop_poll(struct weft__worker *w)
+int weft__loop_poll(struct weft__worker *w)
 {
 	struct epoll_event ev[EPOLL_BATCH];
 	int n, total = 0;
@@ -182,19 +182,18 @@ bool weft__loop_poll(struct weft__worker *w)
 			fd_event(w, ev[i].data.u64, ev[i].events);
 		total += n > 0 ? n : 0;
 	} while (n == EPOLL_BATCH);
-	return total > 0;
+	return total;
 }
 
 bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 {
-	bool woke = false;
-	if (weft__timers_next(&w->timers) <= now) {
-		weft__timers_fire(&w->timers, now);
-		woke = true;
-	}
+	bool woke = weft__timers_fire(&w->timers, now);
 	if (poll_fds && at_load_uint(&w->nfds) > 0) {
 		w->last_poll = now;
-		woke |= weft__loop_poll(w);
+		int events = weft__loop_poll(w);
+		weft__count(&w->c.polls);
+		weft__count_n(&w->c.ready_events, (uint64_t)events);
+		woke |= events > 0;
 	}
 	return woke;
 }

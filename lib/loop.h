@@ -38,7 +38,7 @@ struct weft__fd *weft__loop_register(int fd);
 void weft__loop_unregister(struct weft__fd *e, int fd);
 
 /* Harvests w's epfd without blocking; true if it had events. */
-bool weft__loop_poll(struct weft__worker *w);
+int weft__loop_poll(struct weft__worker *w);
 /* The owner's service: fires due timers, and harvests epfd if poll_fds;
  * true if either made something runnable. */
 bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds);

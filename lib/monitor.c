@@ -30,6 +30,13 @@
  * misses what becomes ready afterwards on a stuck loop.  The monitor looks at
  * loops only while they are stuck, and reacts to readiness, not to a period.
  *
+ * The same samples detect stalls: a worker whose one dispatch has run for
+ * WEFT_STALL_MS (measured from the first sample that saw it, so up to a tick
+ * late) gets one stderr line naming the coroutine's id and entry function,
+ * once per stall, and its `stalls` counter goes up.  The worker publishes the
+ * running coroutine's id and entry in its own fields at each dispatch, so the
+ * monitor never reads a control block that may be freed under it.
+ *
  * When every worker sleeps in its loop, nothing can get stuck: the monitor
  * sleeps without a timeout, and the first worker to wake kicks it (Dekker:
  * the monitor announces `sleeping` then re-checks every worker's `polling`;
@@ -37,11 +44,14 @@
  */
 #include "monitor.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -58,7 +68,9 @@ enum { HUB_KICK = UINT32_MAX };
 
 struct watch {
 	uint64_t dispatches;	/* at the previous tick */
+	int64_t since;		/* when that dispatch was first seen running */
 	bool adopted;		/* its epfd is in the hub */
+	bool reported;		/* that dispatch's stall is reported */
 };
 
 static struct {
@@ -67,6 +79,8 @@ static struct {
 	unsigned stop;		/* atomic */
 	unsigned sleeping;	/* atomic: asleep without a tick */
 	struct watch *watch;
+	int64_t stall_ns;	/* 0: no stall reports */
+	uint64_t polls, events;	/* atomic, written by the monitor only */
 	bool running;
 } mon = { .hub = -1, .evfd = -1 };
 
@@ -90,13 +104,50 @@ static void adopt(unsigned i, bool on)
 	mon.watch[i].adopted = on;
 }
 
-static bool stuck(unsigned i)
+/* "entry 0x... (symbol+0x.. in object)", as much as dladdr can tell. */
+static void describe(void *fn, char *buf, size_t size)
+{
+	Dl_info info;
+	if (!dladdr(fn, &info) || !info.dli_fname)
+		snprintf(buf, size, "%p", fn);
+	else if (info.dli_sname)
+		snprintf(buf, size, "%p (%s+%#tx in %s)", fn, info.dli_sname,
+			 (char *)fn - (char *)info.dli_saddr, info.dli_fname);
+	else
+		snprintf(buf, size, "%p (%s+%#tx)", fn, info.dli_fname,
+			 (char *)fn - (char *)info.dli_fbase);
+}
+
+static void report_stall(struct weft__worker *w, int64_t ran_ns)
+{
+	uint64_t id = at_load_64(&w->current_id);
+	char entry[512];
+	describe(at_load_ptr(&w->current_fn), entry, sizeof entry);
+	/* The dispatch may have ended since the sample; then it was a stall of
+	 * this length all the same. */
+	fprintf(stderr, "weft: stall: worker %u has run coroutine %" PRIu64
+		" (entry %s) for %" PRId64 " ms without switching\n",
+		w->index, id, entry, ran_ns / 1000000);
+	weft__count(&w->c.stalls);
+}
+
+/* Samples worker i: true if it is stuck (see above); reports a stall. */
+static bool stuck(unsigned i, int64_t now)
 {
 	struct weft__worker *w = &weft__rt.workers[i];
+	struct watch *m = &mon.watch[i];
 	uint64_t d = at_load_64(&w->c.dispatches);
-	bool same = d == mon.watch[i].dispatches;
-	mon.watch[i].dispatches = d;
-	return same && !at_load_uint(&w->polling) && at_load_ptr((void **)&w->current) != NULL;
+	bool running = at_load_ptr((void **)&w->current) != NULL;
+	bool same = d == m->dispatches && running;
+	m->dispatches = d;
+	if (!same) {
+		m->since = now;
+		m->reported = false;
+	} else if (mon.stall_ns && !m->reported && now - m->since >= mon.stall_ns) {
+		m->reported = true;
+		report_stall(w, now - m->since);
+	}
+	return same && !at_load_uint(&w->polling);
 }
 
 /* Samples the workers (at most once per tick) and fires the due timers of
@@ -112,7 +163,7 @@ static int tick(void)
 		struct weft__worker *w = &weft__rt.workers[i];
 		awake |= !at_load_uint(&w->polling);
 		if (sample)
-			adopt(i, stuck(i));
+			adopt(i, stuck(i, now));
 		if (!mon.watch[i].adopted)
 			continue;
 		weft__timers_fire(&w->timers, now);
@@ -161,15 +212,20 @@ static void *monitor_main(void *arg)
 				while (read(mon.evfd, &v, sizeof v) < 0 && errno == EINTR)
 					;
 			} else {
-				weft__loop_poll(&weft__rt.workers[who]);
+				int got = weft__loop_poll(&weft__rt.workers[who]);
+				weft__count(&mon.polls);
+				weft__count_n(&mon.events, (uint64_t)got);
 			}
 		}
 	}
 	return NULL;
 }
 
-int weft__monitor_start(void)
+int weft__monitor_start(unsigned stall_ms)
 {
+	mon.stall_ns = (int64_t)stall_ms * 1000000;
+	at_store_64(&mon.polls, 0);
+	at_store_64(&mon.events, 0);
 	at_store_uint(&mon.stop, 0);
 	at_store_uint(&mon.sleeping, 0);	/* the workers already read it */
 	mon.watch = calloc(weft__rt.nworkers, sizeof *mon.watch);
@@ -190,6 +246,12 @@ int weft__monitor_start(void)
 	if (err)
 		weft__monitor_stop();
 	return err ? weft__fail(err) : 0;
+}
+
+void weft__monitor_counts(uint64_t *polls, uint64_t *events)
+{
+	*polls = at_load_64(&mon.polls);
+	*events = at_load_64(&mon.events);
 }
 
 void weft__monitor_stop(void)

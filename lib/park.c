@@ -108,6 +108,15 @@ int weft__waiter_wait(struct weft__waiter *w, int64_t deadline)
 	return w->co ? co_wait(w, deadline) : thread_wait(w, deadline);
 }
 
+static void count_wakeup(void)
+{
+	struct weft__worker *self = weft__worker_self();
+	if (self)
+		weft__count(&self->c.wakeups);
+	else
+		at_faa_64(&weft__rt.ext_wakeups, 1);
+}
+
 /* The waker's CAS on co's park word, for wait generation gen (any current
  * one if any_gen); queues co if it had fully parked. */
 static bool wake_co(struct weft_co *co, uint32_t gen, bool any_gen, int result,
@@ -123,6 +132,7 @@ static bool wake_co(struct weft_co *co, uint32_t gen, bool any_gen, int result,
 			return false;
 		if (!at_cas_64(&co->park_word, word, park_word(park_gen(word), result, next)))
 			continue;
+		count_wakeup();
 		if (next == CO_RUNNABLE && ready_on)
 			weft__schedule_ready(co, ready_on);
 		else if (next == CO_RUNNABLE)
@@ -179,7 +189,7 @@ bool weft__complete(void **word, void *other)
 {
 	for (;;) {
 		void *j = at_load_ptr(word);
-		if (j == other)
+		if (other && j == other)
 			return false;
 		if (j == NULL && at_cas_ptr(word, NULL, WEFT__COMPLETE))
 			return true;

@@ -116,7 +116,8 @@ bool weft__park_cancel(struct weft_co *co);
  * claimed it first; then it waits for COMPLETE (a few instructions away).
  */
 #define WEFT__COMPLETE ((void *)2)
-/* Completes *word; returns false (and does nothing) if it holds `other`. */
+/* Completes *word; returns false (and does nothing) if it holds `other`
+ * (a caller state; NULL: there is none). */
 bool weft__complete(void **word, void *other);
 /* Waits for *word to complete: 0, or ECANCELED if `cancellable` and the
  * caller was cancelled (the word is left NULL or COMPLETE, so a later wait

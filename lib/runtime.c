@@ -3,7 +3,8 @@
  *
  * init: resolve the configuration, create the stack pool's arena, start the
  * workers and the monitor.  shutdown: wait until every coroutine has
- * finished (draining), stop accepting spawns, stop the monitor, stop and
+ * finished (draining), print the stats if asked, stop accepting spawns,
+ * stop the offload helpers, stop the monitor, stop and
  * join the workers, free the pool and the fd table.  A mutex
  * serialises init and shutdown against each other; nothing on a hot path
  * takes it.
@@ -21,13 +22,16 @@
 #include "config.h"
 #include "fdtable.h"
 #include "monitor.h"
+#include "offload.h"
 #include "overflow.h"
 #include "stack.h"
+#include "stats.h"
 #include "weft.h"
 #include "worker.h"
 
 static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool started;	/* under lifecycle_lock */
+static bool print_stats;	/* $WEFT_STATS=1 */
 
 bool weft__runtime_accepting(void)
 {
@@ -44,12 +48,14 @@ static int init_locked(const weft_config *cfg)
 	if (weft__stack_pool_init(s.stack_size, s.stack_guards) != 0)
 		return -1;
 	weft__overflow_install();
+	weft__offload_init(s.blocking_threads);
+	print_stats = s.stats;
 	if (weft__workers_start(s.workers, s.pin) != 0) {
 		int e = errno;
 		weft__stack_pool_fini();
 		return weft__fail(e);
 	}
-	if (weft__monitor_start() != 0) {
+	if (weft__monitor_start(s.stall_ms) != 0) {
 		int e = errno;
 		weft__workers_stop();
 		weft__stack_pool_fini();
@@ -94,7 +100,10 @@ int weft_shutdown(void)
 		return weft__fail(ESRCH);
 	}
 	wait_all_finished();
+	if (print_stats)
+		weft__stats_print(stderr);
 	at_store_uint(&weft__rt.running, 0);
+	weft__offload_fini();
 	weft__monitor_stop();
 	weft__workers_stop();
 	weft__stack_pool_fini();

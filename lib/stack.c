@@ -43,6 +43,7 @@ static struct {
 	struct weft__magazine *empty;	/* spare magazine structs */
 	pthread_mutex_t all_lock;	/* guards all */
 	struct weft__stack *all;	/* every allocated stack */
+	uint64_t allocated;		/* how many (under all_lock) */
 	pthread_mutex_t shared_lock;	/* guards shared */
 	struct weft__stack_cache shared;	/* the plain threads' cache */
 } pool = {
@@ -61,6 +62,7 @@ static void all_add(struct weft__stack *s)
 	if (pool.all)
 		pool.all->all_prev = s;
 	pool.all = s;
+	pool.allocated++;
 	pthread_mutex_unlock(&pool.all_lock);
 }
 
@@ -73,6 +75,7 @@ static void all_remove(struct weft__stack *s)
 		pool.all = s->all_next;
 	if (s->all_next)
 		s->all_next->all_prev = s->all_prev;
+	pool.allocated--;
 	pthread_mutex_unlock(&pool.all_lock);
 }
 
@@ -317,10 +320,10 @@ static void spill(struct weft__stack_cache *c, unsigned n)
 static struct weft__stack *cache_get(struct weft__stack_cache *c)
 {
 	if (c->count) {
-		c->hits++;
+		at_store_64(&c->hits, c->hits + 1);
 		return c->slot[--c->count];
 	}
-	c->misses++;
+	at_store_64(&c->misses, c->misses + 1);
 	struct weft__magazine *m = depot_take_full();
 	if (!m)
 		return stack_alloc();
@@ -381,4 +384,12 @@ void weft__stack_pool_fini(void)
 	char name[64];
 	snprintf(name, sizeof name, "arena.%u.destroy", pool.arena);
 	mallctl(name, NULL, NULL, NULL, 0);
+}
+
+uint64_t weft__stack_pool_allocated(void)
+{
+	pthread_mutex_lock(&pool.all_lock);
+	uint64_t n = pool.allocated;
+	pthread_mutex_unlock(&pool.all_lock);
+	return n;
 }

@@ -25,6 +25,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct weft__stack {
 	struct weft__stack *all_prev;	/* every allocated stack, cached or not, */
@@ -42,7 +43,7 @@ enum { WEFT_MAGAZINE = 64 };	/* stacks per magazine (see stack.c) */
 struct weft__stack_cache {
 	struct weft__stack *slot[2 * WEFT_MAGAZINE];
 	unsigned count;
-	unsigned long hits, misses;	/* counters for stats */
+	uint64_t hits, misses;		/* atomic, one writer: for stats */
 };
 
 /* Sets up the pool for stacks of stack_size bytes, at most `guards` of them
@@ -84,6 +85,9 @@ static inline bool weft__stack_intact(const struct weft__stack *s)
 }
 /* true if addr lies in the stack's guard page or just below it. */
 bool weft__stack_guard_hit(const struct weft__stack *s, const void *addr);
+
+/* Stacks allocated from jemalloc now, cached or in use. */
+uint64_t weft__stack_pool_allocated(void);
 
 /* The configured stack size (as weft_config.stack_size). */
 size_t weft__stack_size(void);

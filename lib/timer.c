@@ -119,20 +119,22 @@ void weft__timer_remove(struct weft__waiter *w)
 	pthread_mutex_unlock(&t->lock);
 }
 
-void weft__timers_fire(struct weft__timers *t, int64_t now)
+bool weft__timers_fire(struct weft__timers *t, int64_t now)
 {
 	if (weft__timers_next(t) > now)
-		return;
+		return false;
 	pthread_mutex_lock(&t->lock);
 	while (t->n > 0 && t->heap[0]->deadline <= now) {
 		struct weft__waiter *w = t->heap[0];
 		remove_at(t, 0);
+		at_store_64(&t->fired, t->fired + 1);
 		/* Under the lock: w's wait cannot return (and free w) before its
 		 * weft__timer_remove gets the lock, after this wake. */
 		weft__waiter_wake_ready(w, ETIMEDOUT, t->owner);
 	}
 	publish_next(t);
 	pthread_mutex_unlock(&t->lock);
+	return true;
 }
 
 int64_t weft__timers_next(struct weft__timers *t)

@@ -27,6 +27,7 @@
 #define WEFT_TIMER_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct weft__waiter;
@@ -39,6 +40,7 @@ struct weft__timers {
 	struct weft__waiter **heap;	/* heap[0] has the earliest deadline */
 	uint32_t n, cap;
 	int64_t next;			/* atomic: heap[0]'s deadline, INT64_MAX if none */
+	uint64_t fired;			/* deadlines expired (written under lock) */
 };
 
 enum { WEFT__TIMER_NONE = UINT32_MAX };	/* waiter->timer_index when not in a heap */
@@ -50,8 +52,9 @@ void weft__timers_fini(struct weft__timers *t);
 int weft__timer_add(struct weft__timers *t, struct weft__waiter *w);
 /* Takes w out of its heap if it is still there (any thread). */
 void weft__timer_remove(struct weft__waiter *w);
-/* Wakes, with ETIMEDOUT, every waiter whose deadline is <= now. */
-void weft__timers_fire(struct weft__timers *t, int64_t now);
+/* Wakes, with ETIMEDOUT, every waiter whose deadline is <= now; false if
+ * none was due (without taking the lock). */
+bool weft__timers_fire(struct weft__timers *t, int64_t now);
 /* The earliest deadline, INT64_MAX when there is none (a racy hint). */
 int64_t weft__timers_next(struct weft__timers *t);
 

@@ -150,10 +150,6 @@ uint64_t weft__next_id(struct weft__worker *w)
 }
 
 /* Owner-only counter bump: relaxed atomic so racy readers see whole values. */
-static inline void count(uint64_t *c)
-{
-	at_store_64(c, at_load_64(c) + 1);
-}
 
 /* ------------------------------------------------------ locked FIFOs */
 
@@ -370,11 +366,11 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 		if (w->inject_len < INJECT_MAX_NS)
 			w->inject_len *= 2;
 		if ((co = inject_pop())) {
-			count(&w->c.inject_pops);
+			weft__count(&w->c.inject_pops);
 			return co;
 		}
 		if ((co = fifo_pop(&w->ready))) {
-			count(&w->c.ready_pops);
+			weft__count(&w->c.ready_pops);
 			return co;
 		}
 	}
@@ -394,16 +390,16 @@ static struct weft_co *find_local(struct weft__worker *w)
 	if (++w->tick % GLOBAL_INTERVAL == 0 && (co = fairness_turn(w)))
 		return co;
 	if ((co = take_local(w))) {
-		count(&w->c.lifo_hits);
+		weft__count(&w->c.lifo_hits);
 		return co;
 	}
 	w->slice_start = 0;	/* restart the clocks at the next turn (no clock read here) */
 	if ((co = fifo_pop(&w->ready))) {
-		count(&w->c.ready_pops);
+		weft__count(&w->c.ready_pops);
 		return co;
 	}
 	if ((co = inject_pop())) {
-		count(&w->c.inject_pops);
+		weft__count(&w->c.inject_pops);
 		return co;
 	}
 	return pop_yielder(w);
@@ -442,12 +438,12 @@ static struct weft_co *steal_work(struct weft__worker *w)
 			struct weft__worker *v = &weft__rt.workers[(start + i) % n];
 			if (v == w)
 				continue;
-			count(&w->c.steal_attempts);
+			weft__count(&w->c.steal_attempts);
 			struct weft_co *co = steal_from(&v->deque);
 			if (!co)
 				co = fifo_pop(&v->ready);
 			if (co) {
-				count(&w->c.steals);
+				weft__count(&w->c.steals);
 				steal_more(w, &v->deque);
 				return co;
 			}
@@ -515,9 +511,8 @@ static void park_worker(struct weft__worker *w)
 		if (!retract_idle(w))
 			weft__loop_take_token(w);	/* a waker popped us: its write is ours */
 	} else {
-		count(&w->c.parks);
+		weft__count(&w->c.sleeps);
 		weft__loop_wait(w);
-		count(&w->c.wakeups);
 		retract_idle(w);	/* a timer, fd or spurious wakeup left us listed */
 		/* Off the idle stack first: what the loop wakes goes on our
 		 * deque, and notifying must not pick ourselves. */
@@ -549,7 +544,7 @@ static void *worker_main(void *arg)
 			co = steal_work(w);
 		if (co) {
 			stop_spinning(w);
-			count(&w->c.dispatches);
+			weft__count(&w->c.dispatches);
 			weft__co_run(w, co);
 			continue;
 		}

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "atomic.h"
 #include "coro.h"
 #include "deque.h"
 #include "sanitize.h"
@@ -21,9 +22,20 @@ struct weft__counters {
 	uint64_t spawned, finished;
 	uint64_t dispatches;		/* coroutines run (the monitor's progress mark) */
 	uint64_t steals, steal_attempts;
-	uint64_t parks, wakeups;
+	uint64_t parks;			/* coroutines that switched out to wait */
+	uint64_t wakeups;		/* wakes this worker won (park.c) */
+	uint64_t sleeps;		/* times the worker slept in its loop */
+	uint64_t polls, ready_events;	/* its own harvests of epfd, their events */
 	uint64_t lifo_hits, inject_pops, ready_pops;
+	uint64_t stalls;		/* written by the monitor only */
 };
+
+/* One writer per counter: a relaxed load and store, no RMW. */
+static inline void weft__count_n(uint64_t *c, uint64_t n)
+{
+	at_store_64(c, at_load_64(c) + n);
+}
+static inline void weft__count(uint64_t *c) { weft__count_n(c, 1); }
 
 /* A locked FIFO of coroutines, with a lock-free emptiness check: the
  * injection queue, and each worker's queue of coroutines woken by its loop. */
@@ -50,6 +62,8 @@ struct weft__worker {
 	void *sched_sp;			/* the scheduler context, while a coroutine runs */
 	struct weft__san sched_san;
 	struct weft_co *current;	/* the running coroutine, NULL between */
+	uint64_t current_id;		/* atomic: its id and entry, for the */
+	void *current_fn;		/* monitor's stall report (not through co) */
 	int *errno_slot;		/* this worker thread's errno (the thread never changes) */
 	struct weft_co *yield_head;	/* owner-only FIFO of yielders */
 	struct weft_co *yield_tail;
@@ -78,6 +92,7 @@ struct weft__runtime {
 	unsigned *idle;			/* stack of idle worker indices */
 	struct weft__fifo inject;	/* spawns and wakes from plain threads */
 	uint64_t ext_spawned;		/* atomic: spawns from plain threads */
+	uint64_t ext_wakeups;		/* atomic: wakes won by plain threads */
 	uint32_t quiesce;		/* futex: bumped when a worker goes idle while draining */
 	unsigned draining;		/* atomic: a shutdown is waiting */
 };

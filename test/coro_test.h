@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "weft.h"
 
@@ -62,6 +63,34 @@ static inline weft_co *go(void (*fn)(void *), void *arg)
 static inline void join(weft_co *co)
 {
 	CHECK(weft_join(co) == 0);
+}
+
+/* Sends this process's stderr (fd 2) to a temporary file until
+ * stderr_capture_end copies what was written into buf (NUL-terminated). */
+struct stderr_capture {
+	FILE *tmp;
+	int saved;
+};
+
+static inline struct stderr_capture stderr_capture_begin(void)
+{
+	fflush(stderr);
+	struct stderr_capture c = { tmpfile(), dup(STDERR_FILENO) };
+	if (!c.tmp || c.saved < 0)
+		abort();
+	dup2(fileno(c.tmp), STDERR_FILENO);
+	return c;
+}
+
+static inline void stderr_capture_end(struct stderr_capture *c, char *buf, size_t size)
+{
+	fflush(stderr);
+	dup2(c->saved, STDERR_FILENO);
+	close(c->saved);
+	rewind(c->tmp);
+	size_t n = fread(buf, 1, size - 1, c->tmp);
+	buf[n] = 0;
+	fclose(c->tmp);
 }
 
 #endif

@@ -8,25 +8,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "weft.h"
+#include "coro_test.h"
 
 /* weft_init(cfg) with stderr captured into buf. */
 static int init_capturing(const weft_config *cfg, char *buf, size_t size, int *err)
 {
-	fflush(stderr);
-	FILE *tmp = tmpfile();
-	cr_assert_not_null(tmp);
-	int saved = dup(STDERR_FILENO);
-	dup2(fileno(tmp), STDERR_FILENO);
+	struct stderr_capture cap = stderr_capture_begin();
 	int r = weft_init(cfg);
 	*err = errno;
-	fflush(stderr);
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	rewind(tmp);
-	size_t n = fread(buf, 1, size - 1, tmp);
-	buf[n] = 0;
-	fclose(tmp);
+	stderr_capture_end(&cap, buf, size);
 	return r;
 }
 
@@ -62,6 +52,15 @@ Test(config, bad_environment_values)
 	const char *guards[] = { "", "many", "-5", "1073741825" };
 	for (size_t i = 0; i < sizeof guards / sizeof *guards; i++)
 		expect_rejected("WEFT_STACK_GUARDS", guards[i]);
+	const char *blocking[] = { "", "0", "4097", "lots", "8 " };
+	for (size_t i = 0; i < sizeof blocking / sizeof *blocking; i++)
+		expect_rejected("WEFT_BLOCKING_THREADS", blocking[i]);
+	const char *stall[] = { "", "-1", "3600001", "100ms", "1e3" };
+	for (size_t i = 0; i < sizeof stall / sizeof *stall; i++)
+		expect_rejected("WEFT_STALL_MS", stall[i]);
+	const char *stats[] = { "", "2", "yes", "on" };
+	for (size_t i = 0; i < sizeof stats / sizeof *stats; i++)
+		expect_rejected("WEFT_STATS", stats[i]);
 }
 
 Test(config, bad_fields)

@@ -1,0 +1,189 @@
+/*
+ * offload.c — weft_offload: blocking calls on helper threads.
+ *
+ * A coroutine that must call something that blocks its thread (a legacy
+ * library, getaddrinfo, a read from a slow disk) hands the call to a pool of
+ * plain helper threads and parks until it returns; its worker runs others
+ * meanwhile.  The call's record lives on the caller's stack: the function,
+ * its argument, and a completion (park.h) that the helper completes when the
+ * function returns.  The caller's wait is not cancellable: arg must stay
+ * valid until fn is done, so weft_cancel only changes the result to
+ * ECANCELED once it is.
+ *
+ * The pool is a locked FIFO of calls and a condition variable.  It grows on
+ * demand: a call queued while no helper is idle starts one, up to the limit
+ * (WEFT_BLOCKING_THREADS); past it, calls wait in the FIFO.  A helper idle
+ * for IDLE_EXIT_S exits.  Helpers block every signal, like the workers.
+ * Nothing here is on a scheduler hot path, so one mutex is enough.
+ */
+#include "offload.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "atomic.h"
+#include "coro.h"
+#include "park.h"
+#include "weft.h"
+#include "worker.h"
+
+enum { IDLE_EXIT_S = 10 };
+
+struct call {
+	void (*fn)(void *);
+	void *arg;
+	void *done;		/* a completion */
+	struct call *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t work;	/* a call was queued, or stopping */
+	pthread_cond_t gone;	/* a helper exited */
+	struct call *head, *tail;
+	unsigned queued;	/* calls in the FIFO */
+	unsigned threads;	/* helpers alive */
+	unsigned idle;		/* helpers waiting for a call */
+	unsigned max;
+	bool stopping;
+	uint64_t calls;
+} pool = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.work = PTHREAD_COND_INITIALIZER,
+	.gone = PTHREAD_COND_INITIALIZER,
+};
+
+static struct call *take_call(void)
+{
+	struct call *c = pool.head;
+	pool.head = c->next;
+	if (!pool.head)
+		pool.tail = NULL;
+	pool.queued--;
+	return c;
+}
+
+/* Waits (with pool.lock held) for a call; NULL when the helper should exit:
+ * stopping, or idle for IDLE_EXIT_S. */
+static struct call *next_call(void)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += IDLE_EXIT_S;
+	while (!pool.head && !pool.stopping) {
+		pool.idle++;
+		int r = pthread_cond_timedwait(&pool.work, &pool.lock, &until);
+		pool.idle--;
+		if (r == ETIMEDOUT && !pool.head)
+			return NULL;
+	}
+	return pool.head ? take_call() : NULL;
+}
+
+static void *helper_main(void *unused)
+{
+	(void)unused;
+	pthread_mutex_lock(&pool.lock);
+	struct call *c;
+	while ((c = next_call())) {
+		pool.calls++;
+		pthread_mutex_unlock(&pool.lock);
+		c->fn(c->arg);
+		weft__complete(&c->done, NULL);	/* c may be gone after this */
+		pthread_mutex_lock(&pool.lock);
+	}
+	pool.threads--;
+	pthread_cond_broadcast(&pool.gone);
+	pthread_mutex_unlock(&pool.lock);
+	return NULL;
+}
+
+/* Starts a helper (pool.lock held); false if the system refuses a thread. */
+static bool start_helper(void)
+{
+	pthread_attr_t attr;
+	if (pthread_attr_init(&attr) != 0)
+		return false;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_t t;
+	bool ok = pthread_create(&t, &attr, helper_main, NULL) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (ok)
+		pool.threads++;
+	return ok;
+}
+
+/* Queues c, starting a helper if none is free; EAGAIN if there is no helper
+ * at all and none can be started (c is not queued then). */
+static int submit(struct call *c)
+{
+	pthread_mutex_lock(&pool.lock);
+	bool need = pool.queued + 1 > pool.idle && pool.threads < pool.max;
+	if (need && !start_helper() && pool.threads == 0) {
+		pthread_mutex_unlock(&pool.lock);
+		return EAGAIN;
+	}
+	c->next = NULL;
+	if (pool.tail)
+		pool.tail->next = c;
+	else
+		pool.head = c;
+	pool.tail = c;
+	pool.queued++;
+	pthread_cond_signal(&pool.work);
+	pthread_mutex_unlock(&pool.lock);
+	return 0;
+}
+
+int weft_offload(void (*fn)(void *), void *arg)
+{
+	if (!fn)
+		return weft__fail(EINVAL);
+	if (!weft_self()) {
+		fn(arg);	/* a plain thread may block: run it here */
+		return 0;
+	}
+	if (weft__cancelled())
+		return weft__fail(ECANCELED);
+	struct call c = { .fn = fn, .arg = arg, .done = NULL };
+	int e = submit(&c);
+	if (e)
+		return weft__fail(e);
+	weft__completion_wait(&c.done, false);
+	return weft__cancelled() ? weft__fail(ECANCELED) : 0;
+}
+
+void weft__offload_init(unsigned max_threads)
+{
+	pthread_mutex_lock(&pool.lock);
+	pool.max = max_threads;
+	pool.stopping = false;
+	pool.calls = 0;
+	pthread_mutex_unlock(&pool.lock);
+}
+
+void weft__offload_fini(void)
+{
+	pthread_mutex_lock(&pool.lock);
+	pool.stopping = true;
+	pthread_cond_broadcast(&pool.work);
+	while (pool.threads)
+		pthread_cond_wait(&pool.gone, &pool.lock);
+	pthread_mutex_unlock(&pool.lock);
+}
+
+void weft__offload_stats(struct weft__offload_stats *out)
+{
+	pthread_mutex_lock(&pool.lock);
+	out->calls = pool.calls;
+	out->threads = pool.threads;
+	out->threads_max = pool.max;
+	pthread_mutex_unlock(&pool.lock);
+}

@@ -1,0 +1,212 @@
+/* weft_stats_get (counters add up and move), $WEFT_STATS=1's table, and the
+ * stall detector ($WEFT_STALL_MS). */
+#define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
+#include "harness.h"
+#include <string.h>
+
+#include "coro_test.h"
+
+static weft_stats get_stats(weft_worker_stats *per, unsigned len)
+{
+	weft_stats st = { .size = sizeof st, .per_worker = per, .per_worker_len = len };
+	CHECK(weft_stats_get(&st) == 0);
+	CHECK(st.version == WEFT_STATS_VERSION);
+	return st;
+}
+
+/* ---- spawned = finished + live, per-worker sums, counters that move */
+
+static void park_on(void *arg)
+{
+	int v;
+	CHECK(weft_chan_recv(arg, &v, -1) == -1 && errno == EPIPE);
+}
+
+static void add_up_main(void *unused)
+{
+	(void)unused;
+	enum { N = 100 };
+	weft_chan *ch = weft_chan_new(sizeof(int), 0);
+	weft_co *cos[N];
+	for (int i = 0; i < N; i++)
+		cos[i] = go(park_on, ch);
+	for (int i = 0; i < 10; i++)
+		CHECK(weft_sleep(weft_now() + MS) == 0);
+	weft_worker_stats per[2];
+	weft_stats st = get_stats(per, 2);
+	CHECK(st.workers == 2);
+	CHECK(st.live == N + 1);	/* and this one */
+	CHECK(st.total.spawned == st.total.finished + st.live);
+	CHECK(st.total.finished == per[0].finished + per[1].finished);
+	/* weft_main spawned this one from a plain thread: */
+	CHECK(st.total.spawned == per[0].spawned + per[1].spawned + 1);
+	CHECK(st.total.dispatches >= N + 10);
+	CHECK(st.total.parks >= N + 10);
+	CHECK(st.total.timers_fired >= 10);
+	CHECK(st.stacks_allocated >= N + 1);
+
+	weft_chan_close(ch);
+	for (int i = 0; i < N; i++)
+		join(cos[i]);
+	weft_chan_free(ch);
+	st = get_stats(NULL, 0);
+	CHECK(st.live == 1);
+	CHECK(st.total.spawned == st.total.finished + 1);
+	CHECK(st.total.wakeups >= N + 10);
+}
+
+Test(stats, counters_add_up)
+{
+	run(2, add_up_main, NULL);
+}
+
+static void read_20(void *arg)
+{
+	char c;
+	for (int i = 0; i < 20; i++)
+		CHECK(weft_read(*(int *)arg, &c, 1, -1) == 1);
+}
+
+static void socket_main(void *unused)
+{
+	(void)unused;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+	weft_co *reader = go(read_20, &sv[1]);
+	for (int i = 0; i < 20; i++) {
+		CHECK(weft_sleep(weft_now() + MS) == 0);	/* the reader waits for it */
+		CHECK(weft_write(sv[0], "x", 1, -1) == 1);
+	}
+	join(reader);
+	weft_close(sv[0]);
+	weft_close(sv[1]);
+	weft_stats st = get_stats(NULL, 0);
+	CHECK(st.total.polls >= 1 && st.total.ready_events >= 1);
+}
+
+Test(stats, io_polls_are_counted)
+{
+	run(1, socket_main, NULL);
+}
+
+Test(stats, bad_arguments)
+{
+	errno = 0;
+	cr_assert_eq(weft_stats_get(NULL), -1);
+	cr_assert_eq(errno, EINVAL);
+	weft_stats st = { .size = sizeof st };
+	errno = 0;
+	cr_assert_eq(weft_stats_get(&st), -1, "not running");
+	cr_assert_eq(errno, ESRCH);
+	cr_assert_eq(weft_init(&(weft_config){ .workers = 1 }), 0);
+	st.size = sizeof st - 1;
+	errno = 0;
+	cr_assert_eq(weft_stats_get(&st), -1);
+	cr_assert_eq(errno, EINVAL);
+	st.size = sizeof st;
+	cr_assert_eq(weft_stats_get(&st), 0, "from a plain thread");
+	cr_assert_eq(st.live, 0);
+	cr_assert_eq(weft_shutdown(), 0);
+}
+
+static void nothing(void *unused)
+{
+	(void)unused;
+}
+
+Test(stats, weft_stats_1_prints_a_table_at_shutdown)
+{
+	char out[8192];
+	setenv("WEFT_STATS", "1", 1);
+	struct stderr_capture cap = stderr_capture_begin();
+	int r = weft_main(nothing, NULL, &(weft_config){ .workers = 2 });
+	stderr_capture_end(&cap, out, sizeof out);
+	unsetenv("WEFT_STATS");
+	cr_assert_eq(r, 0);
+	cr_assert_not_null(strstr(out, "weft stats: 2 workers, 0 live"), "%s", out);
+	cr_assert_not_null(strstr(out, "spawned"), "%s", out);
+	cr_assert_not_null(strstr(out, "stack_cache_misses"), "%s", out);
+	cr_assert_not_null(strstr(out, "stalls"), "%s", out);
+}
+
+/* ---- the stall detector */
+
+struct spin {
+	int64_t ms;
+	bool yield_every_ms;
+	uint64_t id;
+};
+
+void weft_test_spin(void *arg)
+{
+	struct spin *s = arg;
+	s->id = weft_co_id(weft_self());
+	int64_t end = weft_now() + s->ms * MS, next = weft_now() + MS;
+	while (weft_now() < end) {
+		if (s->yield_every_ms && weft_now() >= next) {
+			weft_yield();
+			next = weft_now() + MS;
+		}
+	}
+}
+
+struct stall_run {
+	struct spin spin;
+	uint64_t stalls;
+};
+
+static void stall_main(void *arg)
+{
+	struct stall_run *r = arg;
+	join(go(weft_test_spin, &r->spin));
+	r->stalls = get_stats(NULL, 0).total.stalls;
+}
+
+/* Runs a spinner under WEFT_STALL_MS=stall_ms; returns what stderr got. */
+static struct stall_run run_spinner(const char *stall_ms, int64_t ms, bool yield, char *out, size_t size)
+{
+	struct stall_run r = { .spin = { .ms = ms, .yield_every_ms = yield } };
+	setenv("WEFT_STALL_MS", stall_ms, 1);
+	struct stderr_capture cap = stderr_capture_begin();
+	int rc = weft_main(stall_main, &r, &(weft_config){ .workers = 2 });
+	stderr_capture_end(&cap, out, size);
+	unsetenv("WEFT_STALL_MS");
+	cr_assert_eq(rc, 0);
+	return r;
+}
+
+static unsigned count_lines(const char *out, const char *what)
+{
+	unsigned n = 0;
+	for (const char *p = out; (p = strstr(p, what)); p++)
+		n++;
+	return n;
+}
+
+Test(stats, stall_detector_reports_a_spinning_coroutine_once)
+{
+	char out[4096], want[64];
+	struct stall_run r = run_spinner("50", 400, false, out, sizeof out);
+	cr_assert_eq(count_lines(out, "weft: stall:"), 1, "%s", out);
+	snprintf(want, sizeof want, "coroutine %llu ", (unsigned long long)r.spin.id);
+	cr_assert_not_null(strstr(out, want), "names the coroutine: %s", out);
+	snprintf(want, sizeof want, "%p", (void *)weft_test_spin);
+	cr_assert_not_null(strstr(out, want), "names its entry: %s", out);
+	cr_assert_eq(r.stalls, 1);
+}
+
+Test(stats, stall_detector_is_quiet_for_a_coroutine_that_switches)
+{
+	char out[4096];
+	struct stall_run r = run_spinner("50", 400, true, out, sizeof out);
+	cr_assert_eq(count_lines(out, "weft: stall:"), 0, "%s", out);
+	cr_assert_eq(r.stalls, 0);
+}
+
+Test(stats, stall_ms_0_disables_the_detector)
+{
+	char out[4096];
+	struct stall_run r = run_spinner("0", 200, false, out, sizeof out);
+	cr_assert_eq(count_lines(out, "weft: stall:"), 0, "%s", out);
+	cr_assert_eq(r.stalls, 0);
+}
