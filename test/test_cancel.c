@@ -214,3 +214,55 @@ Test(cancel, racing_readiness_and_a_deadline, .timeout = 120)
 	cr_assert_eq(seen[0] + seen[1] + seen[2], RACE_ROUNDS);
 	fprintf(stderr, "cancel races: %u data, %u cancelled, %u timeout\n", seen[0], seen[1], seen[2]);
 }
+
+/* Cancel racing a channel hand-off, thousands of times: the item is either
+ * received by the cancelled receiver or still in the channel afterwards —
+ * never lost, never both. */
+struct chan_race {
+	weft_chan *ch;
+	int64_t at;
+	int got, value;
+};
+
+static void chan_race_receiver(void *arg)
+{
+	struct chan_race *r = arg;
+	r->got = weft_chan_recv(r->ch, &r->value, -1) == 0;
+	CHECK(r->got || errno == ECANCELED);
+}
+
+static void chan_race_sender(void *arg)
+{
+	struct chan_race *r = arg;
+	while (weft_now() < r->at)
+		;
+	int v = 42;
+	CHECK(weft_chan_send(r->ch, &v, -1) == 0);
+}
+
+static void chan_race_root(void *arg)
+{
+	unsigned *seen = arg;
+	for (int i = 0; i < RACE_ROUNDS; i++) {
+		struct chan_race r = { .ch = weft_chan_new(sizeof(int), 1), .at = weft_now() + 100000 };
+		weft_co *a = go(chan_race_receiver, &r), *b = go(chan_race_sender, &r);
+		while (weft_now() < r.at + (i % 10) * 1000)
+			;
+		CHECK(weft_cancel(a) == 0);
+		CHECK(weft_join(a) == 0 && weft_join(b) == 0);
+		int v = 0;
+		int left = weft_chan_recv(r.ch, &v, 0) == 0;
+		CHECK(r.got + left == 1);
+		CHECK(r.got ? r.value == 42 : v == 42);
+		seen[r.got ? 0 : 1]++;
+		weft_chan_free(r.ch);
+	}
+}
+
+Test(cancel, racing_a_channel_hand_off, .timeout = 120)
+{
+	unsigned seen[2] = { 0, 0 };
+	run(2, chan_race_root, seen);
+	cr_assert_eq(seen[0] + seen[1], RACE_ROUNDS);
+	fprintf(stderr, "cancel vs hand-off: %u received, %u left in the channel\n", seen[0], seen[1]);
+}
