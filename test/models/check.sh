@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# test/models/check.sh -- exhaustive spin safety checks of the Promela models
+# (see README.md).  Every good configuration must report 0 errors over a
+# complete search; every seeded bug (and each documented finding) must make
+# spin report at least one error.  One line per run; exit status 1 on any
+# unexpected outcome, 2 if a run could not be built.
+#
+#   test/models/check.sh            all runs, $JOBS (default: nproc) at a time
+#   JOBS=1 test/models/check.sh     one at a time
+#   KEEP=1 test/models/check.sh     keep the work directory (trails, pan output)
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+
+if ! command -v spin >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "check.sh: installing spin" >&2
+		apt-get install -y spin >/dev/null 2>&1 ||
+			{ apt-get update >/dev/null 2>&1 && apt-get install -y spin >/dev/null 2>&1; }
+	fi
+	if ! command -v spin >/dev/null 2>&1; then
+		echo "check.sh: spin is not installed; run: sudo apt-get install -y spin" >&2
+		exit 1
+	fi
+fi
+CC=${CC:-cc}
+if ! command -v "$CC" >/dev/null 2>&1; then
+	echo "check.sh: no C compiler ($CC) to build pan" >&2
+	exit 1
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/weft-models.XXXXXX")
+if [ -n "${KEEP:-}" ]; then
+	echo "check.sh: work directory $work" >&2
+else
+	trap 'rm -rf "$work"' EXIT
+fi
+
+# model | expect (ok, bug, finding) | spin -D flags | pan cflags | name
+# pan is built with -O0 unless the cflags say otherwise: gcc -O2 takes ~4 s of
+# CPU on pan.c and only pays off for the runs with millions of states.
+runs=(
+	"park.pml|ok|||default: 2 workers, T spawns + wakes 1 coroutine"
+	"park.pml|ok|-DSETTER_CO||waker is a coroutine on a worker"
+	"park.pml|ok|-DSPURIOUS||+ spurious loop wakeups"
+	"park.pml|ok|-DSETTER_CO -DSPURIOUS||coroutine waker + spurious wakeups"
+	"park.pml|bug|-DBUG_NO_RECHECK||idle worker skips the re-check"
+	"park.pml|bug|-DBUG_SPIN_DEC_LATE||re-check before nr_spinning--"
+	"park.pml|bug|-DBUG_EARLY_QUEUE||waker queues a PARKING coroutine"
+	"fdslot.pml|ok||-O2 -DCOLLAPSE|default: readiness, deadline, cancel, close"
+	"fdslot.pml|ok|-DTWO_HARVESTERS -DNO_CANCEL|-O2 -DCOLLAPSE|two harvesters, close, deadline"
+	"fdslot.pml|ok|-DNO_CLOSE||readiness, deadline, cancel"
+	"fdslot.pml|ok|-DNO_CANCEL -DNO_CLOSE||readiness, deadline"
+	"fdslot.pml|bug|-DBUG_NO_CLAIM||waker wakes without claiming"
+	"fdslot.pml|bug|-DBUG_NO_CLOSE_CHECK||no gen check after the slot CAS"
+	"fdslot.pml|bug|-DBUG_TIMER_UNLOCKED -DNO_CANCEL||timer wakes outside the heap lock"
+	"fdslot.pml|finding|-DSTRICT_DISARM||cancel CAS erased by disarm (benign)"
+	"fdslot.pml|finding|-DSTRICT_UNREGISTER||READY after unregister (benign)"
+	"deque.pml|ok||-O2|default: owner + 2 thieves, 3 items, growth"
+	"deque.pml|ok|-DNTHIEVES=1 -DNITEMS=4 -DNTAKES=3 -DNSTEALS=3||1 thief, 4 items"
+	"deque.pml|bug|-DBUG_NO_CAS||last element taken without the CAS"
+	"deque.pml|bug|-DBUG_READ_AFTER_CAS||thief reads the slot after its CAS"
+	"deque.pml|bug|-DBUG_NO_STORE_LOAD||take reads top before bottom is stored"
+)
+
+one_run() {	# index
+	local i=$1 spec dir model expect defs cflags name out states errors depth what verdict hash
+	spec=${runs[$i]}
+	IFS='|' read -r model expect defs cflags name <<<"$spec"
+	dir=$work/$i
+	out=$dir/result
+	mkdir -p "$dir"
+	cp "$here/$model" "$dir/"
+	(
+		cd "$dir" || exit 2
+		# shellcheck disable=SC2086
+		if ! spin -a $defs "$model" >spin.log 2>&1; then
+			printf 'BUILD  %-10s %-44s spin -a failed: %s\n' "$model" "${defs:--}" \
+				"$(head -n 1 spin.log)" >"$out"
+			exit 0
+		fi
+		case " $cflags" in *" -O"*) ;; *) cflags="-O0 $cflags" ;; esac
+		# shellcheck disable=SC2086
+		if ! "$CC" -w -DSAFETY $cflags -o pan pan.c >cc.log 2>&1; then
+			printf 'BUILD  %-10s %-44s pan build failed: %s\n' "$model" "${defs:--}" \
+				"$(head -n 1 cc.log)" >"$out"
+			exit 0
+		fi
+		# a bigger hash table for the big runs (-O2), pan's default otherwise
+		case " $cflags" in *" -O2"*) hash=-w23 ;; *) hash=-w19 ;; esac
+		./pan -m1000000 "$hash" >pan.out 2>&1
+		states=$(awk '/states, stored/ { print $1; exit }' pan.out)
+		errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' pan.out | head -n 1)
+		depth=$(sed -n 's/.*depth reached \([0-9][0-9]*\).*/\1/p' pan.out | head -n 1)
+		what=$(grep -m 1 -E 'assertion violated|invalid end state' pan.out |
+			sed -E 's/^pan:[0-9]+: //; s/ \(at depth [0-9]+\)//')
+		if [ -z "$errors" ] || [ -z "$states" ]; then
+			verdict=FAIL
+			what="pan did not finish: $(tail -n 1 pan.out)"
+		elif [ "$expect" = ok ]; then
+			if [ "$errors" = 0 ] && ! grep -q 'max search depth too small' pan.out; then
+				verdict=PASS
+				what="0 errors, complete search (depth $depth) -- $name"
+			else
+				verdict=FAIL
+				[ "$errors" = 0 ] && what="search incomplete (depth limit)"
+				what="UNEXPECTED: $errors error(s): $what -- $name"
+			fi
+		else
+			if [ "$errors" -ge 1 ]; then
+				verdict=PASS
+				what="found as expected ($expect): $what -- $name"
+			else
+				verdict=FAIL
+				what="UNEXPECTED: no error for a seeded $expect -- $name"
+			fi
+		fi
+		printf '%s   %-10s %-44s %9s states  %s\n' "$verdict" "$model" "${defs:-(default)}" \
+			"$states" "$what" >"$out"
+	)
+}
+
+jobs_max=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+start=$(date +%s)
+# the longest runs (the ones built with -O2) first
+order=()
+for i in "${!runs[@]}"; do
+	case ${runs[$i]} in *-O2*) order+=("$i") ;; esac
+done
+for i in "${!runs[@]}"; do
+	case ${runs[$i]} in *-O2*) ;; *) order+=("$i") ;; esac
+done
+for i in "${order[@]}"; do
+	while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+		wait -n 2>/dev/null || sleep 0.2
+	done
+	one_run "$i" &
+done
+wait
+
+status=0
+for i in "${!runs[@]}"; do
+	if [ -f "$work/$i/result" ]; then
+		line=$(cat "$work/$i/result")
+	else
+		line="FAIL   ${runs[$i]%%|*} run $i produced no result"
+	fi
+	echo "$line"
+	case $line in
+	PASS*) ;;
+	BUILD*) [ "$status" = 0 ] && status=2 ;;
+	*) status=1 ;;
+	esac
+done
+echo "check.sh: ${#runs[@]} runs in $(( $(date +%s) - start )) s: $([ "$status" = 0 ] && echo all as expected || echo UNEXPECTED OUTCOMES)"
+exit "$status"
