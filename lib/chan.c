@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "fault.h"
 #include "coro.h"
 #include "waitq.h"
 #include "weft.h"
@@ -48,8 +49,8 @@ weft_chan *weft_chan_new(size_t elem_size, size_t capacity)
 		weft__fail(EINVAL);
 		return NULL;
 	}
-	weft_chan *ch = calloc(1, sizeof *ch);
-	unsigned char *ring = capacity && elem_size ? malloc(elem_size * capacity) : NULL;
+	weft_chan *ch = weft__fault() ? NULL : calloc(1, sizeof *ch);
+	unsigned char *ring = capacity && elem_size && !weft__fault() ? malloc(elem_size * capacity) : NULL;
 	if (!ch || (capacity && elem_size && !ring)) {
 		free(ch);
 		free(ring);

@@ -36,10 +36,11 @@
 #include <stdlib.h>
 
 #include "atomic.h"
+#include "fault.h"
 
 static struct weft__deque_array *array_new(int64_t capacity)
 {
-	struct weft__deque_array *a = malloc(sizeof *a + (size_t)capacity * sizeof(void *));
+	struct weft__deque_array *a = weft__fault() ? NULL : malloc(sizeof *a + (size_t)capacity * sizeof(void *));
 	if (!a) {
 		errno = ENOMEM;
 		return NULL;

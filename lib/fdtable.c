@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "fault.h"
 #include "park.h"
 
 enum {
@@ -54,7 +55,7 @@ static struct dir *dir_for(size_t c)
 	size_t n = old ? old->nchunks : DIR_INITIAL;
 	while (n <= c)
 		n *= 2;
-	struct dir *d = calloc(1, sizeof *d + n * sizeof d->chunk[0]);
+	struct dir *d = weft__fault() ? NULL : calloc(1, sizeof *d + n * sizeof d->chunk[0]);
 	if (!d)
 		return NULL;
 	d->nchunks = n;
@@ -79,7 +80,7 @@ struct weft__fd *weft__fd_get(int fd)
 	pthread_mutex_lock(&grow_lock);
 	struct dir *d = dir_for(c);
 	if (d && !d->chunk[c]) {
-		struct weft__fd *chunk = calloc(CHUNK, sizeof *chunk);
+		struct weft__fd *chunk = weft__fault() ? NULL : calloc(CHUNK, sizeof *chunk);
 		if (chunk) {
 			at_fence_release();
 			at_store_ptr((void **)&d->chunk[c], chunk);

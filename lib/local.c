@@ -33,6 +33,7 @@
 #include <stdlib.h>
 
 #include "atomic.h"
+#include "fault.h"
 #include "coro.h"
 #include "worker.h"
 
@@ -51,7 +52,7 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
 weft_key *weft_key_new(void (*destructor)(void *value))
 {
-	weft_key *key = malloc(sizeof *key);
+	weft_key *key = weft__fault() ? NULL : malloc(sizeof *key);
 	if (!key) {
 		weft__fail(ENOMEM);
 		return NULL;
@@ -108,7 +109,7 @@ static int grow(struct weft_co *co, unsigned slot)
 	unsigned n = co->nlocals ? co->nlocals : TABLE_MIN;
 	while (n <= slot)
 		n *= 2;
-	struct weft__local *t = realloc(co->locals, n * sizeof *t);
+	struct weft__local *t = weft__fault() ? NULL : realloc(co->locals, n * sizeof *t);
 	if (!t)
 		return weft__fail(ENOMEM);
 	for (unsigned i = co->nlocals; i < n; i++)

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "fault.h"
 #include "loop.h"
 #include "timer.h"
 #include "weft.h"
@@ -228,7 +229,7 @@ int weft__monitor_start(unsigned stall_ms)
 	at_store_64(&mon.events, 0);
 	at_store_uint(&mon.stop, 0);
 	at_store_uint(&mon.sleeping, 0);	/* the workers already read it */
-	mon.watch = calloc(weft__rt.nworkers, sizeof *mon.watch);
+	mon.watch = weft__fault() ? NULL : calloc(weft__rt.nworkers, sizeof *mon.watch);
 	mon.hub = epoll_create1(EPOLL_CLOEXEC);
 	mon.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = HUB_KICK };
@@ -239,7 +240,7 @@ int weft__monitor_start(unsigned stall_ms)
 		sigset_t all, old;
 		sigfillset(&all);
 		pthread_sigmask(SIG_BLOCK, &all, &old);
-		err = pthread_create(&mon.thread, NULL, monitor_main, NULL) ? EAGAIN : 0;
+		err = weft__fault() || pthread_create(&mon.thread, NULL, monitor_main, NULL) ? EAGAIN : 0;
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	mon.running = !err;

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "atomic.h"
+#include "fault.h"
 #include "coro.h"
 #include "park.h"
 #include "weft.h"
@@ -112,7 +113,7 @@ static bool start_helper(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	pthread_t t;
-	bool ok = pthread_create(&t, &attr, helper_main, NULL) == 0;
+	bool ok = !weft__fault() && pthread_create(&t, &attr, helper_main, NULL) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (ok)

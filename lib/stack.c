@@ -14,6 +14,7 @@
 #include <jemalloc/jemalloc.h>
 
 #include "atomic.h"
+#include "fault.h"
 #include "sanitize.h"
 
 #if __has_include(<valgrind/memcheck.h>)
@@ -172,7 +173,7 @@ bool weft__stack_guard_hit(const struct weft__stack *s, const void *addr)
 static struct weft__stack *stack_alloc(void)
 {
 	size_t alloc = pool.stack_size + pool.page;
-	char *lo = mallocx(alloc, pool.mallocx_flags);
+	char *lo = weft__fault() ? NULL : mallocx(alloc, pool.mallocx_flags);
 	if (!lo) {
 		errno = ENOMEM;
 		return NULL;
@@ -287,7 +288,7 @@ static struct weft__magazine *depot_take_empty(void)
 	if (m)
 		pool.empty = m->next;
 	pthread_mutex_unlock(&pool.depot_lock);
-	return m ? m : malloc(sizeof *m);
+	return m ? m : weft__fault() ? NULL : malloc(sizeof *m);
 }
 
 static void free_stacks(struct weft__stack **s, unsigned n)

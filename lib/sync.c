@@ -23,6 +23,7 @@
 #include <stdlib.h>
 
 #include "atomic.h"
+#include "fault.h"
 #include "coro.h"
 #include "waitq.h"
 #include "weft.h"
@@ -36,7 +37,7 @@ static const int64_t STARVE_NS = 1000 * 1000;	/* Go's starvationThresholdNs */
 /* Every object here starts with its internal lock. */
 static void *object_new(size_t size)
 {
-	pthread_mutex_t *lock = calloc(1, size);
+	pthread_mutex_t *lock = weft__fault() ? NULL : calloc(1, size);
 	if (!lock)
 		weft__fail(ENOMEM);
 	else

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "atomic.h"
+#include "fault.h"
 #include "park.h"
 
 enum { HEAP_INITIAL = 64 };
@@ -85,7 +86,7 @@ static int reserve(struct weft__timers *t)
 	if (t->n < t->cap)
 		return 0;
 	uint32_t cap = t->cap ? 2 * t->cap : HEAP_INITIAL;
-	void *heap = realloc(t->heap, (size_t)cap * sizeof *t->heap);
+	void *heap = weft__fault() ? NULL : realloc(t->heap, (size_t)cap * sizeof *t->heap);
 	if (!heap)
 		return -1;
 	t->heap = heap;

@@ -76,6 +76,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "fault.h"
 #include "loop.h"
 #include "overflow.h"
 #include "park.h"
@@ -616,9 +617,9 @@ int weft__workers_start(unsigned n, int pin)
 	weft__rt.nr_spinning = weft__rt.nr_idle = 0;
 	weft__rt.stopping = weft__rt.draining = 0;
 	weft__rt.inject.head = weft__rt.inject.tail = NULL;
-	weft__rt.inject.len = weft__rt.ext_spawned = 0;
+	weft__rt.inject.len = weft__rt.ext_spawned = weft__rt.ext_wakeups = 0;
 	weft__rt.workers = aligned_alloc(64, sizeof(struct weft__worker) * n);
-	weft__rt.idle = calloc(n, sizeof *weft__rt.idle);
+	weft__rt.idle = weft__fault() ? NULL : calloc(n, sizeof *weft__rt.idle);
 	if (!weft__rt.workers || !weft__rt.idle) {
 		workers_free(0);
 		return weft__fail(ENOMEM);
@@ -640,8 +641,9 @@ int weft__workers_start(unsigned n, int pin)
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	int err = 0;
 	for (i = 0; i < n && !err; i++) {
-		err = pthread_create(&weft__rt.workers[i].thread, NULL, worker_main,
-				     &weft__rt.workers[i]);
+		err = weft__fault() ? EAGAIN
+				    : pthread_create(&weft__rt.workers[i].thread, NULL, worker_main,
+						     &weft__rt.workers[i]);
 		if (!err && pin > 0)
 			pin_thread(weft__rt.workers[i].thread, i);
 	}

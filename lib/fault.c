@@ -1,0 +1,37 @@
+/*
+ * fault.c — the counter behind weft__fault (fault.h).  One shared atomic
+ * counter: fault builds are for tests, not for speed.
+ */
+#include "fault.h"
+
+#ifdef WEFT_FAULT_INJECTION
+#include "atomic.h"
+
+static unsigned every;		/* atomic */
+static uint64_t asks, injected;	/* atomic */
+
+/* Fails about one ask in n, at pseudo-random (but reproducible) asks: a
+ * strict "every nth" would fail the same allocation of a retried operation
+ * that asks n times, forever. */
+bool weft__fault(void)
+{
+	unsigned n = at_load_uint(&every);
+	if (!n)
+		return false;
+	uint64_t x = at_faa_64(&asks, 1) + 0x9e3779b97f4a7c15u;	/* splitmix64 */
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+	x ^= x >> 31;
+	if (n > 1 && x % n != 0)
+		return false;
+	at_faa_64(&injected, 1);
+	return true;
+}
+
+uint64_t weft__fault_every(unsigned n)
+{
+	at_store_64(&asks, 0);
+	at_store_uint(&every, n);
+	return at_load_64(&injected);
+}
+#endif

@@ -1,0 +1,166 @@
+/* Fault injection (meson -Dfault_injection=true): every Nth internal
+ * allocation or thread creation fails.  Each failure must surface as
+ * NULL/-1 with ENOMEM or EAGAIN, lose nothing already running, and leave a
+ * runtime that keeps serving once the faults stop. */
+#define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
+#include "harness.h"
+#include <string.h>
+#include <sys/socket.h>
+
+#include "coro_test.h"
+#include "fault.h"
+
+/* Retries an allocation while it fails with ENOMEM, counting the failures. */
+#define RETRY(var, expr, failures)                              \
+	while (!((var) = (expr))) {                             \
+		CHECK(errno == ENOMEM);                         \
+		(failures)++;                                   \
+	}
+
+/* ---- weft_init fails cleanly at every step, then works */
+
+Test(fault, init_fails_cleanly_then_works)
+{
+	unsigned failed = 0;
+	for (unsigned n = 1; n <= 40; n++) {
+		weft__fault_every(n);
+		int r = weft_init(&(weft_config){ .workers = 2 });
+		int e = errno;
+		weft__fault_every(0);
+		if (r == 0) {
+			cr_assert_eq(weft_shutdown(), 0);
+			continue;
+		}
+		failed++;
+		cr_assert(e == ENOMEM || e == EAGAIN, "every %u: errno %d", n, e);
+		cr_assert_eq(weft_worker_count(), 0, "nothing left half-started");
+	}
+	cr_assert_gt(failed, 0, "some init step was made to fail");
+	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_shutdown(), 0);
+}
+
+/* ---- a workload that keeps working through the faults */
+
+enum { PRODUCERS = 64, ITEMS = 50 };
+
+struct workload {
+	weft_chan *ch;
+	weft_mutex *m;
+	weft_key *key;
+	int64_t counted;	/* under m */
+	unsigned failures;	/* atomic */
+};
+
+static void note_failure(struct workload *wl)
+{
+	__atomic_add_fetch(&wl->failures, 1, __ATOMIC_SEQ_CST);
+}
+
+static void producer(void *arg)
+{
+	struct workload *wl = arg;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	for (int i = 1; i <= ITEMS; i++) {
+		/* I/O: registering fds may need the fd table to grow */
+		char b = (char)i;
+		while (weft_write(sv[0], &b, 1, -1) != 1) {
+			CHECK(errno == ENOMEM);
+			note_failure(wl);
+		}
+		while (weft_read(sv[1], &b, 1, -1) != 1) {
+			CHECK(errno == ENOMEM);
+			note_failure(wl);
+		}
+		CHECK(b == (char)i);
+		/* a deadline: the timer heap may need to grow */
+		while (weft_sleep(weft_now() + 10000) != 0) {
+			CHECK(errno == ENOMEM);
+			note_failure(wl);
+		}
+		/* a local value: the coroutine's table may need to grow */
+		if (weft_local_set(wl->key, (void *)(intptr_t)i) != 0) {
+			CHECK(errno == ENOMEM);
+			note_failure(wl);
+		}
+		CHECK(weft_mutex_lock(wl->m) == 0);
+		wl->counted += i;
+		CHECK(weft_mutex_unlock(wl->m) == 0);
+		CHECK(weft_chan_send(wl->ch, &i, -1) == 0);	/* never allocates */
+	}
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+static void workload_main(void *arg)
+{
+	unsigned every = *(unsigned *)arg;
+	struct workload wl = { 0 };
+	unsigned fails = 0;
+	uint64_t before = weft__fault_every(every);
+	RETRY(wl.ch, weft_chan_new(sizeof(int), 8), fails);
+	RETRY(wl.m, weft_mutex_new(), fails);
+	RETRY(wl.key, weft_key_new(NULL), fails);
+	weft_co *cos[PRODUCERS];
+	for (int i = 0; i < PRODUCERS; i++)
+		RETRY(cos[i], weft_spawn(producer, &wl), fails);
+	int64_t sum = 0;
+	for (int i = 0; i < PRODUCERS * ITEMS; i++) {
+		int v;
+		CHECK(weft_chan_recv(wl.ch, &v, -1) == 0);
+		sum += v;
+	}
+	for (int i = 0; i < PRODUCERS; i++)
+		join(cos[i]);
+	uint64_t injected = weft__fault_every(0) - before;
+	/* nothing lost, nothing counted twice */
+	const int64_t want = (int64_t)PRODUCERS * ITEMS * (ITEMS + 1) / 2;
+	CHECK(sum == want && wl.counted == want);
+	CHECK(injected > 0 || every > 10);	/* a rare fault may not come at all */
+	fprintf(stderr, "every %u: %llu faults injected, %u seen by the workload\n", every,
+		(unsigned long long)injected, fails + wl.failures);
+	/* and the runtime keeps serving */
+	for (int i = 0; i < PRODUCERS; i++)
+		cos[i] = go(producer, &wl);
+	for (int i = 0; i < PRODUCERS * ITEMS; i++) {
+		int v;
+		CHECK(weft_chan_recv(wl.ch, &v, -1) == 0);
+	}
+	for (int i = 0; i < PRODUCERS; i++)
+		join(cos[i]);
+	weft_chan_free(wl.ch);
+	weft_mutex_free(wl.m);
+	weft_key_free(wl.key);
+}
+
+Test(fault, workload_survives_every_nth_allocation_failing, .timeout = 300)
+{
+	unsigned everies[] = { 2, 3, 7, 50 };	/* one allocation in n fails */
+	for (size_t i = 0; i < sizeof everies / sizeof *everies; i++)
+		run(2, workload_main, &everies[i]);
+}
+
+/* ---- weft_offload when no helper thread can be created */
+
+static void mark(void *arg)
+{
+	*(int *)arg = 1;
+}
+
+static void offload_main(void *unused)
+{
+	(void)unused;
+	int ran = 0;
+	weft__fault_every(1);	/* every thread creation fails */
+	errno = 0;
+	int r = weft_offload(mark, &ran);
+	int e = errno;
+	weft__fault_every(0);
+	CHECK(r == -1 && e == EAGAIN && !ran);
+	CHECK(weft_offload(mark, &ran) == 0 && ran);
+}
+
+Test(fault, offload_without_threads_is_eagain)
+{
+	run(1, offload_main, NULL);
+}
