@@ -90,6 +90,8 @@ int weft_chan_close(weft_chan *ch)
 
 static unsigned char *slot(weft_chan *ch, size_t i)
 {
+	if (!ch->ring)	/* elements of size 0: nothing to address (copy skips) */
+		return NULL;
 	return ch->ring + ((ch->head + i) % ch->cap) * ch->elem_size;
 }
 

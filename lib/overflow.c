@@ -85,15 +85,14 @@ void weft__overflow_thread_init(struct weft__worker *w)
 	if (!w->altstack)
 		return;	/* overflows then die without the report */
 	stack_t ss = { .ss_sp = p, .ss_size = ALTSTACK_BYTES, .ss_flags = 0 };
-	sigaltstack(&ss, NULL);
+	sigaltstack(&ss, &w->old_altstack);	/* ASan installs its own: keep it */
 }
 
 void weft__overflow_thread_fini(struct weft__worker *w)
 {
 	if (!w->altstack)
 		return;
-	stack_t ss = { .ss_flags = SS_DISABLE };
-	sigaltstack(&ss, NULL);
+	sigaltstack(&w->old_altstack, NULL);	/* so its owner can free it */
 	munmap(w->altstack, ALTSTACK_BYTES);
 	w->altstack = NULL;
 }

@@ -185,6 +185,26 @@ bool weft__park_finish(struct weft_co *co)
 
 #define CLAIMED ((uintptr_t)1)	/* low bit on a waiter pointer */
 
+/* Wakes the claimed waiter w and stores COMPLETE after the last access to
+ * w.  A thread waiter is marked woken first and kicked (futex_wake) after
+ * COMPLETE: it would otherwise spin in completion_settle for the length of
+ * the syscall; a kick on a stale address is harmless (see wake). */
+static void complete_waiter(void **word, struct weft__waiter *w)
+{
+	if (w->co) {
+		weft__waiter_wake(w, 0);
+		at_fence_release();	/* done with the waiter before it may go */
+		at_store_ptr(word, WEFT__COMPLETE);
+		return;
+	}
+	uint32_t *futex = &w->futex;
+	bool won = at_cas_uint((unsigned *)futex, 0, THREAD_WOKEN);
+	at_fence_release();
+	at_store_ptr(word, WEFT__COMPLETE);
+	if (won)
+		futex_wake(futex);
+}
+
 bool weft__complete(void **word, void *other)
 {
 	for (;;) {
@@ -194,9 +214,7 @@ bool weft__complete(void **word, void *other)
 		if (j == NULL && at_cas_ptr(word, NULL, WEFT__COMPLETE))
 			return true;
 		if (j != NULL && at_cas_ptr(word, j, (void *)((uintptr_t)j | CLAIMED))) {
-			weft__waiter_wake(j, 0);
-			at_fence_release();	/* done with the waiter before it may go */
-			at_store_ptr(word, WEFT__COMPLETE);
+			complete_waiter(word, j);
 			return true;
 		}
 	}

@@ -6,6 +6,7 @@
 #define WEFT_WORKER_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -79,6 +80,7 @@ struct weft__worker {
 	struct weft__counters c;
 	pthread_t thread;
 	void *altstack;			/* sigaltstack for the overflow handler */
+	stack_t old_altstack;		/* the thread's own, restored at exit */
 } __attribute__((aligned(64)));
 
 struct weft__runtime {

@@ -704,3 +704,24 @@ Test(sync, plain_threads_and_coroutines_share_channels, .timeout = 120)
 	cr_assert_eq(m.sum, 4 * each);
 	weft_chan_free(m.ch);
 }
+
+/* Channels of size-0 elements (signals only), buffered and rendezvous: no
+ * ring to address (found by the fuzzer: UBSan's null-pointer arithmetic). */
+static void signal_only_main(void *unused)
+{
+	(void)unused;
+	weft_chan *buffered = weft_chan_new(0, 2), *rendezvous = weft_chan_new(0, 0);
+	CHECK(buffered && rendezvous);
+	CHECK(weft_chan_send(buffered, NULL, 0) == 0 && weft_chan_send(buffered, NULL, 0) == 0);
+	CHECK(weft_chan_send(buffered, NULL, 0) == -1 && errno == ETIMEDOUT);	/* full */
+	CHECK(weft_chan_recv(buffered, NULL, 0) == 0 && weft_chan_recv(buffered, NULL, 0) == 0);
+	CHECK(weft_chan_recv(buffered, NULL, 0) == -1 && errno == ETIMEDOUT);	/* empty */
+	CHECK(weft_chan_send(rendezvous, NULL, 0) == -1 && errno == ETIMEDOUT);	/* nobody there */
+	weft_chan_free(buffered);
+	weft_chan_free(rendezvous);
+}
+
+Test(sync, signal_only_channels)
+{
+	run(2, signal_only_main, NULL);
+}
