@@ -5,17 +5,22 @@
                              [--runs N] [--json FILE] [--build-dir DIR]
 
 It expects the weft side to be built already (`meson compile -C build`, which
-scripts/run does first) and builds the peers itself (the Go peer with
-`go build`; a peer whose tool is missing is skipped with a printed line).
+scripts/run does first) and builds the peers itself, under BUILD/bench/: Go
+with `go build`, Boost.Fiber with g++, Tokio with Debian's cargo, offline
+(PEERS).  A peer that cannot be built is skipped with one line saying why
+("bench.py: tokio peer skipped: ...").
 
 Two kinds of benchmarks (bench/README.md has the list):
 
 - In-process ones (BENCHMARKS: the scheduler's, sleep, channels, mutex,
   coroutine-locals).  For every benchmark and worker count: one warm-up
   invocation of every peer, then --runs invocations of each, interleaved
-  (weft, go, go, weft, ...), each its own process, each doing its own
-  in-process warm-up before the timed run.  A benchmark no peer has an
-  equivalent of (Bench.solo) runs weft alone; its row says why.
+  (weft, go, boost, tokio, tokio, boost, go, weft, ...), each its own
+  process, each doing its own in-process warm-up before the timed run.  A
+  peer without an equivalent of a benchmark (Peer.missing) has "—" in its
+  row, and the notes say why.  --quick runs each peer other than weft once
+  per point, without the warm-up invocation, and only at the largest worker
+  count (--peer-runs, --peer-workers change that).
 - Network servers (SERVER_BENCHES: echo, http).  Per run and peer: the
   peer's server on a fresh port, on 1 worker, pinned to one CPU; the load
   (bench/loadgen, or wrk) pinned to another; the server killed after.  The
@@ -31,9 +36,10 @@ Outputs (under BUILD/bench/ unless told otherwise):
     servers.png    weft/peer throughput and p99 ratios per server row
 
 To add a benchmark: add it to BENCHMARKS and implement it under the same name
-in every peer (bench/weft-bench.c, bench/peers/go/main.go, ...).  To add a peer
-(Boost.Fiber, Tokio, ...): write a builder and add a Peer to PEERS; its program
-takes `NAME WORKERS` and prints one line
+in every peer (bench/weft-bench.c, bench/peers/*/), or list it in the
+Peer.missing of those that have no equivalent, with the reason.  To add a
+peer: write a builder and add a Peer to PEERS; its program takes
+`NAME WORKERS` and prints one line
     RESULT name=NAME impl=PEER workers=W ns=N ops=N value=N check=ok|fail
 and, for the server rows, give the Peer a `server` (the command of its echo
 and HTTP servers, which print "listening on PORT" when ready).
@@ -73,9 +79,6 @@ class Bench:
     # an extra field of the RESULT line shown in the notes column:
     # (key, label, divisor), e.g. ("rss_kb", "peak RSS MiB", 1024)
     extra: Optional[Tuple[str, str, float]] = None
-    # run by the subject only; says why (no peer has an equivalent), in the
-    # notes column, and the peer columns stay empty
-    solo: Optional[str] = None
     # a reference cost the program measures in the same run, in ns per op:
     # (key of the RESULT field, label); the notes give its median and the
     # median of the run-by-run ratios metric / reference
@@ -99,10 +102,10 @@ BENCHMARKS: List[Bench] = [
     Bench("skynet-chan", "skynet, 1M leaves, 10 children/node, channels",
           False, "ms"),
     # one coroutine: more workers would only idle
-    Bench("local-get", "weft_local_get vs a __thread read, 100M reads each, "
+    Bench("local-get", "weft_local_get (Boost: fiber_specific_ptr::get, "
+          "Tokio: task_local! with) vs a thread-local read, 100M reads each, "
           "1 coroutine", True, "ns/get", fixed_workers=1,
-          solo="weft only: Go has no coroutine-local storage",
-          versus=("thread_ns_per_op", "__thread read")),
+          versus=("thread_ns_per_op", "thread-local read")),
 ]
 
 
@@ -132,7 +135,7 @@ GROUPS = list(dict.fromkeys(b.group for b in SERVER_BENCHES))
 
 
 class Skip(Exception):
-    """A peer cannot be built or run here; the message says why."""
+    """A peer cannot be built or run here; the message (one line) says why."""
 
 
 @dataclasses.dataclass
@@ -143,12 +146,18 @@ class Peer:
     build: Callable[["Ctx"], Path]
     # extra environment for a run at `workers`
     env: Callable[[int], Dict[str, str]] = lambda w: {}
-    # benchmark names it implements; None: all of BENCHMARKS
-    benches: Optional[List[str]] = None
+    # the benchmarks of BENCHMARKS it has no equivalent of -> why (the notes)
+    missing: Dict[str, str] = dataclasses.field(default_factory=dict)
     # server(peer, ctx, kind, port) -> the command of its `kind` server
     # ("echo", "http"); raises Skip when it has none; None: no servers
     server: Optional[Callable[["Peer", "Ctx", str, int], List[str]]] = None
+    # version(ctx) -> what it was built with, for the metadata (weft's is
+    # the git description)
+    version: Callable[["Ctx"], Optional[str]] = lambda ctx: None
     program: Optional[Path] = None  # set once built
+
+    def runs(self, bench: "Bench") -> bool:
+        return bench.name not in self.missing
 
 
 @dataclasses.dataclass
@@ -156,6 +165,35 @@ class Ctx:
     build_dir: Path
     out_dir: Path
     log: List[str]
+
+
+def run_out(cmd: List[str], cwd=None) -> Optional[str]:
+    """The stripped stdout of cmd, None if it cannot be had."""
+    try:
+        return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True,
+                              timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def build_step(what: str, cmd: List[str], cwd: Path, log: Path,
+               env: Optional[Dict[str, str]] = None) -> None:
+    """Runs a peer's build command, its output in log; on failure, Skip with
+    the first error line of it."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=900)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise Skip(f"{what} could not run: {e}")
+    log.write_text(" ".join(cmd) + "\n" + p.stdout)
+    if p.returncode != 0:
+        lines = [x.strip() for x in p.stdout.splitlines() if x.strip()]
+        first = next((x for x in lines if re.search(r"\berror\b", x, re.I)),
+                     lines[-1] if lines else "no output")
+        raise Skip(f"{what} failed (exit status {p.returncode}): {first} "
+                   f"(all of it in {log})")
 
 
 def build_weft(ctx: Ctx) -> Path:
@@ -170,7 +208,7 @@ def build_weft(ctx: Ctx) -> Path:
 def build_go(ctx: Ctx) -> Path:
     go = shutil.which("go")
     if go is None:
-        raise Skip("`go` not found on PATH")
+        raise Skip("`go` not found on PATH (apt-get install -y golang-go)")
     gdir = ctx.out_dir / "go"
     prog = ctx.out_dir / "go-bench"
     env = dict(os.environ)
@@ -184,13 +222,104 @@ def build_go(ctx: Ctx) -> Path:
         "GOTOOLCHAIN": "local",
         "CGO_ENABLED": "0",
     })
-    cmd = [go, "build", "-trimpath", "-o", str(prog), "."]
-    p = subprocess.run(cmd, cwd=ROOT / "bench" / "peers" / "go", env=env,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       text=True)
-    if p.returncode != 0:
-        raise Skip("go build failed:\n" + p.stdout)
+    build_step("go build", [go, "build", "-trimpath", "-o", str(prog), "."],
+               ROOT / "bench" / "peers" / "go", gdir / "build.log", env)
     return prog
+
+
+BOOST_SRC = ROOT / "bench" / "peers" / "boost" / "boost-bench.cpp"
+
+
+def cxx() -> str:
+    return os.environ.get("CXX") or "g++"
+
+
+def build_boost(ctx: Ctx) -> Path:
+    """g++ on the one source file, redone when the source or the command
+    changed."""
+    if shutil.which(cxx()) is None:
+        raise Skip(f"`{cxx()}` not found on PATH "
+                   "(apt-get install -y g++ libboost-fiber-dev)")
+    prog = ctx.out_dir / "boost-bench"
+    cmd = [cxx(), "-O2", "-std=c++17", "-o", str(prog), str(BOOST_SRC),
+           "-lboost_fiber", "-lboost_context", "-pthread"]
+    stamp = ctx.out_dir / "boost" / "command"
+    if (os.access(prog, os.X_OK) and stamp.exists()
+            and stamp.read_text() == " ".join(cmd)
+            and prog.stat().st_mtime >= BOOST_SRC.stat().st_mtime):
+        return prog
+    build_step(cxx(), cmd, BOOST_SRC.parent, ctx.out_dir / "boost" / "build.log")
+    stamp.write_text(" ".join(cmd))
+    return prog
+
+
+def boost_version(ctx: Ctx) -> Optional[str]:
+    v = None
+    try:
+        m = re.search(r'#define BOOST_LIB_VERSION "([^"]+)"',
+                      Path("/usr/include/boost/version.hpp").read_text())
+        v = m and m[1].replace("_", ".")
+    except OSError:
+        pass
+    cc = run_out([cxx(), "--version"])
+    return f"Boost {v or '?'}, {cc.splitlines()[0] if cc else cxx()}"
+
+
+# Tokio: Debian's cargo and rustc (not a rustup toolchain that may be first
+# on PATH), offline, against the crates Debian packages under DEBIAN_CRATES
+# (librust-tokio-dev and the librust-*-dev it pulls in).
+TOKIO_SRC = ROOT / "bench" / "peers" / "tokio"
+CARGO, RUSTC = Path("/usr/bin/cargo"), Path("/usr/bin/rustc")
+DEBIAN_CRATES = Path("/usr/share/cargo/registry")
+
+
+def build_tokio(ctx: Ctx) -> Path:
+    """cargo build --release --offline of a copy of bench/peers/tokio under
+    BUILD/bench/tokio/crate (so that the Cargo.lock cargo writes stays out
+    of the source tree); cargo itself skips the work when nothing changed."""
+    for tool in (CARGO, RUSTC):
+        if not os.access(tool, os.X_OK):
+            raise Skip(f"{tool} not found (Debian's cargo and rustc: "
+                       "apt-get install -y cargo rustc librust-tokio-dev)")
+    if not any(DEBIAN_CRATES.glob("tokio-1.*")):
+        raise Skip(f"no tokio crate under {DEBIAN_CRATES} "
+                   "(apt-get install -y librust-tokio-dev)")
+    tdir = ctx.out_dir / "tokio"
+    crate = tdir / "crate"
+    for src in TOKIO_SRC.rglob("*"):
+        rel = src.relative_to(TOKIO_SRC)
+        if not src.is_file() or rel.parts[0] in ("target", "Cargo.lock"):
+            continue
+        dst = crate / rel
+        data = src.read_bytes()
+        if not dst.exists() or dst.read_bytes() != data:  # keep cargo's mtimes
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(data)
+    env = dict(os.environ)
+    env.update({"CARGO_HOME": str(tdir / "home"),  # not ~/.cargo's config
+                "CARGO_TARGET_DIR": str(tdir / "target"),
+                "RUSTC": str(RUSTC)})
+    for k in ("RUSTFLAGS", "CARGO_BUILD_TARGET", "RUSTC_WRAPPER"):
+        env.pop(k, None)
+    # resolved anew against what is installed now (offline, instant), so an
+    # upgraded Debian crate does not meet a stale lock; unchanged versions
+    # leave cargo nothing to rebuild
+    (crate / "Cargo.lock").unlink(missing_ok=True)
+    print("bench.py: building the tokio peer (cargo, offline)", file=sys.stderr)
+    build_step("cargo build", [str(CARGO), "build", "--release", "--offline"],
+               crate, tdir / "build.log", env)
+    return tdir / "target" / "release" / "tokio-bench"
+
+
+def tokio_version(ctx: Ctx) -> Optional[str]:
+    v = None
+    try:
+        m = re.search(r'name = "tokio"\nversion = "([^"]+)"',
+                      (ctx.out_dir / "tokio" / "crate" / "Cargo.lock").read_text())
+        v = m and m[1]
+    except OSError:
+        pass
+    return f"Tokio {v or '?'}, {run_out([str(RUSTC), '--version']) or 'rustc'}"
 
 
 def weft_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
@@ -205,14 +334,28 @@ def go_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
     return [str(peer.program), f"{kind}-server", str(port)]
 
 
+def tokio_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
+    if kind != "echo":
+        raise Skip("Tokio has no HTTP server of its own (hyper is a "
+                   "separate crate); echo only")
+    return [str(peer.program), "echo-server", str(port)]
+
+
 PEERS: List[Peer] = [
     # The first peer is the subject: ratios are subject/peer, scaling is its.
-    # weft-bench takes its workers as an argument; the servers from the
-    # environment.
+    # The bench programs take their workers as an argument; the servers from
+    # the environment.
     Peer("weft", "weft", build_weft,
          env=lambda w: {"WEFT_WORKERS": str(w)}, server=weft_server),
     Peer("go", "Go goroutines", build_go,
-         env=lambda w: {"GOMAXPROCS": str(w)}, server=go_server),
+         env=lambda w: {"GOMAXPROCS": str(w)},
+         missing={"local-get": "Go has no coroutine-local storage"},
+         server=go_server, version=lambda ctx: run_out(["go", "version"])),
+    Peer("boost", "Boost.Fiber, work_stealing", build_boost,
+         version=boost_version),
+    Peer("tokio", "Tokio, multi-thread runtime", build_tokio,
+         env=lambda w: {"TOKIO_WORKER_THREADS": str(w)}, server=tokio_server,
+         version=tokio_version),
 ]
 
 SUBJECT = PEERS[0].name
@@ -590,16 +733,9 @@ def run_servers(args, peers: List[Peer], ctx: Ctx, prog: "Progress",
         speers = server_peers(sb, peers, ctx, known)
         if tools[sb.group] is None or not speers:
             continue
-        runs: Dict[str, List[dict]] = {p.name: [] for p in speers}
-        for i in range(args.runs):
-            order = speers if i % 2 == 0 else speers[::-1]
-            for p in order:
-                prog.show(f"[{sb.name}] {p.name} run {i + 1}/{args.runs}")
-                rec = run_server_one(p, sb, ctx, tools[sb.group], args.quick,
-                                     pins)
-                runs[p.name].append(rec)
-                note_failure(rec, f"[{sb.name}]", f"run {i + 1}", prog,
-                             failures)
+        runs = interleave(speers, args, f"[{sb.name}]", prog, failures,
+                          lambda p: run_server_one(p, sb, ctx, tools[sb.group],
+                                                   args.quick, pins))
         points.append({"bench": sb.name, "workers": SERVER_WORKERS,
                        "runs": runs})
         summary.append(summarize_server(sb, runs, speers))
@@ -612,7 +748,8 @@ def run_servers(args, peers: List[Peer], ctx: Ctx, prog: "Progress",
 def med_range(xs: List[float]) -> Optional[dict]:
     if not xs:
         return None
-    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs),
+            "n": len(xs)}
 
 
 def pair_ratios(runs: Dict[str, List[dict]], peers: List[Peer],
@@ -663,15 +800,19 @@ def versus(bench: Bench, runs: Dict[str, List[dict]],
 
 
 def versus_note(bench: Bench, s: dict) -> Optional[str]:
-    """E.g. "__thread read 0.39 ns; weft/__thread read 4.10 (3.90–4.30)"."""
-    label = bench.versus[1] if bench.versus else ""
-    return "; ".join(f"{label} {fmt_num(v['ref']['median'])} ns; "
-                     f"{pn}/{label} {fmt_ratio(v['ratio'])}"
-                     for pn, v in s.get("versus", {}).items()) or None
+    """E.g. "thread-local read in ns, and time/it: weft 0.39, 4.10
+    (3.90–4.30); boost 0.41, 30.2" (each peer against its own)."""
+    if not s.get("versus"):
+        return None
+    return (f"{bench.versus[1]} in ns, and time/it: " +
+            "; ".join(f"{pn} {fmt_num(v['ref']['median'])}, "
+                      f"{fmt_ratio(v['ratio'])}"
+                      for pn, v in s["versus"].items()))
 
 
 def summarize(bench: Bench, workers: int, runs: Dict[str, List[dict]],
-              peers: List[Peer]) -> dict:
+              peers: List[Peer], absent: List[str]) -> dict:
+    """absent: for the peers without an equivalent, "peer: why"."""
     s = {"bench": bench.name, "workers": workers, "unit": bench.unit,
          "peers": {}, "ratios": {}}
     for p in peers:
@@ -683,7 +824,7 @@ def summarize(bench: Bench, workers: int, runs: Dict[str, List[dict]],
     s["ratios"] = pair_ratios(runs, peers, lambda r: metric(bench, r))
     if bench.versus:
         s["versus"] = versus(bench, runs, peers)
-    notes = [bench.solo, extra_note(bench, runs, peers), versus_note(bench, s)]
+    notes = absent + [extra_note(bench, runs, peers), versus_note(bench, s)]
     s["notes"] = "; ".join(n for n in notes if n) or None
     return s
 
@@ -737,13 +878,17 @@ def fmt_num(x: float) -> str:
 def fmt_mr(mr: Optional[dict], failed: int = 0) -> str:
     if mr is None:
         return "FAILED" if failed else "—"
-    s = f"{fmt_num(mr['median'])} ({fmt_num(mr['min'])}–{fmt_num(mr['max'])})"
+    s = fmt_num(mr["median"])
+    if mr.get("n", 2) > 1:
+        s += f" ({fmt_num(mr['min'])}–{fmt_num(mr['max'])})"
     return s + (f" [{failed} failed]" if failed else "")
 
 
 def fmt_ratio(mr: Optional[dict]) -> str:
     if mr is None:
         return "—"
+    if mr.get("n", 2) == 1:
+        return f"{mr['median']:.2f}"
     return f"{mr['median']:.2f} ({mr['min']:.2f}–{mr['max']:.2f})"
 
 
@@ -813,7 +958,8 @@ def server_table_rows(summary: List[dict], peers: List[Peer]):
     return head, rows
 
 
-def server_footnote(runs: int, pins: "Pins") -> str:
+def server_footnote(args, pins: "Pins", peers: List[Peer]) -> str:
+    knobs = " / ".join(k for p in peers for k in p.env(SERVER_WORKERS))
     return (f"Rates (msgs/s, req/s): higher is better; {SUBJECT}/peer rate "
             f"is the median of run-by-run rate ratios (above 1: {SUBJECT} "
             f"serves more).  Latencies are round trips in µs, the median "
@@ -822,8 +968,8 @@ def server_footnote(runs: int, pins: "Pins") -> str:
             f"The slowest connection's echoes as a % of the mean per "
             f"connection: near 100, the server is fair to its clients; near "
             f"0, it starves some (which p50 and p99 can hide).  "
-            f"Servers on {SERVER_WORKERS} worker (WEFT_WORKERS / "
-            f"GOMAXPROCS), {pins.note}; {runs} runs per row.")
+            f"Servers on {SERVER_WORKERS} worker ({knobs}), {pins.note}; "
+            f"{runs_note(args, servers=True)}.")
 
 
 def text_table(head, rows) -> str:
@@ -860,26 +1006,29 @@ TERM = "set terminal pngcairo size 900,540 noenhanced font ',10'"
 
 
 def charts(summary: List[dict], ssummary: List[dict], peers: List[Peer],
-           workers: List[int], ctx: Ctx) -> List[Path]:
+           speers: List[Peer], workers: List[int], ctx: Ctx) -> List[Path]:
     if shutil.which("gnuplot") is None:
         print("bench.py: gnuplot not found; no charts "
               "(apt-get install -y gnuplot-nox)")
         return []
-    made = server_chart(ssummary, peers, ctx)
+    made = server_chart(ssummary, speers, ctx)
     if not summary:
         return made
     others = [p.name for p in peers if p.name != SUBJECT]
     benches = list(dict.fromkeys(s["bench"] for s in summary))
     by = {(s["bench"], s["workers"]): s for s in summary}
-    # the solo rows have no peer, so no ratio and no bars
+    # a benchmark no peer ran has no ratio and no bars
     rbenches = [b for b in benches
                 if any(s["ratios"] for s in summary if s["bench"] == b)]
 
     # ratios.png: clustered bars, one cluster per benchmark, a bar per
     # (peer, workers); below 1 means weft is faster.  A log scale: ratios
     # from 0.1 to 40 share the chart.
-    cols = [(p, w) for p in others for w in workers]
-    if any(s["ratios"].get(p) for s in summary for p in others):
+    # the (peer, workers) with a ratio somewhere (--quick: peers at the
+    # largest worker count only)
+    cols = [(p, w) for p in others for w in workers
+            if any(s["ratios"].get(p) for s in summary if s["workers"] == w)]
+    if cols:
         dat = ctx.out_dir / "ratios.dat"
         with open(dat, "w") as f:
             f.write("bench " + " ".join(f'"{SUBJECT}/{p} w={w}"'
@@ -905,6 +1054,7 @@ set key top left
 set logscale y 2
 set yrange [*:*]
 set ylabel 'ratio (log scale: 1/2 and 2 equally far from 1)'
+set xtics rotate by 30 right
 set grid ytics
 set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2
 plot {plot}
@@ -1003,14 +1153,7 @@ plot {plot}
 # -------------------------------------------------------------------- main
 
 
-def metadata(args, peers: List[Peer]) -> dict:
-    def out(cmd, cwd=None):
-        try:
-            return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True,
-                                  timeout=10).stdout.strip() or None
-        except (OSError, subprocess.SubprocessError):
-            return None
+def metadata(args, peers: List[Peer], ctx: Ctx) -> dict:
     cpu = None
     try:
         for line in open("/proc/cpuinfo"):
@@ -1027,10 +1170,14 @@ def metadata(args, peers: List[Peer]) -> dict:
         "cpu": cpu,
         "cpus_online": os.cpu_count(),
         "cpus_affinity": len(os.sched_getaffinity(0)),
-        "git": out(["git", "describe", "--always", "--dirty"], cwd=ROOT),
-        "go": out(["go", "version"]) if shutil.which("go") else None,
+        "git": run_out(["git", "describe", "--always", "--dirty"], cwd=ROOT),
+        # what each peer was built with
+        "versions": {p.name: p.version(ctx) for p in peers
+                     if p.name != SUBJECT},
         "runs": args.runs,
+        "peer_runs": args.peer_runs,
         "workers": args.workers,
+        "peer_workers": args.peer_workers,
         "peers": [p.name for p in peers],
         "argv": sys.argv[1:],
     }
@@ -1063,8 +1210,10 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="weft benchmarks (scheduler, timers, servers) vs peer runtimes")
     ap.add_argument("--quick", action="store_true",
-                    help="3 runs per point instead of 5 (same sizes; the "
-                    "server rows run shorter)")
+                    help="3 runs per point instead of 5, and the peers "
+                    "other than weft 1, without a warm-up invocation, only at "
+                    "the largest worker count (same sizes; the server rows "
+                    "run shorter)")
     ap.add_argument("--only", metavar="NAME[,NAME]",
                     help="only these benchmarks: " +
                     ", ".join(b.name for b in BENCHMARKS) + ", " +
@@ -1077,6 +1226,12 @@ def parse_args(argv):
                     help="worker counts, e.g. 1,2,4 (default: 1 and the CPUs "
                     "in the affinity mask)")
     ap.add_argument("--runs", type=int, help="runs per point (default 5)")
+    ap.add_argument("--peer-runs", type=int,
+                    help="runs per point of the peers other than weft "
+                    "(default: --runs; --quick: 1)")
+    ap.add_argument("--peer-workers", metavar="LIST",
+                    help="the worker counts of --workers at which the peers "
+                    "other than weft run (default: all; --quick: the largest)")
     ap.add_argument("--build-dir", default="build", type=Path,
                     help="meson build directory (default: build)")
     ap.add_argument("--json", type=Path,
@@ -1090,16 +1245,33 @@ def parse_args(argv):
         args.runs = 3 if args.quick else 5
     if args.runs < 1:
         ap.error("--runs must be at least 1")
-    if args.workers:
+    if args.peer_runs is None:
+        args.peer_runs = 1 if args.quick else args.runs
+    if args.peer_runs < 1:
+        ap.error("--peer-runs must be at least 1")
+    # the peers' warm-up invocation: not in a quick run
+    args.peer_warmup = not args.quick
+
+    def counts(option: str, value: str) -> List[int]:
         try:
-            ws = sorted({int(x) for x in args.workers.split(",") if x.strip()})
+            ws = sorted({int(x) for x in value.split(",") if x.strip()})
         except ValueError:
-            ap.error(f"--workers: not a list of integers: {args.workers!r}")
+            ap.error(f"{option}: not a list of integers: {value!r}")
         if not ws or ws[0] < 1 or ws[-1] > 1024:
-            ap.error("--workers: counts must be 1..1024")
-        args.workers = ws
+            ap.error(f"{option}: counts must be 1..1024")
+        return ws
+
+    if args.workers:
+        args.workers = counts("--workers", args.workers)
     else:
         args.workers = sorted({1, len(os.sched_getaffinity(0))})
+    if args.peer_workers:
+        args.peer_workers = counts("--peer-workers", args.peer_workers)
+        bad = [w for w in args.peer_workers if w not in args.workers]
+        if bad:
+            ap.error(f"--peer-workers: {bad} not in --workers {args.workers}")
+    else:
+        args.peer_workers = args.workers[-1:] if args.quick else args.workers
     def pick(option: str, value: Optional[str], known: List[str]) -> List[str]:
         """The comma-separated names of --only / --peers, all known ones if unset."""
         if not value:
@@ -1129,34 +1301,65 @@ def run_benches(args, peers: List[Peer], prog: Progress,
         ws = ([bench.fixed_workers] if bench.fixed_workers else args.workers)
         for w in ws:
             tag = f"[{bench.name} w={w}]"
-            bpeers = [p for p in peers
-                      if (p.benches is None or bench.name in p.benches)
-                      and (bench.solo is None or p.name == SUBJECT)]
-            runs: Dict[str, List[dict]] = {p.name: [] for p in bpeers}
+            # the peers at this point: those with an equivalent, at the
+            # worker counts they run (a benchmark of fixed workers: there)
+            bpeers = [p for p in peers if p.runs(bench) and (
+                p.name == SUBJECT or bench.fixed_workers
+                or w in args.peer_workers)]
+            absent = [f"{p.name}: {p.missing[bench.name]}" for p in peers
+                      if not p.runs(bench)]
             warm: Dict[str, dict] = {}
             for p in bpeers:
-                prog.show(f"{tag} {p.name} warm-up")
-                warm[p.name] = run_one(p, bench, w, args.timeout)
-                note_failure(warm[p.name], tag, "warm-up", prog, failures)
-            for i in range(args.runs):
-                # alternate who goes first, so neither always runs on a
-                # machine the other just warmed (or heated)
-                order = bpeers if i % 2 == 0 else bpeers[::-1]
-                for p in order:
-                    prog.show(f"{tag} {p.name} run {i + 1}/{args.runs}")
-                    rec = run_one(p, bench, w, args.timeout)
-                    runs[p.name].append(rec)
-                    note_failure(rec, tag, f"run {i + 1}", prog, failures)
+                if p.name == SUBJECT or args.peer_warmup:
+                    prog.show(f"{tag} {p.name} warm-up")
+                    warm[p.name] = run_one(p, bench, w, args.timeout)
+                    note_failure(warm[p.name], tag, "warm-up", prog, failures)
+            runs = interleave(bpeers, args, tag, prog, failures,
+                              lambda p: run_one(p, bench, w, args.timeout))
             points.append({"bench": bench.name, "workers": w,
                            "warmup": warm, "runs": runs})
-            summary.append(summarize(bench, w, runs, bpeers))
+            summary.append(summarize(bench, w, runs, bpeers, absent))
     return points, summary
+
+
+def interleave(peers: List[Peer], args, tag: str, prog: "Progress",
+               failures: List[str],
+               run: Callable[[Peer], dict]) -> Dict[str, List[dict]]:
+    """Round i runs every peer that has a run i left (the subject has
+    --runs, the others --peer-runs), in alternating order, so that no peer
+    always runs on a machine another just warmed (or heated)."""
+    want = {p.name: args.runs if p.name == SUBJECT else args.peer_runs
+            for p in peers}
+    runs: Dict[str, List[dict]] = {p.name: [] for p in peers}
+    for i in range(max(want.values(), default=0)):
+        for p in (peers if i % 2 == 0 else peers[::-1]):
+            if i < want[p.name]:
+                prog.show(f"{tag} {p.name} run {i + 1}/{want[p.name]}")
+                rec = run(p)
+                runs[p.name].append(rec)
+                note_failure(rec, tag, f"run {i + 1}", prog, failures)
+    return runs
 
 
 BENCH_FOOTNOTE = (f"Lower is better.  Cells are median (min–max) over the "
                   f"runs; {SUBJECT}/peer is the median of run-by-run time "
                   f"ratios (below 1: {SUBJECT} is faster); scaling is "
                   f"{SUBJECT}'s speed-up at that worker count over 1 worker.")
+
+
+def runs_note(args, servers: bool = False) -> str:
+    """E.g. "3 runs per point; the other peers 1, only at 2 workers (or a
+    benchmark's fixed count), without a warm-up invocation"."""
+    others = []
+    if args.peer_runs != args.runs:
+        others.append(str(args.peer_runs))
+    if args.peer_workers != args.workers and not servers:
+        others.append("only at " + ", ".join(map(str, args.peer_workers)) +
+                      " workers (or a benchmark's fixed count)")
+    if not args.peer_warmup and not servers:  # the servers have none
+        others.append("without a warm-up invocation")
+    return (f"{args.runs} runs per {'row' if servers else 'point'}" +
+            (f"; the other peers {', '.join(others)}" if others else ""))
 
 
 def write_markdown(md: Path, meta: dict, args, tables: List[Tuple[str, str]],
@@ -1167,8 +1370,9 @@ def write_markdown(md: Path, meta: dict, args, tables: List[Tuple[str, str]],
         f.write(f"<!-- generated by scripts/bench.py on {meta['date']} -->\n")
         f.write(f"Measured on {meta['cpu'] or 'unknown CPU'}, "
                 f"{meta['cpus_affinity']} CPUs, Linux {meta['kernel']}, "
-                f"{meta['go'] or 'no Go'}; weft {meta['git'] or '(no git)'}; "
-                f"{args.runs} runs per point.\n\n")
+                f"weft {meta['git'] or '(no git)'}; "
+                + "".join(f"{v}; " for v in meta["versions"].values() if v)
+                + f"{runs_note(args)}.\n\n")
         for b in BENCHMARKS + SERVER_BENCHES:
             if b.name in args.only or getattr(b, "group", None) in args.only:
                 f.write(f"- **{b.name}**: {b.title}\n")
@@ -1187,7 +1391,7 @@ def build_peers(args, ctx: Ctx) -> List[Peer]:
         try:
             p.program = p.build(ctx)
         except Skip as e:
-            print(f"bench.py: skipping peer {p.name}: {e}")
+            print(f"bench.py: {p.name} peer skipped: {e}")
             continue
         peers.append(p)
     return peers
@@ -1202,7 +1406,7 @@ def main(argv=None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     peers = build_peers(args, ctx)
     print(f"bench.py: peers: {', '.join(p.name for p in peers)}; workers: "
-          f"{', '.join(map(str, args.workers))}; runs: {args.runs}",
+          f"{', '.join(map(str, args.workers))}; {runs_note(args)}",
           file=sys.stderr)
 
     prog = Progress()
@@ -1214,7 +1418,7 @@ def main(argv=None) -> int:
     elapsed = time.monotonic() - t_start
 
     add_scaling(summary, peers)
-    meta = metadata(args, peers)
+    meta = metadata(args, peers, ctx)
     meta["elapsed_s"] = round(elapsed, 1)
     meta["servers"] = pins and {"workers": SERVER_WORKERS, "pinning": pins.note,
                                 "echo_s": ECHO_SECONDS[args.quick],
@@ -1225,14 +1429,16 @@ def main(argv=None) -> int:
         head, rows = table_rows(summary, peers)
         text.append(text_table(head, rows) + "\n\n" + BENCH_FOOTNOTE)
         tables.append((md_table(head, rows), BENCH_FOOTNOTE))
+    # the peers of the server rows (not those without servers)
+    speers = [p for p in peers if any(p.name in s["peers"] for s in ssummary)]
     if ssummary:
-        head, rows = server_table_rows(ssummary, peers)
-        note = server_footnote(args.runs, pins)
+        head, rows = server_table_rows(ssummary, speers)
+        note = server_footnote(args, pins, speers)
         text.append(text_table(head, rows) + "\n\n" + note)
         tables.append((md_table(head, rows), note))
     for t in text:
         print("\n" + t)
-    print(f"\n{args.runs} runs per point; {elapsed:.0f} s in all")
+    print(f"\n{runs_note(args)}; {elapsed:.0f} s in all")
 
     args.json.parent.mkdir(parents=True, exist_ok=True)
     with open(args.json, "w") as f:
@@ -1250,7 +1456,7 @@ def main(argv=None) -> int:
 
     md = out_dir / "results.md"
     write_markdown(md, meta, args, tables, failures)
-    made = charts(summary, ssummary, peers, args.workers, ctx)
+    made = charts(summary, ssummary, peers, speers, args.workers, ctx)
     print(f"wrote {args.json}, {md}" +
           "".join(f", {m}" for m in made))
     if args.docs:
