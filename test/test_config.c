@@ -39,28 +39,22 @@ static void expect_rejected(const char *var, const char *value)
 
 Test(config, bad_environment_values)
 {
+	static const struct {
+		const char *var;
+		const char *bad[10];	/* NULL-terminated */
+	} cases[] = {
+		{ "WEFT_WORKERS", { "", "abc", "0", "1025", "4x", " 4", "-1", "2.5", "99999999999999999999" } },
+		{ "WEFT_STACK_SIZE", { "", "big", "0", "1k", "4096", "2g", "64kb", "64q", "-64k", "1t" } },
+		{ "WEFT_PIN", { "", "2", "yes", "1 ", "-1" } },
+		{ "WEFT_STACK_GUARDS", { "", "many", "-5", "1073741825" } },
+		{ "WEFT_BLOCKING_THREADS", { "", "0", "4097", "lots", "8 " } },
+		{ "WEFT_STALL_MS", { "", "-1", "3600001", "100ms", "1e3" } },
+		{ "WEFT_STATS", { "", "2", "yes", "on" } },
+	};
 	unsetenv("WEFT_WORKERS");
-	const char *workers[] = { "", "abc", "0", "1025", "4x", " 4", "-1", "2.5", "99999999999999999999" };
-	for (size_t i = 0; i < sizeof workers / sizeof *workers; i++)
-		expect_rejected("WEFT_WORKERS", workers[i]);
-	const char *stack[] = { "", "big", "0", "1k", "4096", "2g", "64kb", "64q", "-64k", "1t" };
-	for (size_t i = 0; i < sizeof stack / sizeof *stack; i++)
-		expect_rejected("WEFT_STACK_SIZE", stack[i]);
-	const char *pin[] = { "", "2", "yes", "1 ", "-1" };
-	for (size_t i = 0; i < sizeof pin / sizeof *pin; i++)
-		expect_rejected("WEFT_PIN", pin[i]);
-	const char *guards[] = { "", "many", "-5", "1073741825" };
-	for (size_t i = 0; i < sizeof guards / sizeof *guards; i++)
-		expect_rejected("WEFT_STACK_GUARDS", guards[i]);
-	const char *blocking[] = { "", "0", "4097", "lots", "8 " };
-	for (size_t i = 0; i < sizeof blocking / sizeof *blocking; i++)
-		expect_rejected("WEFT_BLOCKING_THREADS", blocking[i]);
-	const char *stall[] = { "", "-1", "3600001", "100ms", "1e3" };
-	for (size_t i = 0; i < sizeof stall / sizeof *stall; i++)
-		expect_rejected("WEFT_STALL_MS", stall[i]);
-	const char *stats[] = { "", "2", "yes", "on" };
-	for (size_t i = 0; i < sizeof stats / sizeof *stats; i++)
-		expect_rejected("WEFT_STATS", stats[i]);
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+		for (size_t i = 0; i < 10 && cases[c].bad[i]; i++)
+			expect_rejected(cases[c].var, cases[c].bad[i]);
 }
 
 Test(config, bad_fields)
