@@ -57,6 +57,7 @@ struct weft__fd {
 	unsigned refs;		/* atomic: I/O calls in flight on the fd */
 	unsigned flags;		/* FD_SOCKET, FD_NO_POLL; set by the registrar */
 	bool drained;		/* the reader's: its last read came back short */
+	unsigned hangup;	/* atomic: an event said RDHUP/HUP/ERR (sticky) */
 };
 
 enum {

@@ -141,11 +141,16 @@ static int io_retry(struct io *io, int e, int events, int64_t deadline)
  * the read that would only say EAGAIN, one syscall in three for an echo.
  * Stream sockets only: a datagram read is short with more queued, and pipes
  * signal edges since Linux 5.5 only when they were empty.  Not with a past
- * deadline, which promises a try without waiting.
+ * deadline, which promises a try without waiting.  Not once the peer has
+ * hung up: data and the FIN (or RST) that arrive before a harvest make one
+ * event, so after the short read that takes the data no edge is left to
+ * come for the end of file (found by test/soak: CLOSE-WAIT connections
+ * whose readers never woke).  The harvester sets `hangup` before it wakes.
  */
 static int park_if_drained(struct io *io, int64_t deadline)
 {
-	if (!io->e->drained || !(io->e->flags & FD_STREAM) || (deadline >= 0 && deadline <= weft_now()))
+	if (!io->e->drained || !(io->e->flags & FD_STREAM) || at_load_uint(&io->e->hangup) ||
+	    (deadline >= 0 && deadline <= weft_now()))
 		return 0;
 	int r = io_park(io, WEFT_IN, deadline);
 	return r < 0 ? -r : 0;

@@ -92,6 +92,7 @@ static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 		e->flags = getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM
 				   ? FD_SOCKET | FD_STREAM : FD_SOCKET;
 	e->drained = false;
+	at_store_uint(&e->hangup, 0);
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
 		if (errno != EPERM)
 			return -1;
@@ -154,6 +155,8 @@ static void fd_event(struct weft__worker *w, uint64_t tag, uint32_t events)
 	if (!e || at_load_uint(&e->gen) != (unsigned)(tag >> 32))
 		return;		/* the fd was closed since */
 	bool in = events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR);
+	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		at_store_uint(&e->hangup, 1);	/* before the wake: see park_if_drained */
 	bool out = events & (EPOLLOUT | EPOLLHUP | EPOLLERR);
 	void **rs = &e->slot[FD_SLOT_IN], **ws = &e->slot[FD_SLOT_OUT];
 	struct weft__waiter *r = in ? weft__fd_slot_claim(rs, true) : NULL;

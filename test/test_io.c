@@ -918,3 +918,45 @@ Test(io, accept_survives_emfile_then_recovers, .timeout = 60)
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
 }
+
+/* Data and the peer's FIN arriving before one harvest make one event; the
+ * short read that takes the data must not make the next read wait for an
+ * edge that will never come (found by test/soak: CLOSE-WAIT connections
+ * whose readers never woke). */
+struct eof_reader {
+	int fd;
+	ssize_t first, second;
+	int err;
+};
+
+static void eof_reader_main(void *arg)
+{
+	struct eof_reader *r = arg;
+	char buf[64];
+	r->first = weft_read(r->fd, buf, sizeof buf, -1);
+	r->second = weft_read(r->fd, buf, sizeof buf, weft_now() + 2000 * MS);
+	r->err = errno;
+}
+
+static void data_and_fin_main(void *unused)
+{
+	(void)unused;
+	for (int round = 0; round < 20; round++) {
+		int sv[2];
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+		struct eof_reader r = { .fd = sv[0] };
+		weft_co *reader = go(eof_reader_main, &r);
+		CHECK(weft_sleep(weft_now() + MS) == 0);	/* it parks in its first read */
+		/* both before the worker polls again: one event, IN | RDHUP */
+		CHECK(write(sv[1], "abc", 3) == 3 && shutdown(sv[1], SHUT_WR) == 0);
+		join(reader);
+		CHECK(r.first == 3);
+		CHECK(r.second == 0);	/* end of file, not ETIMEDOUT */
+		CHECK(weft_close(sv[0]) == 0 && close(sv[1]) == 0);
+	}
+}
+
+Test(io, end_of_file_in_the_same_event_as_data_is_seen)
+{
+	run(1, data_and_fin_main, NULL);
+}

@@ -135,6 +135,8 @@ static void sticky(void *value)
 	weft_local_set(sticky_key, value);	/* never gives up */
 }
 
+static weft_key *trigger_key;
+
 static void use_many(void *arg)
 {
 	(void)arg;
@@ -142,8 +144,8 @@ static void use_many(void *arg)
 		cr_assert_eq(weft_local_set(keys[i], (void *)(intptr_t)(i + 1)), 0);
 	for (int i = 0; i < MANY; i++)
 		cr_assert_eq(weft_local_get(keys[i]), (void *)(intptr_t)(i + 1));
-	weft_key *trigger = weft_key_new(set_late);
-	cr_assert_eq(weft_local_set(trigger, &late_seen), 0);
+	trigger_key = weft_key_new(set_late);
+	cr_assert_eq(weft_local_set(trigger_key, &late_seen), 0);
 	cr_assert_eq(weft_local_set(sticky_key, &sticky_runs), 0);
 }
 
@@ -160,6 +162,7 @@ Test(local, many_keys_ordered_destructors_bounded_passes)
 		cr_assert_eq(order[i], i, "destructor %d ran at position %d", order[i], i);
 	cr_assert_eq(late_seen, 1, "a value set by a destructor is destroyed too");
 	cr_assert_eq(sticky_runs, 4, "passes stop after 4");
+	weft_key_free(trigger_key);
 }
 
 Test(local, the_key_limit)

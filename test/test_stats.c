@@ -195,6 +195,12 @@ static unsigned stalls_of(const char *out, uint64_t id)
 
 Test(stats, stall_detector_reports_a_spinning_coroutine_once)
 {
+	/* valgrind runs one thread at a time: the monitor's 1 ms samples are
+	 * not guaranteed to happen during a 400 ms spin there */
+	if (RUNNING_ON_VALGRIND) {
+		fprintf(stderr, "stall report not checked: valgrind serialises threads\n");
+		return;
+	}
 	char out[4096], want[64];
 	struct stall_run r = run_spinner("50", 400, false, out, sizeof out);
 	cr_assert_eq(stalls_of(out, r.spin.id), 1, "once, naming the coroutine: %s", out);
