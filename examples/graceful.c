@@ -7,8 +7,10 @@
  * Start-up: the signals are blocked before weft_init, so every thread the
  * runtime starts inherits the mask and they arrive only through a signalfd,
  * which a coroutine reads like any other fd.
- * Shutdown, when a signal comes: close the listening socket (the accept loop
- * wakes with ECANCELED), cancel every connection's coroutine (each unwinds
+ * Shutdown, when a signal comes: cancel the accept loop (its weft_accept
+ * returns ECANCELED, now or at its next call: cancellation is sticky, so
+ * there is no race with a connection being accepted), close the listening
+ * socket, cancel every connection's coroutine (each unwinds
  * through its own error path: its parked weft_read returns ECANCELED), wait
  * for them all with a wait group, print the runtime's stats, return.
  * A getaddrinfo-style blocking call is shown too: the greeting's host name
@@ -79,7 +81,8 @@ static void connection(void *arg)
 /* Registers and starts a connection's coroutine; false if full. */
 static bool conn_start(int fd)
 {
-	weft_mutex_lock(conns.lock);
+	if (weft_mutex_lock(conns.lock) != 0)
+		return false;	/* ECANCELED: the acceptor is shutting down */
 	bool ok = conns.n < MAX_CONNS;
 	weft_co *co = NULL;
 	if (ok) {
@@ -105,10 +108,12 @@ static void accept_loop(void *arg)
 	for (;;) {
 		int fd = weft_accept(lfd, NULL, NULL, -1);
 		if (fd < 0) {
-			if (errno == ECANCELED)	/* the listener was closed: shutting down */
+			if (errno == ECANCELED)	/* shutting down */
 				return;
-			perror("weft_accept");	/* accept's EMFILE back-off is inside weft_accept */
-			continue;
+			perror("weft_accept");	/* EMFILE and the like back off inside */
+			if (errno == ECONNABORTED || errno == EPROTO)
+				continue;	/* that client gave up: the next one */
+			return;
 		}
 		if (!conn_start(fd))
 			weft_close(fd);
@@ -177,8 +182,9 @@ static void server_main(void *arg)
 	else
 		fprintf(stderr, "signal %u: shutting down\n", si.ssi_signo);
 
-	weft_close(lfd);		/* the acceptor's weft_accept returns ECANCELED */
+	weft_cancel(acceptor);		/* its weft_accept returns ECANCELED */
 	weft_join(acceptor);		/* no new connection after this */
+	weft_close(lfd);
 	cancel_connections();
 	weft_wg_wait(conns.running, -1);
 	weft_close(s->sigfd);
