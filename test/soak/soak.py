@@ -146,7 +146,7 @@ def http_clients(port: int, seconds: float, conns: int = 20) -> dict:
     """Keep-alive clients, each checking every response byte for byte."""
     want = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 13\r\n\r\nHello, World!"
     req = b"GET / HTTP/1.1\r\nHost: soak\r\n\r\n"
-    result = {"ok": 0, "bad": 0}
+    result = {"ok": 0, "bad": 0, "errors": {}}
     lock = threading.Lock()
     end = time.monotonic() + seconds
 
@@ -168,8 +168,11 @@ def http_clients(port: int, seconds: float, conns: int = 20) -> dict:
                 else:
                     bad += 1
             s.close()
-        except OSError:
+        except OSError as e:
             bad += 1
+            why = type(e).__name__ + (f" {e.errno}" if e.errno else f" {e}")
+            with lock:
+                result["errors"][why] = result["errors"].get(why, 0) + 1
         with lock:
             result["ok"] += ok
             result["bad"] += bad
@@ -254,7 +257,8 @@ def soak_one(name: str, build: Path, out: Path, seconds: int, ci: bool) -> bool:
 
         if http:
             verdict(load["bad"] == 0 and load["ok"] > 0,
-                    f"{load['ok']} responses byte-exact, {load['bad']} bad (baseline {base['ok']})")
+                    f"{load['ok']} responses byte-exact, {load['bad']} bad {load['errors'] or ''}"
+                    f" (baseline {base['ok']})")
         else:
             verdict(load.get("check") == "ok" and load["exit"] == 0,
                     f"loadgen check={load.get('check')}: {load.get('value', '?')} msgs/s, "
