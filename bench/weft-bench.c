@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <weft.h>
 
@@ -43,6 +44,7 @@
 #define FIB_SPAWNS 317810 /* calls with n >= 2: fib(28) - 1 */
 #define SLEEP_N 100000 /* coroutines, each sleeping once */
 #define SLEEP_NS 1000000 /* for 1 ms */
+#define PARKED_N 100000 /* coroutines parked on one channel at once */
 #define PINGPONG_N 1000000 /* round trips of the one pair of chan-pingpong */
 #define PINGPONG_PAIRS 1000 /* pairs of chan-pingpong-1000 ... */
 #define PINGPONG_ROUNDS 1000 /* ... and round trips of each */
@@ -593,6 +595,73 @@ static void bench_local_get(struct outcome *o)
 		 (double)(t2 - t1) / LOCAL_N);
 }
 
+/* ----------------------------------------------------------------- parked */
+
+/*
+ * PARKED_N coroutines each park in a receive on one rendezvous channel; once
+ * all have parked (a wait group counts them in), the process's resident set
+ * is read, the channel is closed (every receive returns EPIPE) and all are
+ * joined.  value = receivers that got EPIPE; all must.  rss_per_co_b is
+ * (RSS now - RSS when main started) / PARKED_N: what one parked coroutine
+ * costs, runtime included (the Go peer measures the same way).
+ */
+static long rss_at_start_kb;
+
+static long rss_now_kb(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	long pages = -1, resident = -1;
+
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+			resident = -1;
+		fclose(f);
+	}
+	return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+struct parked {
+	weft_chan *ch;
+	weft_wg *in;
+	atomic_llong closed;
+};
+
+static void parked_co(void *p)
+{
+	struct parked *pk = p;
+	int v;
+
+	weft_wg_done(pk->in);
+	if (weft_chan_recv(pk->ch, &v, -1) != 0 && errno == EPIPE)
+		atomic_fetch_add_explicit(&pk->closed, 1, memory_order_relaxed);
+}
+
+static void bench_parked(struct outcome *o)
+{
+	static weft_co *co[PARKED_N];
+	struct parked pk = { .ch = chan_or_die(sizeof(int), 0), .in = weft_wg_new() };
+	int i;
+
+	if (!pk.in || weft_wg_add(pk.in, PARKED_N) != 0)
+		die("weft_wg");
+	atomic_init(&pk.closed, 0);
+	for (i = 0; i < PARKED_N; i++)
+		co[i] = spawn_or_die(parked_co, &pk);
+	weft_wg_wait(pk.in, -1);
+	weft_sleep(weft_now() + SLEEP_NS);	/* the last ones reach their receive */
+	long rss = rss_now_kb();
+	weft_chan_close(pk.ch);
+	for (i = 0; i < PARKED_N; i++)
+		join_or_die(co[i]);
+	weft_chan_free(pk.ch);
+	weft_wg_free(pk.in);
+	o->ops = PARKED_N;
+	o->value = atomic_load(&pk.closed);
+	o->ok = o->value == PARKED_N;
+	snprintf(o->extra, sizeof o->extra, "rss_per_co_b=%ld",
+		 (rss - rss_at_start_kb) * 1024 / PARKED_N);
+}
+
 /* ------------------------------------------------------------------- main */
 
 static const struct bench {
@@ -609,6 +678,7 @@ static const struct bench {
 	{ "mutex", bench_mutex },
 	{ "skynet-chan", bench_skynet_chan },
 	{ "local-get", bench_local_get },
+	{ "parked", bench_parked },
 };
 
 #define NBENCHES (sizeof benches / sizeof benches[0])
@@ -647,6 +717,7 @@ int main(int argc, char **argv)
 	size_t i;
 	bool ok;
 
+	rss_at_start_kb = rss_now_kb();
 	if (argc == 2 && strcmp(argv[1], "list") == 0) {
 		for (i = 0; i < NBENCHES; i++)
 			puts(benches[i].name);

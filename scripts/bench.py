@@ -101,6 +101,8 @@ BENCHMARKS: List[Bench] = [
           True, "ns/lock+unlock"),
     Bench("skynet-chan", "skynet, 1M leaves, 10 children/node, channels",
           False, "ms"),
+    Bench("parked", "100k coroutines parked on one channel at once, then "
+          "released", False, "ms", extra=("rss_per_co_b", "RSS bytes per parked coroutine", 1)),
     # one coroutine: more workers would only idle
     Bench("local-get", "weft_local_get (Boost: fiber_specific_ptr::get, "
           "Tokio: task_local! with) vs a thread-local read, 100M reads each, "
@@ -352,9 +354,11 @@ PEERS: List[Peer] = [
          missing={"local-get": "Go has no coroutine-local storage"},
          server=go_server, version=lambda ctx: run_out(["go", "version"])),
     Peer("boost", "Boost.Fiber, work_stealing", build_boost,
+         missing={"parked": "not written for this peer yet"},
          version=boost_version),
     Peer("tokio", "Tokio, multi-thread runtime", build_tokio,
          env=lambda w: {"TOKIO_WORKER_THREADS": str(w)}, server=tokio_server,
+         missing={"parked": "not written for this peer yet"},
          version=tokio_version),
 ]
 

@@ -90,7 +90,7 @@ static void tree_root(void *arg)
 		cr_assert_eq(weft_join(kids[i]), 0);
 }
 
-Test(sched, a_million_nested_spawns, .timeout = 300)
+Test(sched, a_million_nested_spawns, .timeout = 900)	/* valgrind: minutes */
 {
 	start(2);
 	counter = 0;

@@ -42,6 +42,7 @@ const (
 	fibExpected = 196_418
 	sleepN      = 100_000 // goroutines, each sleeping once
 	sleepFor    = time.Millisecond
+	parkedN     = 100_000 // goroutines parked on one channel at once
 	skynetNodes = 1_111_111 // 1 + 10 + ... + 10^6 goroutines
 
 	pingpongN      = 1_000_000 // round trips of the one pair of chan-pingpong
@@ -210,6 +211,51 @@ func benchSleep() outcome {
 		extra: fmt.Sprintf("rss_kb=%d", maxRSSKiB())}
 }
 
+// ---------------------------------------------------------------- parked
+
+// parkedN goroutines each park in a receive on one unbuffered channel; once
+// all are in (a WaitGroup counts them), the resident set is read, the
+// channel closed and all waited for.  rss_per_co_b is (RSS now - RSS when
+// main started) / parkedN, as in weft-bench.
+var rssAtStartKiB = rssNowKiB()
+
+func rssNowKiB() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return -1
+	}
+	var pages, resident int64
+	if _, err := fmt.Sscan(string(b), &pages, &resident); err != nil {
+		return -1
+	}
+	return resident * int64(os.Getpagesize()) / 1024
+}
+
+func benchParked() outcome {
+	ch := make(chan int)
+	var in, done sync.WaitGroup
+	var closed int64
+	in.Add(parkedN)
+	done.Add(parkedN)
+	for i := 0; i < parkedN; i++ {
+		go func() {
+			in.Done()
+			if _, ok := <-ch; !ok {
+				atomic.AddInt64(&closed, 1)
+			}
+			done.Done()
+		}()
+	}
+	in.Wait()
+	time.Sleep(sleepFor) // the last ones reach their receive
+	rss := rssNowKiB()
+	close(ch)
+	done.Wait()
+	v := atomic.LoadInt64(&closed)
+	return outcome{ops: parkedN, value: v, ok: v == parkedN,
+		extra: fmt.Sprintf("rss_per_co_b=%d", (rss-rssAtStartKiB)*1024/parkedN)}
+}
+
 // maxRSSKiB is getrusage's ru_maxrss, in KiB on Linux (as in weft-bench).
 func maxRSSKiB() int64 {
 	var ru syscall.Rusage
@@ -332,6 +378,7 @@ var benches = []struct {
 	{"skynet", benchSkynet},
 	{"fib", benchFib},
 	{"sleep", benchSleep},
+	{"parked", benchParked},
 	{"chan-pingpong", benchChanPingpong},
 	{"chan-pingpong-1000", benchChanPingpong1000},
 	{"mutex", benchMutex},
