@@ -17,7 +17,9 @@ Pass criteria (each printed, PASS/FAIL):
     every byte and fails on a lost echo); HTTP via our own client, which
     checks every response;
   - RSS flat after warm-up: the last quarter's peak is within 10% (+4 MiB)
-    of the second quarter's;
+    of the second quarter's (reported, not enforced, with --ci: 20 s is
+    shorter than the warm-up, while the stack pool grows to the peak
+    concurrency the chaos reaches);
   - fds flat: once the chaos stops, the server's fd count returns to within
     4 of its count before the chaos;
   - no worker stuck: the server answers a fresh request after the soak;
@@ -266,8 +268,13 @@ def soak_one(name: str, build: Path, out: Path, seconds: int, ci: bool) -> bool:
         q = max(1, len(rows) // 4)
         second = max(r for _, r, _ in rows[q:2 * q]) if len(rows) >= 4 else 0
         last = max(r for _, r, _ in rows[3 * q:]) if len(rows) >= 4 else 0
+        # The stack pool grows to the highest concurrency seen (a flood of
+        # 100 at once, slowloris, ...), so RSS settles only once that peak
+        # has been reached: 20 s (--ci) is too short to say, so it is
+        # reported there, enforced in full runs.
         verdict(len(rows) >= 4 and last <= second * 1.10 + 4096,
-                f"RSS flat after warm-up: {second // 1024} MiB then {last // 1024} MiB")
+                f"RSS flat after warm-up: {second // 1024} MiB then {last // 1024} MiB",
+                enforced=not ci)
         verdict(fds_after <= fds_before + 4, f"fds flat: {fds_before} before the chaos, {fds_after} after")
         verdict(responsive(server.port, http), "answers a fresh request after the soak (no worker stuck)")
         if not http:
