@@ -151,4 +151,12 @@ static inline void at_pause(void) { ck_pr_stall(); }
 
 #endif
 
+/* A counter with one writer, read racily by others (stats): a load and a
+ * store, no RMW, so readers see whole values and the writer pays nothing. */
+static inline void weft__count_n(uint64_t *c, uint64_t n)
+{
+	at_store_64(c, at_load_64(c) + n);
+}
+static inline void weft__count(uint64_t *c) { weft__count_n(c, 1); }
+
 #endif /* WEFT_ATOMIC_H */

@@ -28,8 +28,8 @@
 #include <string.h>
 
 #include "atomic.h"
-#include "fault.h"
 #include "coro.h"
+#include "fault.h"
 #include "waitq.h"
 #include "weft.h"
 #include "worker.h"

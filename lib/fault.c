@@ -1,10 +1,10 @@
 /*
- * fault.c — the counter behind weft__fault (fault.h).  One shared atomic
- * counter: fault builds are for tests, not for speed.
+ * fault.c — the counter behind weft__fault (fault.h); built only with the
+ * meson option fault_injection.  One shared atomic counter: fault builds
+ * are for tests, not for speed.
  */
 #include "fault.h"
 
-#ifdef WEFT_FAULT_INJECTION
 #include "atomic.h"
 
 static unsigned every;		/* atomic */
@@ -34,4 +34,3 @@ uint64_t weft__fault_every(unsigned n)
 	at_store_uint(&every, n);
 	return at_load_64(&injected);
 }
-#endif

@@ -33,8 +33,8 @@
 #include <stdlib.h>
 
 #include "atomic.h"
-#include "fault.h"
 #include "coro.h"
+#include "fault.h"
 #include "worker.h"
 
 enum { WEFT_KEYS_MAX = 1024, WEFT_KEY_PASSES = 4, TABLE_MIN = 8 };

@@ -37,7 +37,7 @@ struct weft__fd *weft__loop_register(int fd);
  * once no call is in flight on it). */
 void weft__loop_unregister(struct weft__fd *e, int fd);
 
-/* Harvests w's epfd without blocking; true if it had events. */
+/* Harvests w's epfd without blocking; returns the number of events. */
 int weft__loop_poll(struct weft__worker *w);
 /* The owner's service: fires due timers, and harvests epfd if poll_fds;
  * true if either made something runnable. */

@@ -49,7 +49,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +59,7 @@
 #include "atomic.h"
 #include "fault.h"
 #include "loop.h"
+#include "runtime.h"
 #include "timer.h"
 #include "weft.h"
 #include "worker.h"
@@ -237,11 +237,7 @@ int weft__monitor_start(unsigned stall_ms)
 	if (!err && (mon.hub < 0 || mon.evfd < 0 || epoll_ctl(mon.hub, EPOLL_CTL_ADD, mon.evfd, &ev) != 0))
 		err = errno;
 	if (!err) {
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
-		err = weft__fault() || pthread_create(&mon.thread, NULL, monitor_main, NULL) ? EAGAIN : 0;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		err = weft__thread_start(&mon.thread, false, monitor_main, NULL);
 	}
 	mon.running = !err;
 	if (err)

@@ -20,14 +20,13 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <time.h>
 
 #include "atomic.h"
-#include "fault.h"
 #include "coro.h"
 #include "park.h"
+#include "runtime.h"
 #include "weft.h"
 #include "worker.h"
 
@@ -105,17 +104,7 @@ static void *helper_main(void *unused)
 /* Starts a helper (pool.lock held); false if the system refuses a thread. */
 static bool start_helper(void)
 {
-	pthread_attr_t attr;
-	if (pthread_attr_init(&attr) != 0)
-		return false;
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	pthread_t t;
-	bool ok = !weft__fault() && pthread_create(&t, &attr, helper_main, NULL) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
+	bool ok = weft__thread_start(NULL, false, helper_main, NULL) == 0;
 	if (ok)
 		pool.threads++;
 	return ok;

@@ -321,10 +321,10 @@ static void spill(struct weft__stack_cache *c, unsigned n)
 static struct weft__stack *cache_get(struct weft__stack_cache *c)
 {
 	if (c->count) {
-		at_store_64(&c->hits, c->hits + 1);
+		weft__count(&c->hits);
 		return c->slot[--c->count];
 	}
-	at_store_64(&c->misses, c->misses + 1);
+	weft__count(&c->misses);
 	struct weft__magazine *m = depot_take_full();
 	if (!m)
 		return stack_alloc();

@@ -23,8 +23,8 @@
 #include <stdlib.h>
 
 #include "atomic.h"
-#include "fault.h"
 #include "coro.h"
+#include "fault.h"
 #include "waitq.h"
 #include "weft.h"
 #include "worker.h"

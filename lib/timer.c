@@ -128,7 +128,7 @@ bool weft__timers_fire(struct weft__timers *t, int64_t now)
 	while (t->n > 0 && t->heap[0]->deadline <= now) {
 		struct weft__waiter *w = t->heap[0];
 		remove_at(t, 0);
-		at_store_64(&t->fired, t->fired + 1);
+		weft__count(&t->fired);	/* one writer: the lock holder */
 		/* Under the lock: w's wait cannot return (and free w) before its
 		 * weft__timer_remove gets the lock, after this wake. */
 		weft__waiter_wake_ready(w, ETIMEDOUT, t->owner);

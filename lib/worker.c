@@ -68,7 +68,6 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +79,7 @@
 #include "loop.h"
 #include "overflow.h"
 #include "park.h"
+#include "runtime.h"
 #include "weft.h"
 
 enum {
@@ -149,8 +149,6 @@ uint64_t weft__next_id(struct weft__worker *w)
 	}
 	return w->id_next++;
 }
-
-/* Owner-only counter bump: relaxed atomic so racy readers see whole values. */
 
 /* ------------------------------------------------------ locked FIFOs */
 
@@ -632,22 +630,13 @@ int weft__workers_start(unsigned n, int pin)
 			return weft__fail(e);
 		}
 	}
-	/* Block every signal in the workers: signals belong to the
-	 * application's threads (and, later, to signalfd). */
-	sigset_t all, old;
-	sigfillset(&all);
-	sigdelset(&all, SIGSEGV);
-	sigdelset(&all, SIGBUS);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
 	int err = 0;
 	for (i = 0; i < n && !err; i++) {
-		err = weft__fault() ? EAGAIN
-				    : pthread_create(&weft__rt.workers[i].thread, NULL, worker_main,
-						     &weft__rt.workers[i]);
+		err = weft__thread_start(&weft__rt.workers[i].thread, true, worker_main,
+					 &weft__rt.workers[i]);
 		if (!err && pin > 0)
 			pin_thread(weft__rt.workers[i].thread, i);
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err) {
 		weft__rt.nworkers = i - 1;	/* the started ones */
 		weft__workers_stop();

@@ -31,13 +31,6 @@ struct weft__counters {
 	uint64_t stalls;		/* written by the monitor only */
 };
 
-/* One writer per counter: a relaxed load and store, no RMW. */
-static inline void weft__count_n(uint64_t *c, uint64_t n)
-{
-	at_store_64(c, at_load_64(c) + n);
-}
-static inline void weft__count(uint64_t *c) { weft__count_n(c, 1); }
-
 /* A locked FIFO of coroutines, with a lock-free emptiness check: the
  * injection queue, and each worker's queue of coroutines woken by its loop. */
 struct weft__fifo {
