@@ -147,8 +147,7 @@ WEFT_EXPORT uint64_t weft_co_id(const weft_co *co);
 /*
  * Names the calling coroutine (copied, truncated to WEFT_NAME_MAX - 1 bytes;
  * NULL or "" clears it), for debuggers (`info weft-coroutines` in
- * tools/gdb/weft.py) and the stall detector's report.  Errors: EPERM
- * outside a coroutine.
+ * tools/gdb/weft.py).  Errors: EPERM outside a coroutine.
  */
 WEFT_EXPORT int weft_set_name(const char *name);
 

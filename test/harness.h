@@ -16,6 +16,7 @@
 #else
 
 #include <stdbool.h>
+#include <string.h>
 
 struct harness_test {
 	const char *suite, *name;
@@ -48,6 +49,7 @@ void harness_check(bool ok, const char *expr, const char *file, int line, const 
 #define cr_assert_geq(a, b, ...) HARNESS_CHECK((a) >= (b), #a " >= " #b, __VA_ARGS__)
 #define cr_assert_null(p, ...) HARNESS_CHECK((p) == NULL, #p " == NULL", __VA_ARGS__)
 #define cr_assert_not_null(p, ...) HARNESS_CHECK((p) != NULL, #p " != NULL", __VA_ARGS__)
+#define cr_assert_str_eq(a, b, ...) HARNESS_CHECK(strcmp((a), (b)) == 0, #a " == " #b, __VA_ARGS__)
 
 #endif
 #endif

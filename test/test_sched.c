@@ -3,6 +3,7 @@
 #include "harness.h"
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,4 +407,41 @@ Test(sched, shutdown_frees_unjoined_coroutines)
 		stop();
 	}
 	cr_assert_eq(counter, 1500);
+}
+
+/* weft_set_name copies (truncating) and weft_co_name reads it back, from
+ * the coroutine and from its joiner; only coroutines have names. */
+static void named(void *arg)
+{
+	char long_name[WEFT_NAME_MAX + 10];
+	memset(long_name, 'x', sizeof long_name - 1);
+	long_name[sizeof long_name - 1] = '\0';
+	cr_assert_str_eq(weft_co_name(weft_self()), "", "no name at first");
+	cr_assert_eq(weft_set_name(long_name), 0);
+	cr_assert_eq(strlen(weft_co_name(weft_self())), WEFT_NAME_MAX - 1, "truncated");
+	cr_assert_eq(weft_set_name(NULL), 0);
+	cr_assert_str_eq(weft_co_name(weft_self()), "", "NULL clears it");
+	char buf[] = "worker-7";
+	cr_assert_eq(weft_set_name(buf), 0);
+	buf[0] = 'W';	/* a copy: the caller's buffer may change or go */
+	__atomic_store_n((int *)arg, 1, __ATOMIC_RELEASE);
+	while (__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE) != 2)
+		weft_yield();
+}
+
+Test(sched, names)
+{
+	start(2);
+	errno = 0;
+	cr_assert_eq(weft_set_name("thread"), -1, "not from a plain thread");
+	cr_assert_eq(errno, EPERM);
+	cr_assert_str_eq(weft_co_name(NULL), "");
+	int step = 0;
+	weft_co *co = weft_spawn(named, &step);
+	while (__atomic_load_n(&step, __ATOMIC_ACQUIRE) != 1)
+		sched_yield();
+	cr_assert_str_eq(weft_co_name(co), "worker-7");
+	__atomic_store_n(&step, 2, __ATOMIC_RELEASE);
+	cr_assert_eq(weft_join(co), 0);
+	stop();
 }
