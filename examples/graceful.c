@@ -189,8 +189,11 @@ static void server_main(void *arg)
 	weft_wg_wait(conns.running, -1);
 	weft_close(s->sigfd);
 
+	/* weft_wg_done is each connection's last call; it returns right after
+	 * (it is detached): wait the moment that takes, 1 s at most. */
 	weft_stats st = { .size = sizeof st };
-	weft_stats_get(&st);
+	for (int i = 0; i < 1000 && weft_stats_get(&st) == 0 && st.live > 1; i++)
+		weft_sleep(weft_now() + 1000000);
 	fprintf(stderr, "shut down: %llu coroutines left besides main\n",
 		(unsigned long long)(st.live - 1));
 	weft_wg_free(conns.running);
