@@ -84,6 +84,7 @@ void weft__co_run(struct weft__worker *w, struct weft_co *co)
 	san_switch_end(&w->sched_san);
 	co->saved_errno = *w->errno_slot;
 	at_store_ptr((void **)&w->current, NULL);
+	weft__stack_note_sp(co->stack, co->sp);
 	if (!weft__stack_intact(co->stack))
 		weft__overflow_report(co);
 	switch (park_state(at_load_64(&co->park_word))) {

@@ -37,8 +37,12 @@
  * running coroutine's id and entry in its own fields at each dispatch, so the
  * monitor never reads a control block that may be freed under it.
  *
+ * Every 10 s the monitor trims the stack depot (stack.c: the stacks nobody
+ * needed for the whole period go back to jemalloc).
+ *
  * When every worker sleeps in its loop, nothing can get stuck: the monitor
- * sleeps without a timeout, and the first worker to wake kicks it (Dekker:
+ * sleeps without a timeout (or until the next trim, while the depot holds
+ * stacks), and the first worker to wake kicks it (Dekker:
  * the monitor announces `sleeping` then re-checks every worker's `polling`;
  * a worker clears `polling` then checks `sleeping`; both StoreLoad fenced).
  */
@@ -60,11 +64,13 @@
 #include "fault.h"
 #include "loop.h"
 #include "runtime.h"
+#include "stack.h"
 #include "timer.h"
 #include "weft.h"
 #include "worker.h"
 
 static const int64_t TICK_NS = 1000 * 1000;
+static const int64_t STACK_TRIM_NS = 10 * 1000 * 1000 * 1000ll;	/* stack.c's period */
 enum { HUB_KICK = UINT32_MAX };
 
 struct watch {
@@ -82,6 +88,8 @@ static struct {
 	struct watch *watch;
 	int64_t stall_ns;	/* 0: no stall reports */
 	uint64_t polls, events;	/* atomic, written by the monitor only */
+	int64_t next_trim;	/* when the stack depot is trimmed next */
+	bool stacks_cached;	/* the depot held stacks at the last trim */
 	bool running;
 } mon = { .hub = -1, .evfd = -1 };
 
@@ -160,6 +168,10 @@ static int tick(void)
 	bool sample = now - last_sample >= TICK_NS, awake = false;
 	if (sample)
 		last_sample = now;
+	if (now >= mon.next_trim) {
+		mon.stacks_cached = weft__stack_pool_trim();
+		mon.next_trim = now + STACK_TRIM_NS;
+	}
 	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
 		struct weft__worker *w = &weft__rt.workers[i];
 		awake |= !at_load_uint(&w->polling);
@@ -190,8 +202,12 @@ static int deep_sleep_timeout(void)
 {
 	at_store_uint(&mon.sleeping, 1);
 	at_fence_store_load();
-	if (all_polling() && !at_load_uint(&mon.stop))
-		return -1;
+	if (all_polling() && !at_load_uint(&mon.stop)) {
+		if (!mon.stacks_cached)
+			return -1;
+		int64_t left = mon.next_trim - weft_now();	/* kicked awake or not */
+		return left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+	}
 	at_store_uint(&mon.sleeping, 0);
 	return (int)(TICK_NS / 1000000);
 }
@@ -229,6 +245,8 @@ int weft__monitor_start(unsigned stall_ms)
 	at_store_64(&mon.events, 0);
 	at_store_uint(&mon.stop, 0);
 	at_store_uint(&mon.sleeping, 0);	/* the workers already read it */
+	mon.next_trim = weft_now() + STACK_TRIM_NS;
+	mon.stacks_cached = false;
 	mon.watch = weft__fault() ? NULL : calloc(weft__rt.nworkers, sizeof *mon.watch);
 	mon.hub = epoll_create1(EPOLL_CLOEXEC);
 	mon.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -4,6 +4,7 @@
 #include "stack.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -22,9 +23,14 @@
 #define WEFT_VALGRIND 1
 #endif
 
+/* Linux 6.13's lightweight guard regions (uapi asm-generic/mman-common.h) */
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#define MADV_GUARD_REMOVE 103
+#endif
+
 enum {
 	CACHE_SLOTS = 2 * WEFT_MAGAZINE,	/* a full cache spills its older half */
-	DEPOT_MAGAZINES = 256,		/* full magazines kept: 16,384 stacks */
 	WARM_BYTES = 16 << 10,	/* top of a stack left resident when it is recycled */
 	CANARY_BYTES = 64,	/* the canary line at the low end of an unguarded stack */
 	VALGRIND_GUARDS = 1000,	/* the guard budget under valgrind */
@@ -36,11 +42,13 @@ static struct {
 	size_t page;
 	unsigned arena;
 	int mallocx_flags;
+	bool guard_regions;		/* MADV_GUARD_INSTALL works */
 	unsigned long guard_budget;	/* guarded stacks allowed at once */
 	unsigned long guarded_live;	/* atomic */
-	pthread_mutex_t depot_lock;	/* guards full, nfull, empty */
-	struct weft__magazine *full;
-	unsigned nfull;
+	pthread_mutex_t depot_lock;	/* guards full .. empty */
+	struct weft__magazine *full;	/* newest first */
+	size_t nfull;
+	size_t nfull_low;		/* the fewest since the last trim */
 	struct weft__magazine *empty;	/* spare magazine structs */
 	pthread_mutex_t all_lock;	/* guards all */
 	struct weft__stack *all;	/* every allocated stack */
@@ -98,12 +106,31 @@ size_t weft__stack_usable(const struct weft__stack *s)
 	return (size_t)((const char *)s - WEFT_STACK_PAYLOAD - weft__stack_base(s));
 }
 
-/*
- * The guard budget: a quarter of vm.max_map_count, leaving the rest to the
- * application and to jemalloc (each guarded stack splits its extent in two).
- */
-static unsigned long read_guard_budget(void)
+/* true if this kernel has guard regions (Linux 6.13): a guard that is a page
+ * table marker, not a mapping of its own, so it costs no vm.max_map_count. */
+static bool probe_guard_regions(size_t page)
 {
+#ifdef WEFT_VALGRIND
+	if (RUNNING_ON_VALGRIND)	/* memcheck would not know the page is gone */
+		return false;
+#endif
+	char *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return false;
+	bool ok = madvise(p, page, MADV_GUARD_INSTALL) == 0;
+	munmap(p, 2 * page);
+	return ok;
+}
+
+/*
+ * The default guard budget: unbounded with guard regions; else a quarter of
+ * vm.max_map_count, leaving the rest to the application and to jemalloc
+ * (each mprotect-guarded stack splits its extent in two).
+ */
+static unsigned long default_guard_budget(void)
+{
+	if (pool.guard_regions)
+		return ULONG_MAX;
 	unsigned long max_maps = 65530;
 	FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
 	if (f) {
@@ -130,8 +157,10 @@ int weft__stack_pool_init(size_t stack_size, long guards)
 	pool.stack_size = stack_size;
 	pool.mallocx_flags = (int)(MALLOCX_ARENA(pool.arena) | MALLOCX_ALIGN(pool.page) |
 				   MALLOCX_TCACHE_NONE);
-	pool.guard_budget = guards < 0 ? read_guard_budget() : (unsigned long)guards;
+	pool.guard_regions = probe_guard_regions(pool.page);
+	pool.guard_budget = guards < 0 ? default_guard_budget() : (unsigned long)guards;
 	pool.guarded_live = 0;
+	pool.nfull_low = 0;
 	return 0;
 }
 
@@ -144,6 +173,22 @@ static bool take_guard_slot(void)
 		live = at_load_64((uint64_t *)&pool.guarded_live);
 	}
 	return false;
+}
+
+/* Makes s's lowest page a guard: a guard region, else PROT_NONE; false if
+ * neither could be had. */
+static bool install_guard(struct weft__stack *s)
+{
+	s->guard_region = pool.guard_regions && madvise(s->lo, pool.page, MADV_GUARD_INSTALL) == 0;
+	return s->guard_region || mprotect(s->lo, pool.page, PROT_NONE) == 0;
+}
+
+/* Makes s's guard page ordinary memory again. */
+static bool remove_guard(const struct weft__stack *s)
+{
+	if (s->guard_region)
+		return madvise(s->lo, pool.page, MADV_GUARD_REMOVE) == 0;
+	return mprotect(s->lo, pool.page, PROT_READ | PROT_WRITE) == 0;
 }
 
 static void write_canary(char *lo)
@@ -183,12 +228,13 @@ static struct weft__stack *stack_alloc(void)
 	s->lo = lo;
 	s->alloc_size = alloc;
 	s->guarded = take_guard_slot();
-	if (s->guarded && mprotect(lo, pool.page, PROT_NONE) != 0) {
+	if (s->guarded && !install_guard(s)) {
 		at_faa_64((uint64_t *)&pool.guarded_live, (uint64_t)-1);
 		s->guarded = false;
 	}
 	if (!s->guarded)
 		write_canary(lo);
+	s->deepest = (char *)s;
 	memset(weft__stack_payload(s), 0, WEFT_STACK_PAYLOAD);	/* no coroutine yet */
 	all_add(s);
 #ifdef WEFT_VALGRIND
@@ -207,8 +253,8 @@ static void stack_free(struct weft__stack *s)
 #endif
 	if (s->guarded) {
 		/* Restore the page before jemalloc may hand it to anyone else. */
-		if (mprotect(lo, pool.page, PROT_READ | PROT_WRITE) != 0) {
-			perror("weft: mprotect (leaking one stack)");
+		if (!remove_guard(s)) {
+			perror("weft: removing a guard page (leaking one stack)");
 			return;
 		}
 		at_faa_64((uint64_t *)&pool.guarded_live, (uint64_t)-1);
@@ -217,31 +263,28 @@ static void stack_free(struct weft__stack *s)
 }
 
 /*
- * A stack used deeper than its warm top has touched its sentinel line (the
- * line just below the warm zone, which is zero while untouched): release the
- * pages below the warm zone so a parked army of shallow coroutines does not
- * keep a deep one's RSS.  The probe costs one cache line, not a syscall.
+ * A stack whose coroutine ever switched out with its stack pointer below the
+ * warm top has everything below the warm top released when it comes back, so
+ * a parked army of shallow coroutines does not keep the RSS of the deep ones
+ * that used the stacks before.  The depth is the lowest saved stack pointer
+ * (weft__stack_note_sp, one compare per switch); a coroutine that went deep
+ * and came back up without switching out is not seen.  Probing a line below
+ * the warm top instead sees every deep use, but the probe of an untouched
+ * page faults it in (a page of RSS and ~30 us per fresh stack here) and
+ * releasing unconditionally costs a syscall per stack (+45% on spawn at 2
+ * workers): docs/design.md, "The stack pool".
  */
 static void release_if_deep(struct weft__stack *s)
 {
 	char *warm = (char *)s - WARM_BYTES;
 	char *base = weft__stack_base(s);
-	if (warm <= base)
+	char *deepest = s->deepest;
+	s->deepest = (char *)s;
+	if (deepest >= warm || warm <= base)
 		return;
-	const uint64_t *line = (const uint64_t *)(void *)(warm - 64);
-#ifdef WEFT_VALGRIND
-	/* memcheck marks memory below a dead stack pointer undefined */
-	VALGRIND_MAKE_MEM_DEFINED(line, 64);
-#endif
-	uint64_t any = 0;
-	for (int i = 0; i < 8; i++)
-		any |= line[i];
-	if (!any)
-		return;
-	char *from = base + (s->guarded ? 0 : pool.page);	/* keep the canary page */
 	uintptr_t to = (uintptr_t)warm & ~(uintptr_t)(pool.page - 1);
-	if ((uintptr_t)from < to)
-		madvise(from, to - (uintptr_t)from, MADV_DONTNEED);
+	if ((uintptr_t)base < to)
+		madvise(base, to - (uintptr_t)base, MADV_DONTNEED);
 }
 
 /* ------------------------------------------------------ the depot */
@@ -254,23 +297,20 @@ static struct weft__magazine *depot_take_full(void)
 	if (m) {
 		pool.full = m->next;
 		pool.nfull--;
+		if (pool.nfull < pool.nfull_low)
+			pool.nfull_low = pool.nfull;
 	}
 	pthread_mutex_unlock(&pool.depot_lock);
 	return m;
 }
 
-/* Keeps m's stacks if the depot has room (true), else leaves m to the caller. */
-static bool depot_give_full(struct weft__magazine *m)
+static void depot_give_full(struct weft__magazine *m)
 {
 	pthread_mutex_lock(&pool.depot_lock);
-	bool room = pool.nfull < DEPOT_MAGAZINES;
-	if (room) {
-		m->next = pool.full;
-		pool.full = m;
-		pool.nfull++;
-	}
+	m->next = pool.full;
+	pool.full = m;
+	pool.nfull++;
 	pthread_mutex_unlock(&pool.depot_lock);
-	return room;
 }
 
 static void depot_give_empty(struct weft__magazine *m)
@@ -297,8 +337,8 @@ static void free_stacks(struct weft__stack **s, unsigned n)
 		stack_free(s[i]);
 }
 
-/* Moves the n oldest stacks of c into the depot (or frees them when the
- * depot is full or no magazine can be had). */
+/* Moves the n oldest stacks of c into the depot (or frees them when no
+ * magazine can be had). */
 static void spill(struct weft__stack_cache *c, unsigned n)
 {
 	struct weft__magazine *m = depot_take_empty();
@@ -307,13 +347,38 @@ static void spill(struct weft__stack_cache *c, unsigned n)
 	} else {
 		memcpy(m->s, c->slot, n * sizeof *m->s);
 		m->n = n;
-		if (!depot_give_full(m)) {
-			free_stacks(m->s, n);
-			depot_give_empty(m);
-		}
+		depot_give_full(m);
 	}
 	c->count -= n;
 	memmove(c->slot, c->slot + n, c->count * sizeof *c->slot);
+}
+
+/*
+ * The depot keeps every magazine given to it, and trims by its working set
+ * (Bonwick and Adams, "Magazines and Vmem", 2001): it records the fewest
+ * full magazines it held since the last trim, and a trim frees that many,
+ * the oldest: stacks nobody needed for a whole period.  The monitor trims
+ * every 10 s.  So a burst of 100,000 coroutines finds its stacks again in
+ * the next burst (no page faults, which cost ~30 us each on some VMs:
+ * docs/bench.md), and they go back to jemalloc 10 to 20 s after the last.
+ */
+bool weft__stack_pool_trim(void)
+{
+	pthread_mutex_lock(&pool.depot_lock);
+	size_t keep = pool.nfull - pool.nfull_low;
+	struct weft__magazine **link = &pool.full, *idle;
+	for (size_t i = 0; i < keep; i++)
+		link = &(*link)->next;
+	idle = *link;
+	*link = NULL;
+	pool.nfull = pool.nfull_low = keep;
+	pthread_mutex_unlock(&pool.depot_lock);
+	for (struct weft__magazine *m = idle, *next; m; m = next) {
+		next = m->next;
+		free_stacks(m->s, m->n);
+		free(m);
+	}
+	return keep > 0;
 }
 
 /* ------------------------------------------------------ caches */

@@ -5,20 +5,24 @@
  * aligned.  Memory layout of one stack, low addresses first:
  *
  *   lo                                                                  hi
- *   | guard page (PROT_NONE) | usable stack ... | payload | weft__stack |
- *     or, past the mapping budget, a canary line
+ *   | guard page | usable stack ... | payload | weft__stack |
+ *     or, past the guard budget, a canary line
  *
- * A guarded stack costs two mappings (vm.max_map_count is 65530 by default),
- * so only a budget of stacks get a guard page; the others carry a canary line
+ * The guard page is a guard region (MADV_GUARD_INSTALL, Linux 6.13: a page
+ * table marker that costs no mapping), else PROT_NONE.  An mprotect-guarded
+ * stack costs two mappings (vm.max_map_count is 65530 by default), so then
+ * only a budget of stacks get a guard page; the others carry a canary line
  * at their low end, checked whenever their coroutine switches out and when
  * the stack comes back to the pool.
  *
  * Free stacks are kept in a per-worker cache (no lock, no allocator call on
  * spawn or exit), which overflows into and refills from a global depot of
  * magazines (arrays of WEFT_MAGAZINE stacks, moved whole under one mutex, as
- * in Bonwick's magazine allocator and Photon's stack pool), which overflows
- * into jemalloc.  Plain threads share one cache under a lock.  A stack coming back after a deep
- * use has everything below its warm top released with madvise(MADV_DONTNEED).
+ * in Bonwick's magazine allocator and Photon's stack pool); the depot gives
+ * stacks nobody needed for a while back to jemalloc (weft__stack_pool_trim).
+ * Plain threads share one cache under a lock.  A stack coming back after a
+ * deep use (its coroutine switched out deep: weft__stack_note_sp) has
+ * everything below its warm top released with madvise(MADV_DONTNEED).
  */
 #ifndef WEFT_STACK_H
 #define WEFT_STACK_H
@@ -33,6 +37,8 @@ struct weft__stack {
 	char *lo;			/* lowest address of the allocation */
 	size_t alloc_size;		/* bytes allocated from jemalloc */
 	bool guarded;			/* guard page at lo, else canary line */
+	bool guard_region;		/* the guard is MADV_GUARD_INSTALL's */
+	char *deepest;			/* the lowest stack pointer switched out at */
 	unsigned valgrind_id;		/* VALGRIND_STACK_REGISTER's id */
 };
 
@@ -83,8 +89,19 @@ static inline bool weft__stack_intact(const struct weft__stack *s)
 {
 	return s->guarded || weft__stack_canary_intact(s);
 }
+/* Records that the stack's coroutine switched out with stack pointer sp. */
+static inline void weft__stack_note_sp(struct weft__stack *s, void *sp)
+{
+	if ((char *)sp < s->deepest)
+		s->deepest = sp;
+}
+
 /* true if addr lies in the stack's guard page or just below it. */
 bool weft__stack_guard_hit(const struct weft__stack *s, const void *addr);
+
+/* Frees the depot's stacks that stayed unused since the previous call; true
+ * if the depot still holds stacks (so a later call may free some). */
+bool weft__stack_pool_trim(void);
 
 /* Stacks allocated from jemalloc now, cached or in use. */
 uint64_t weft__stack_pool_allocated(void);

@@ -60,6 +60,7 @@ Test(stack, deep_use_releases_rss)
 	char *base = weft__stack_base(s);
 	size_t usable = weft__stack_usable(s);
 	memset(base, 0x5a, usable);	/* a "deep" use: every page resident */
+	weft__stack_note_sp(s, base + 64);	/* ... seen at a switch */
 	weft__stack_put(&cache, s);
 	size_t pages = usable / (size_t)page;
 	unsigned char *vec = calloc(pages + 1, 1);
@@ -70,6 +71,91 @@ Test(stack, deep_use_releases_rss)
 	cr_assert_leq(resident, (size_t)(16 << 10) / (size_t)page + 1,
 		      "%zu of %zu pages still resident", resident, pages);
 	free(vec);
+	weft__stack_pool_fini();
+}
+
+/* The same through the scheduler: a coroutine that suspends 40 KiB deep
+ * leaves its stack with only the warm top resident for the next one. */
+struct deep {
+	weft_co *first, *second;
+	size_t resident_below_warm;
+};
+
+static int suspend_deep(int n)
+{
+	volatile char pad[1024];
+	pad[0] = (char)n;
+	if (n == 0)
+		weft_yield();
+	else
+		pad[1] = (char)suspend_deep(n - 1);
+	return pad[0] + pad[1];
+}
+
+static void deep_first(void *arg)
+{
+	((struct deep *)arg)->first = weft_self();
+	suspend_deep(40);
+}
+
+static void deep_second(void *arg)
+{
+	struct deep *d = arg;
+	long page = sysconf(_SC_PAGESIZE);
+	d->second = weft_self();
+	uintptr_t top = ((uintptr_t)d->second + (uintptr_t)page) & ~(uintptr_t)(page - 1);
+	/* from 24 to 40 KiB below the top: what the first one touched, below
+	 * the warm 16 KiB and the page that straddles its boundary */
+	size_t pages = (16 << 10) / (size_t)page;
+	unsigned char vec[64];
+	char *lo = (char *)(top - (40 << 10));
+	if (mincore(lo, pages * (size_t)page, vec) == 0)
+		for (size_t i = 0; i < pages; i++)
+			d->resident_below_warm += vec[i] & 1;
+}
+
+static void deep_root(void *arg)
+{
+	weft_join(weft_spawn(deep_first, arg));
+	weft_join(weft_spawn(deep_second, arg));
+}
+
+Test(stack, a_coroutine_suspended_deep_gives_back_its_pages)
+{
+	struct deep d = { 0 };
+	cr_assert_eq(weft_main(deep_root, &d, &(weft_config){ .workers = 1 }), 0);
+	cr_assert_eq(d.first, d.second, "the second coroutine reuses the first one's stack");
+	cr_assert_eq(d.resident_below_warm, 0, "%zu pages below the warm top still resident",
+		     d.resident_below_warm);
+}
+
+/* The depot frees what nobody took since the previous trim, and keeps what
+ * was in use. */
+Test(stack, depot_returns_idle_stacks_to_jemalloc)
+{
+	enum { N = 5 * WEFT_MAGAZINE };
+	cr_assert_eq(weft__stack_pool_init(64 << 10, -1), 0);
+	struct weft__stack_cache cache = { 0 };
+	struct weft__stack *s[N];
+	for (int i = 0; i < N; i++)
+		cr_assert_not_null(s[i] = weft__stack_get(&cache));
+	for (int i = 0; i < N; i++)
+		weft__stack_put(&cache, s[i]);
+	weft__stack_cache_flush(&cache);
+	cr_assert_eq(weft__stack_pool_allocated(), N);
+	cr_assert(weft__stack_pool_trim(), "the depot holds stacks");
+	cr_assert_eq(weft__stack_pool_allocated(), N, "all arrived in this period");
+	struct weft__stack *one = weft__stack_get(&cache);	/* takes a magazine */
+	cr_assert(!weft__stack_pool_trim(), "the depot is empty now");
+	cr_assert_eq(weft__stack_pool_allocated(), WEFT_MAGAZINE,
+		     "the idle magazines are freed, the one taken is not");
+	weft__stack_put(&cache, one);
+	weft__stack_cache_flush(&cache);
+	cr_assert(weft__stack_pool_trim());
+	cr_assert_eq(weft__stack_pool_allocated(), WEFT_MAGAZINE);
+	cr_assert(!weft__stack_pool_trim());
+	cr_assert_eq(weft__stack_pool_allocated(), 0);
+	weft__stack_pool_fini();
 }
 
 /* Runs fn as a weft program in a child; returns its stderr, sets *status. */
