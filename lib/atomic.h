@@ -52,6 +52,7 @@ static inline bool at_cas_uint(unsigned *p, unsigned old, unsigned new_)
 static inline bool at_cas_ptr(void **p, void *old, void *new_)
 { return __atomic_compare_exchange_n(p, &old, new_, false, WEFT_SC, WEFT_SC); }
 static inline void *at_swap_ptr(void **p, void *v) { return __atomic_exchange_n(p, v, WEFT_SC); }
+static inline unsigned at_swap_uint(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, WEFT_SC); }
 static inline uint64_t at_faa_64(uint64_t *p, uint64_t d) { return __atomic_fetch_add(p, d, WEFT_SC); }
 static inline unsigned at_faa_uint(unsigned *p, unsigned d) { return __atomic_fetch_add(p, d, WEFT_SC); }
 static inline unsigned at_fas_uint(unsigned *p, unsigned d) { return __atomic_fetch_sub(p, d, WEFT_SC); }
@@ -118,6 +119,13 @@ static inline void *at_swap_ptr(void **p, void *v)
 {
 	rmw_fence();
 	void *old = ck_pr_fas_ptr(p, v);
+	rmw_fence();
+	return old;
+}
+static inline unsigned at_swap_uint(unsigned *p, unsigned v)
+{
+	rmw_fence();
+	unsigned old = ck_pr_fas_uint(p, v);
 	rmw_fence();
 	return old;
 }

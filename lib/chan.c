@@ -35,7 +35,7 @@
 #include "worker.h"
 
 struct weft_chan {
-	pthread_mutex_t lock;
+	struct weft__lock lock;
 	size_t elem_size, cap;
 	size_t head, count;	/* the ring: oldest element, number buffered */
 	bool closed;
@@ -57,7 +57,6 @@ weft_chan *weft_chan_new(size_t elem_size, size_t capacity)
 		weft__fail(ENOMEM);
 		return NULL;
 	}
-	pthread_mutex_init(&ch->lock, NULL);
 	ch->elem_size = elem_size;
 	ch->cap = capacity;
 	ch->ring = ring;
@@ -68,7 +67,6 @@ void weft_chan_free(weft_chan *ch)
 {
 	if (!ch)
 		return;
-	pthread_mutex_destroy(&ch->lock);
 	free(ch->ring);
 	free(ch);
 }
@@ -77,12 +75,12 @@ int weft_chan_close(weft_chan *ch)
 {
 	if (!ch)
 		return weft__fail(EINVAL);
-	pthread_mutex_lock(&ch->lock);
+	weft__lock_acquire(&ch->lock);
 	bool was = ch->closed;
 	ch->closed = true;
 	weft__waitq_wake_all(&ch->recvq, EPIPE);
 	weft__waitq_wake_all(&ch->sendq, EPIPE);
-	pthread_mutex_unlock(&ch->lock);
+	weft__lock_release(&ch->lock);
 	return was ? weft__fail(EPIPE) : 0;
 }
 
@@ -148,7 +146,7 @@ static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 		return weft__fail(EINVAL);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
-	pthread_mutex_lock(&ch->lock);
+	weft__lock_acquire(&ch->lock);
 	int r = op == WEFT_CHAN_SEND ? try_send(ch, elem) : try_recv(ch, elem);
 	if (r == NOT_READY) {
 		struct weft__wait x;
@@ -156,7 +154,7 @@ static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 		weft__wait_enqueue(&x, q, elem);
 		r = weft__wait_park(&x, &ch->lock, q, deadline);
 	}
-	pthread_mutex_unlock(&ch->lock);
+	weft__lock_release(&ch->lock);
 	return r ? weft__fail(r) : 0;
 }
 
@@ -193,13 +191,13 @@ static size_t lock_order(const weft_chan_case *cases, size_t n, weft_chan **out)
 static void lock_all(weft_chan **chs, size_t k)
 {
 	for (size_t i = 0; i < k; i++)
-		pthread_mutex_lock(&chs[i]->lock);
+		weft__lock_acquire(&chs[i]->lock);
 }
 
 static void unlock_all(weft_chan **chs, size_t k)
 {
 	for (size_t i = k; i-- > 0;)
-		pthread_mutex_unlock(&chs[i]->lock);
+		weft__lock_release(&chs[i]->lock);
 }
 
 static int valid_cases(const weft_chan_case *cases, size_t n)

@@ -90,4 +90,26 @@ static inline void san_unpoison(const void *lo, size_t size)
 	(void)lo; (void)size;
 }
 
+/*
+ * TSan intercepts malloc and free but not jemalloc's mallocx and sdallocx,
+ * so it cannot see that memory one thread freed and another was given is
+ * ordered by the allocator's own locks.  The stack pool says so: a release
+ * on `sync` before every free, an acquire on it after every allocation.
+ */
+static inline void san_before_free(void *sync)
+{
+#ifdef WEFT_TSAN
+	__tsan_release(sync);
+#endif
+	(void)sync;
+}
+
+static inline void san_after_alloc(void *sync)
+{
+#ifdef WEFT_TSAN
+	__tsan_acquire(sync);
+#endif
+	(void)sync;
+}
+
 #endif

@@ -223,6 +223,7 @@ static struct weft__stack *stack_alloc(void)
 		errno = ENOMEM;
 		return NULL;
 	}
+	san_after_alloc(&pool.arena);
 	struct weft__stack *s = (struct weft__stack *)(void *)(lo + alloc - sizeof *s);
 	s = (struct weft__stack *)((uintptr_t)s & ~(uintptr_t)63);
 	s->lo = lo;
@@ -259,6 +260,7 @@ static void stack_free(struct weft__stack *s)
 		}
 		at_faa_64((uint64_t *)&pool.guarded_live, (uint64_t)-1);
 	}
+	san_before_free(&pool.arena);
 	sdallocx(lo, alloc, pool.mallocx_flags);
 }
 

@@ -34,29 +34,19 @@ enum { M_LOCKED = 1, M_WAITERS = 2, M_STARVING = 4 };	/* mutex state bits */
 enum { WOKEN_TO_RETRY = 0x4001 };	/* a waiter's wake result: compete again */
 static const int64_t STARVE_NS = 1000 * 1000;	/* Go's starvationThresholdNs */
 
-/* Every object here starts with its internal lock. */
+/* Every object here starts zeroed: its lock free, its queues empty. */
 static void *object_new(size_t size)
 {
-	pthread_mutex_t *lock = weft__fault() ? NULL : calloc(1, size);
-	if (!lock)
-		weft__fail(ENOMEM);
-	else
-		pthread_mutex_init(lock, NULL);
-	return lock;
-}
-
-static void object_free(void *object)
-{
+	void *object = weft__fault() ? NULL : calloc(1, size);
 	if (!object)
-		return;
-	pthread_mutex_destroy(object);
-	free(object);
+		weft__fail(ENOMEM);
+	return object;
 }
 
 /* ------------------------------------------------------ mutex */
 
 struct weft_mutex {
-	pthread_mutex_t lock;	/* first: see object_new */
+	struct weft__lock lock;
 	unsigned state;		/* atomic: M_LOCKED | M_WAITERS | M_STARVING */
 	weft_co *owner;		/* atomic */
 	struct weft__waitq q;
@@ -69,7 +59,7 @@ weft_mutex *weft_mutex_new(void)
 
 void weft_mutex_free(weft_mutex *m)
 {
-	object_free(m);
+	free(m);
 }
 
 static int acquired(weft_mutex *m, weft_co *self)
@@ -116,7 +106,7 @@ static bool mark_locked(weft_mutex *m, unsigned bit)
 static int lock_contended(weft_mutex *m, weft_co *self)
 {
 	int64_t since = 0;
-	pthread_mutex_lock(&m->lock);
+	weft__lock_acquire(&m->lock);
 	while (!try_take(m)) {
 		if (!mark_locked(m, M_WAITERS))
 			continue;	/* released meanwhile: try again */
@@ -133,13 +123,13 @@ static int lock_contended(weft_mutex *m, weft_co *self)
 			break;
 		}
 		if (r != WOKEN_TO_RETRY) {
-			pthread_mutex_unlock(&m->lock);
+			weft__lock_release(&m->lock);
 			return weft__fail(r);
 		}
 		if (long_wait)
 			mark_locked(m, M_STARVING);	/* no more barging: hand-off */
 	}
-	pthread_mutex_unlock(&m->lock);
+	weft__lock_release(&m->lock);
 	return acquired(m, self);
 }
 
@@ -148,7 +138,7 @@ static int lock_contended(weft_mutex *m, weft_co *self)
  * cannot succeed while M_LOCKED is set, so plain stores suffice here. */
 static void unlock_contended(weft_mutex *m)
 {
-	pthread_mutex_lock(&m->lock);
+	weft__lock_acquire(&m->lock);
 	bool starving = at_load_uint(&m->state) & M_STARVING;
 	struct weft__wnode *n = weft__waitq_claim(&m->q);
 	bool more = n && weft__waitq_live(&m->q);
@@ -160,7 +150,7 @@ static void unlock_contended(weft_mutex *m)
 		if (n)
 			weft__wnode_wake(n, WOKEN_TO_RETRY);
 	}
-	pthread_mutex_unlock(&m->lock);
+	weft__lock_release(&m->lock);
 }
 
 int weft_mutex_lock(weft_mutex *m)
@@ -209,7 +199,7 @@ int weft_mutex_unlock(weft_mutex *m)
 /* ------------------------------------------------------ condition variable */
 
 struct weft_cond {
-	pthread_mutex_t lock;
+	struct weft__lock lock;
 	struct weft__waitq q;
 };
 
@@ -220,7 +210,7 @@ weft_cond *weft_cond_new(void)
 
 void weft_cond_free(weft_cond *c)
 {
-	object_free(c);
+	free(c);
 }
 
 /* cond_wait returns with m held, also once cancelled, when every lock call
@@ -244,14 +234,14 @@ int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline)
 		return weft__fail(EPERM);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
-	pthread_mutex_lock(&c->lock);
+	weft__lock_acquire(&c->lock);
 	struct weft__wait x;
 	/* Queued before the mutex is released: a signal after the release
 	 * finds us (no lost wake-up). */
 	weft__wait_enqueue(&x, &c->q, NULL);
 	weft_mutex_unlock(m);
 	int r = weft__wait_park(&x, &c->lock, &c->q, deadline);
-	pthread_mutex_unlock(&c->lock);
+	weft__lock_release(&c->lock);
 	relock(m);
 	return r ? weft__fail(r) : 0;
 }
@@ -260,7 +250,7 @@ static int cond_wake(weft_cond *c, bool all)
 {
 	if (!c)
 		return weft__fail(EINVAL);
-	pthread_mutex_lock(&c->lock);
+	weft__lock_acquire(&c->lock);
 	if (all) {
 		weft__waitq_wake_all(&c->q, 0);
 	} else {
@@ -268,7 +258,7 @@ static int cond_wake(weft_cond *c, bool all)
 		if (n)
 			weft__wnode_wake(n, 0);
 	}
-	pthread_mutex_unlock(&c->lock);
+	weft__lock_release(&c->lock);
 	return 0;
 }
 
@@ -285,7 +275,7 @@ int weft_cond_broadcast(weft_cond *c)
 /* ------------------------------------------------------ wait group */
 
 struct weft_wg {
-	pthread_mutex_t lock;
+	struct weft__lock lock;
 	long count;		/* under lock */
 	struct weft__waitq q;
 };
@@ -297,21 +287,21 @@ weft_wg *weft_wg_new(void)
 
 void weft_wg_free(weft_wg *wg)
 {
-	object_free(wg);
+	free(wg);
 }
 
 int weft_wg_add(weft_wg *wg, int delta)
 {
 	if (!wg)
 		return weft__fail(EINVAL);
-	pthread_mutex_lock(&wg->lock);
+	weft__lock_acquire(&wg->lock);
 	long n = wg->count + delta;
 	if (n >= 0) {
 		wg->count = n;
 		if (n == 0)
 			weft__waitq_wake_all(&wg->q, 0);
 	}
-	pthread_mutex_unlock(&wg->lock);
+	weft__lock_release(&wg->lock);
 	return n < 0 ? weft__fail(EINVAL) : 0;
 }
 
@@ -326,13 +316,13 @@ int weft_wg_wait(weft_wg *wg, int64_t deadline)
 		return weft__fail(EINVAL);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
-	pthread_mutex_lock(&wg->lock);
+	weft__lock_acquire(&wg->lock);
 	int r = 0;
 	if (wg->count > 0) {
 		struct weft__wait x;
 		weft__wait_enqueue(&x, &wg->q, NULL);
 		r = weft__wait_park(&x, &wg->lock, &wg->q, deadline);
 	}
-	pthread_mutex_unlock(&wg->lock);
+	weft__lock_release(&wg->lock);
 	return r ? weft__fail(r) : 0;
 }

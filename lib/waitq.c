@@ -76,12 +76,12 @@ void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)
 	weft__waitq_push(q, &x->node);
 }
 
-int weft__wait_park(struct weft__wait *x, pthread_mutex_t *lock, struct weft__waitq *q,
+int weft__wait_park(struct weft__wait *x, struct weft__lock *lock, struct weft__waitq *q,
 		    int64_t deadline)
 {
-	pthread_mutex_unlock(lock);
+	weft__lock_release(lock);
 	int r = weft__waiter_wait(&x->waiter, deadline);
-	pthread_mutex_lock(lock);
+	weft__lock_acquire(lock);
 	if (weft__wnode_settle(&x->node))
 		return x->node.result;
 	weft__waitq_unlink(q, &x->node);

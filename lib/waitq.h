@@ -26,10 +26,10 @@
 #ifndef WEFT_WAITQ_H
 #define WEFT_WAITQ_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lock.h"
 #include "park.h"
 
 enum { WAITQ_ABANDONED = ~0u };
@@ -71,7 +71,7 @@ void weft__waitq_wake_all(struct weft__waitq *q, int result);
 void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data);
 /* Unlocks, parks until claimed or deadline, relocks, settles: 0 or the
  * claimer's result when claimed, else the park result (ETIMEDOUT, ...). */
-int weft__wait_park(struct weft__wait *x, pthread_mutex_t *lock, struct weft__waitq *q,
+int weft__wait_park(struct weft__wait *x, struct weft__lock *lock, struct weft__waitq *q,
 		    int64_t deadline);
 /* The waiter's side, relocked after its wait: true if a claimer completed
  * the operation (the claim word then names the case), false if the waiter

@@ -33,8 +33,10 @@
  * Finding work, in order: local deque (LIFO, with the fairness pops above),
  * the ready FIFO, the injection queue, the yield FIFO, then stealing: up to
  * STEAL_ROUNDS passes over all other workers in a random order, one item
- * per steal (deque first, else ready FIFO); then the worker's own loop
- * without blocking (due timers, ready fds); then it parks.
+ * per steal (deque first, else ready FIFO), where a running victim's lone
+ * deque item is left to it until the last pass and a 3 us grace (Go's
+ * runnext: steal_one); then the worker's own loop without blocking (due
+ * timers, ready fds); then it parks, unless it left work to a victim.
  *
  * Spinning and parking (after Go's proc.go, "Worker thread parking")
  * ----------------------------------------------------------------------
@@ -72,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "atomic.h"
@@ -97,6 +100,7 @@ static const int64_t INJECT_MAX_NS = 1000 * 1000 * 1000;
  * coroutine it is running); one epoll_wait costs ~1.1 us (machine-floors.md),
  * so this caps its overhead near 2%. */
 static const int64_t POLL_NS = 50 * 1000;
+static const int64_t RUNNEXT_GRACE_NS = 3 * 1000;	/* see steal_one */
 
 struct weft__runtime weft__rt = {
 	.idle_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -428,9 +432,50 @@ static void steal_more(struct weft__worker *w, struct weft__deque *victim)
 		notify_work();
 }
 
-static struct weft_co *steal_work(struct weft__worker *w)
+/*
+ * A victim's lone deque item while the victim runs a coroutine is most
+ * likely what that coroutine just woke or spawned, and the victim runs it
+ * next, as soon as the current one parks: Go's runnext.  Stealing it moves a
+ * ping-pong pair across cores at every exchange.  So a thief leaves such an
+ * item alone until its last pass, and then gives the victim RUNNEXT_GRACE_NS
+ * first (Go's runqgrab: usleep(3) on the last of 4 passes).
+ */
+static bool lone_and_running(struct weft__worker *v)
+{
+	return weft__deque_size(&v->deque) == 1 && at_load_ptr((void **)&v->current) != NULL;
+}
+
+/* Sleeps rather than spins: the thief still counts as a spinner, so the
+ * victim's wakes cost it no syscall, and its CPU is not burnt meanwhile
+ * (the kernel's timer slack stretches the 3 us to ~50 us: Go's too). */
+static void runnext_grace(void)
+{
+	struct timespec ts = { .tv_nsec = RUNNEXT_GRACE_NS };
+	nanosleep(&ts, NULL);
+}
+
+/* One item from v (its deque, else its ready FIFO), or NULL; *left_alone
+ * is set when v's lone item was left to v. */
+static struct weft_co *steal_one(struct weft__worker *v, bool last, bool *left_alone)
+{
+	if (lone_and_running(v)) {
+		if (!last) {
+			*left_alone = true;
+			return NULL;
+		}
+		runnext_grace();
+	}
+	struct weft_co *co = steal_from(&v->deque);
+	return co ? co : fifo_pop(&v->ready);
+}
+
+/* Work from another worker or the injection queue, or NULL; *busy is set
+ * when some victim had work that was left to it (see above), so the thief
+ * keeps spinning rather than park. */
+static struct weft_co *steal_work(struct weft__worker *w, bool *busy)
 {
 	unsigned n = weft__rt.nworkers;
+	bool left_alone = false;
 	for (int round = 0; round < STEAL_ROUNDS; round++) {
 		unsigned start = rng_next(w) % n;
 		for (unsigned i = 0; i < n; i++) {
@@ -438,9 +483,7 @@ static struct weft_co *steal_work(struct weft__worker *w)
 			if (v == w)
 				continue;
 			weft__count(&w->c.steal_attempts);
-			struct weft_co *co = steal_from(&v->deque);
-			if (!co)
-				co = fifo_pop(&v->ready);
+			struct weft_co *co = steal_one(v, round == STEAL_ROUNDS - 1, &left_alone);
 			if (co) {
 				weft__count(&w->c.steals);
 				steal_more(w, &v->deque);
@@ -452,6 +495,7 @@ static struct weft_co *steal_work(struct weft__worker *w)
 			return co;
 		at_pause();
 	}
+	*busy = left_alone;
 	return NULL;
 }
 
@@ -539,15 +583,16 @@ static void *worker_main(void *arg)
 	san_init(&w->sched_san, lo, size, false);
 	for (;;) {
 		struct weft_co *co = find_local(w);
+		bool busy = false;
 		if (!co && may_spin(w))
-			co = steal_work(w);
+			co = steal_work(w, &busy);
 		if (co) {
 			stop_spinning(w);
 			weft__count(&w->c.dispatches);
 			weft__co_run(w, co);
 			continue;
 		}
-		if (weft__loop_service(w, weft_now(), true))
+		if (weft__loop_service(w, weft_now(), true) || busy)
 			continue;
 		if (at_load_uint(&weft__rt.stopping) && !any_work())
 			break;
