@@ -26,11 +26,21 @@ Two kinds of benchmarks (bench/README.md has the list):
   (bench/loadgen, or wrk) pinned to another; the server killed after.  The
   load generators warm up before they measure.
 
+And, once per invocation of this script, the machine's cost floors
+(FLOORS: bench/floors.c, `floors NAME`: a context switch, a CAS, a cache
+line between cores, a syscall, a cross-core wake, a fresh page), --runs times
+each at 1 worker, in a table of their own; then the cost model (COST_MODEL):
+for each benchmark row of the run that has one, the floors it chases, in the
+row's unit, and weft's median over them.  With --docs (not --quick) and
+valgrind installed, `weft-bench yield 1` and `spawn 1` also run under
+callgrind, for the instructions per yield and per spawn+join.
+
 Every invocation verifies its result; any failure makes the exit status 1.
 
 Outputs (under BUILD/bench/ unless told otherwise):
     results.json   every run, raw ns and ops, plus the summaries and metadata
-    results.md     the summary tables in Markdown (included by the docs)
+    results.md     the summary tables in Markdown (included by the docs),
+                   the floors and the cost model among them
     ratios.png     weft/peer time ratios per benchmark (needs gnuplot)
     scaling.png    weft speed-up vs one worker (needs gnuplot)
     servers.png    weft/peer throughput and p99 ratios per server row
@@ -59,9 +69,10 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -409,10 +420,12 @@ def judge(r: Optional[Dict[str, str]], p: subprocess.CompletedProcess,
     return rec
 
 
-def run_one(peer: Peer, bench: Bench, workers: int, timeout: float) -> dict:
+def run_one(peer: Peer, bench: Bench, workers: int, timeout: float,
+            wrap: Sequence[str] = ()) -> dict:
+    """One invocation of the peer's program, under wrap (e.g. valgrind)."""
     env = dict(os.environ)
     env.update(peer.env(workers))
-    cmd = [str(peer.program), bench.name, str(workers)]
+    cmd = [*wrap, str(peer.program), bench.name, str(workers)]
     rec = {"peer": peer.name, "cmd": cmd}
     t0 = time.monotonic()
     try:
@@ -994,6 +1007,271 @@ def md_table(head, rows) -> str:
     return "\n".join(out)
 
 
+# ---------------------------------------------------- floors and cost model
+
+# The machine's cost floors (bench/floors.c, `floors NAME`): what the
+# cheapest version of each thing weft does costs here, per operation.
+FLOORS: List[Bench] = [
+    Bench("switch", "weft's context switch (lib/context.h), two contexts "
+          "back and forth", True, "ns/switch"),
+    Bench("cas", "uncontended CAS (lock cmpxchg) on a line no other thread "
+          "touches", True, "ns/CAS"),
+    Bench("line-transfer", "one cache line handed between threads on two "
+          "CPUs, one way", True, "ns/transfer"),
+    Bench("epoll-wait", "epoll_wait, timeout 0, on an empty set: a syscall",
+          True, "ns/call"),
+    Bench("eventfd-wake", "an eventfd write wakes a thread asleep in "
+          "epoll_wait on the other CPU, one way", True, "ns/wake"),
+    Bench("fresh-page", "the first write to a fresh 4 KiB anonymous page",
+          True, "ns/page"),
+]
+TWO_CPU_FLOORS = {"line-transfer"}  # fail by design on one CPU: skipped
+
+
+def build_floors(ctx: Ctx) -> Path:
+    prog = ctx.build_dir / "bench" / "floors"
+    if not os.access(prog, os.X_OK):
+        raise Skip(f"{prog} not built (meson compile -C {ctx.build_dir})")
+    return prog
+
+
+# floors are run as a peer of their own, one thread (or two) each
+FLOOR_PEER = Peer("floor", "the machine's cost floors (bench/floors.c)",
+                  build_floors)
+
+
+def usable_floors() -> List[Bench]:
+    """FLOORS, less those this affinity mask cannot run (a line each)."""
+    cpus = len(os.sched_getaffinity(0))
+    if cpus >= 2:
+        return FLOORS
+    for name in sorted(TWO_CPU_FLOORS):
+        print(f"bench.py: floor {name} skipped: it needs 2 CPUs, the "
+              f"affinity mask has {cpus}")
+    return [f for f in FLOORS if f.name not in TWO_CPU_FLOORS]
+
+
+def run_floors(args, ctx: Ctx, prog: Progress,
+               failures: List[str]) -> Tuple[List[dict], List[dict]]:
+    """Every floor --runs times, round-robin, at 1 worker: (points, summary).
+    Each invocation warms itself up; there is no warm-up invocation."""
+    try:
+        FLOOR_PEER.program = build_floors(ctx)
+    except Skip as e:
+        print(f"bench.py: floors skipped: {e}")
+        return [], []
+    floors = usable_floors()
+    runs: Dict[str, List[dict]] = {f.name: [] for f in floors}
+    for i in range(args.runs):
+        for f in floors:
+            tag = f"[{f.name}]"
+            prog.show(f"{tag} floor run {i + 1}/{args.runs}")
+            rec = run_one(FLOOR_PEER, f, 1, args.timeout)
+            runs[f.name].append(rec)
+            note_failure(rec, tag, f"run {i + 1}", prog, failures)
+    return ([{"floor": f.name, "runs": runs[f.name]} for f in floors],
+            [summarize_floor(f, runs[f.name]) for f in floors])
+
+
+def summarize_floor(f: Bench, recs: List[dict]) -> dict:
+    return {"floor": f.name, "unit": f.unit, "title": f.title,
+            "ns": med_range([metric(f, r) for r in recs if r["ok"]]),
+            "failed": sum(1 for r in recs if not r["ok"])}
+
+
+def floor_table_rows(fsummary: List[dict]):
+    head = ["floor", "unit", "median (min–max)", "notes"]
+    return head, [[f["floor"], f["unit"], fmt_mr(f["ns"], f["failed"]),
+                   f["title"]] for f in fsummary]
+
+
+def floor_footnote(args) -> str:
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    where = (f"two, on CPUs {cpus[0]} and {cpus[1]}" if len(cpus) == 2
+             else "two, unpinned (one CPU)")
+    return (f"The machine's cost floors (bench/floors.c), ns per operation, "
+            f"median (min–max) over {args.runs} invocation"
+            f"{'s' if args.runs != 1 else ''} of each; each invocation a "
+            f"warm-up and a timed loop (at most 0.2 s).  One thread, but "
+            f"line-transfer and eventfd-wake: {where}.")
+
+
+ONE = lambda w: w == 1  # noqa: E731
+MORE = lambda w: w > 1  # noqa: E731
+
+
+@dataclasses.dataclass
+class Cost:
+    """What a benchmark row chases at the worker counts `when` holds for:
+    the sum of count × floor over terms, per operation of the row."""
+    bench: str  # a Bench name, or a ServerBench group
+    terms: List[Tuple[int, str]]  # (count, floor name)
+    why: str
+    when: Callable[[int], bool] = lambda w: True
+
+
+COST_MODEL: List[Cost] = [
+    Cost("yield", [(2, "switch")], "a yield is two switches, to the "
+         "scheduler and back", ONE),
+    Cost("spawn", [(2, "cas"), (3, "switch")], "the join handshake's two "
+         "atomic RMWs; two switches in, one out", ONE),
+    Cost("spawn", [(2, "cas"), (3, "switch"), (2, "line-transfer")],
+         "the same, and a stolen child's control block crossing cores, "
+         "there and back", MORE),
+    Cost("mutex", [(2, "cas")], "an uncontended lock and unlock, one "
+         "atomic RMW each", ONE),
+    Cost("chan-pingpong", [(4, "switch"), (4, "cas")], "per round trip "
+         "two parks and two resumes, four channel operations", ONE),
+    Cost("chan-pingpong", [(2, "line-transfer")], "each of the two wakes "
+         "per round trip crosses cores", MORE),
+    Cost("sleep", [(1, "fresh-page")], "a fresh stack page per coroutine "
+         "on the first burst; the timed run reuses the warm-up's stacks, so "
+         "below 1 means it did"),
+    Cost("parked", [(1, "fresh-page")], "as sleep"),
+    Cost("echo", [(2, "epoll-wait")], "two syscalls (read, send) per round "
+         "trip; the floor is a ceiling rate"),
+]
+
+
+def subject_ops(points: List[dict]) -> Dict[Tuple[str, int], int]:
+    """(bench, workers) -> the ops of the subject's first good run."""
+    out = {}
+    for pt in points:
+        ops = [r["ops"] for r in pt["runs"].get(SUBJECT, []) if r["ok"]]
+        if ops:
+            out[(pt["bench"], pt["workers"])] = ops[0]
+    return out
+
+
+def in_unit(s: dict, floor_ns: float, subject: float,
+            ops: Optional[int]) -> Optional[Tuple[float, float]]:
+    """(the floor in the row's unit, subject/floor as times) for a floor of
+    floor_ns per operation; None if the row's ops are unknown."""
+    if "group" in s:  # a server row, a rate: the floor is a ceiling
+        ceiling = 1e9 / floor_ns
+        return ceiling, ceiling / subject
+    if next(b for b in BENCHMARKS if b.name == s["bench"]).per_op:
+        return floor_ns, subject / floor_ns
+    if not ops:
+        return None
+    return floor_ns * ops / 1e6, subject / (floor_ns * ops / 1e6)  # ms
+
+
+def cost_model(summary: List[dict], ssummary: List[dict],
+               points: List[dict], fsummary: List[dict]) -> List[dict]:
+    """A row per benchmark row of this run that has a Cost whose floors
+    were all measured."""
+    ns = {f["floor"]: f["ns"]["median"] for f in fsummary if f["ns"]}
+    ops = subject_ops(points)
+    rows = []
+    for s in summary + ssummary:
+        cost = next((c for c in COST_MODEL if c.bench == s.get("group", s[
+            "bench"]) and c.when(s["workers"])), None)
+        m = s["peers"].get(SUBJECT)
+        m = m and m.get("rate", m)  # a server row's are per metric
+        if (cost is None or not m or not all(f in ns
+                                             for _, f in cost.terms)):
+            continue
+        floor_ns = sum(k * ns[f] for k, f in cost.terms)
+        got = in_unit(s, floor_ns, m["median"],
+                      ops.get((s["bench"], s["workers"])))
+        if got:
+            rows.append({"bench": s["bench"], "workers": s["workers"],
+                         "unit": s["unit"], SUBJECT: m["median"],
+                         "model": " + ".join(f"{k} × {f}" if k > 1 else f
+                                             for k, f in cost.terms),
+                         "floor_ns": floor_ns, "floor": got[0],
+                         "ratio": got[1], "why": cost.why})
+    return rows
+
+
+def cost_table_rows(rows: List[dict]):
+    head = ["benchmark", "unit", "workers", f"{SUBJECT} median", "floor",
+            f"{SUBJECT}/floor", "notes (the floor it chases)"]
+    return head, [[r["bench"], r["unit"], str(r["workers"]),
+                   fmt_num(r[SUBJECT]), fmt_num(r["floor"]),
+                   f"{r['ratio']:.2f}", f"{r['model']}: {r['why']}"]
+                  for r in rows]
+
+
+COST_FOOTNOTE = (
+    f"The cost model: the floor a row chases is the sum of the floors above "
+    f"that its operation cannot do without, in the row's unit (sleep and "
+    f"parked: one per coroutine, times their count; echo: a ceiling rate, "
+    f"the inverse of its time per round trip).  {SUBJECT}/floor is "
+    f"{SUBJECT}'s median over that floor as times (for a rate: the ceiling "
+    f"over {SUBJECT}'s rate): how many times the floor's cost {SUBJECT} "
+    f"pays.  Lower bounds that leave out the scheduler's bookkeeping, not "
+    f"predictions.")
+
+# --docs: instructions per operation under callgrind, of these benchmarks
+# at 1 worker: (benchmark, what one operation is, what many are)
+CALLGRIND = [("yield", "yield", "yields"),
+             ("spawn", "spawn+join", "spawn+join pairs")]
+CG_TOTAL_RE = re.compile(r"^(?:summary|totals):\s+(\d+)", re.M)
+
+
+def callgrind_one(weft: Peer, bench: Bench, timeout: float) -> dict:
+    """weft-bench NAME 1 under callgrind: the run's record, with the total
+    instruction count (all threads, start-up included) and it per op.
+    weft-bench's root() runs the work twice (the warm-up and the timed run,
+    `ops` operations each): per op is total / (2 × ops)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "callgrind.out"
+        rec = run_one(weft, bench, 1, timeout, wrap=[
+            "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"])
+        m = CG_TOTAL_RE.search(out.read_text()) if out.exists() else None
+    if rec["ok"] and m is None:
+        rec.update(ok=False, error="no summary: or totals: line in "
+                   "callgrind's output file")
+    if rec["ok"]:
+        rec["instructions"] = int(m[1])
+        rec["per_op"] = rec["instructions"] / (2 * rec["ops"])
+    return rec
+
+
+def run_callgrind(args, weft: Peer, prog: Progress,
+                  failures: List[str]) -> List[dict]:
+    """With --docs (not --quick): callgrind_one of each CALLGRIND benchmark
+    that --only selects, its record with "what" and "whats"."""
+    if not args.docs or args.quick:
+        return []
+    if shutil.which("valgrind") is None:
+        print("bench.py: callgrind skipped: valgrind not found "
+              "(apt-get install -y valgrind)")
+        return []
+    recs = []
+    for name, what, whats in CALLGRIND:
+        if name not in args.only:
+            continue
+        tag = f"[{name} w=1]"
+        prog.show(f"{tag} {SUBJECT} under callgrind")
+        rec = callgrind_one(weft, next(b for b in BENCHMARKS
+                                       if b.name == name), args.timeout)
+        rec["what"], rec["whats"] = what, whats
+        note_failure(rec, tag, "under callgrind", prog, failures)
+        recs.append(rec)
+    return recs
+
+
+def callgrind_lines(recs: List[dict]) -> str:
+    """E.g. "- instructions per yield: 167 (1,339,160,873 for `weft-bench
+    yield 1`, 2 × 4,000,000 yields)", a line per good record."""
+    lines = []
+    for r in (r for r in recs if r["ok"]):
+        prog, name, workers = r["cmd"][-3:]
+        lines.append(f"- instructions per {r['what']}: {r['per_op']:.0f} "
+                     f"({r['instructions']:,} for `{Path(prog).name} {name} "
+                     f"{workers}`, 2 × {r['ops']:,} {r['whats']})")
+    return "\n".join(lines)
+
+
+CALLGRIND_FOOTNOTE = (
+    "Counted by `valgrind --tool=callgrind`: every instruction of the "
+    "process, all threads and start-up included, over weft-bench's warm-up "
+    "and timed run (the total over 2 × ops).")
+
+
 # ------------------------------------------------------------------ charts
 
 
@@ -1241,7 +1519,9 @@ def parse_args(argv):
     ap.add_argument("--json", type=Path,
                     help="results file (default: BUILD/bench/results.json)")
     ap.add_argument("--docs", action="store_true",
-                    help="also write the table and charts into docs/bench.md")
+                    help="also write the tables and charts into "
+                    "docs/bench.md (without --quick, and with valgrind: also "
+                    "callgrind's instructions per yield and per spawn+join)")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds per invocation (default 300)")
     args = ap.parse_args(argv)
@@ -1416,8 +1696,10 @@ def main(argv=None) -> int:
     prog = Progress()
     failures: List[str] = []
     t_start = time.monotonic()
+    fpoints, fsummary = run_floors(args, ctx, prog, failures)
     points, summary = run_benches(args, peers, prog, failures)
     spoints, ssummary, pins = run_servers(args, peers, ctx, prog, failures)
+    cg = run_callgrind(args, peers[0], prog, failures)
     prog.done()
     elapsed = time.monotonic() - t_start
 
@@ -1429,17 +1711,27 @@ def main(argv=None) -> int:
                                 "wrk_s": WRK_SECONDS[args.quick]}
 
     text, tables = [], []  # the text tables; (markdown, footnote) pairs
+
+    def add_table(head_rows, note: str):
+        head, rows = head_rows
+        if rows:
+            text.append(text_table(head, rows) + "\n\n" + note)
+            tables.append((md_table(head, rows), note))
+
     if summary:
-        head, rows = table_rows(summary, peers)
-        text.append(text_table(head, rows) + "\n\n" + BENCH_FOOTNOTE)
-        tables.append((md_table(head, rows), BENCH_FOOTNOTE))
+        add_table(table_rows(summary, peers), BENCH_FOOTNOTE)
     # the peers of the server rows (not those without servers)
     speers = [p for p in peers if any(p.name in s["peers"] for s in ssummary)]
     if ssummary:
-        head, rows = server_table_rows(ssummary, speers)
-        note = server_footnote(args, pins, speers)
-        text.append(text_table(head, rows) + "\n\n" + note)
-        tables.append((md_table(head, rows), note))
+        add_table(server_table_rows(ssummary, speers),
+                  server_footnote(args, pins, speers))
+    costs = cost_model(summary, ssummary, points, fsummary)
+    add_table(floor_table_rows(fsummary), floor_footnote(args))
+    add_table(cost_table_rows(costs), COST_FOOTNOTE)
+    lines = callgrind_lines(cg)
+    if lines:
+        text.append(lines + "\n\n" + CALLGRIND_FOOTNOTE)
+        tables.append((lines, CALLGRIND_FOOTNOTE))
     for t in text:
         print("\n" + t)
     print(f"\n{runs_note(args)}; {elapsed:.0f} s in all")
@@ -1455,6 +1747,10 @@ def main(argv=None) -> int:
                                       SERVER_BENCHES if b.name in args.only
                                       or b.group in args.only],
                        "summary": ssummary, "points": spoints},
+                   "floors": {
+                       "benchmarks": [dataclasses.asdict(b) for b in FLOORS],
+                       "summary": fsummary, "points": fpoints},
+                   "cost_model": costs, "callgrind": cg,
                    "failures": failures}, f, indent=1)
         f.write("\n")
 
