@@ -95,6 +95,15 @@ static void *calloc_or_die(size_t n, size_t size)
 	return p;
 }
 
+/* getrusage's ru_maxrss, the process's peak resident set: KiB on Linux (the
+ * peers report the same, as rss_kb= of skynet and sleep). */
+static long max_rss_kb(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+}
+
 /* Spawns co[i] = fn(args + i * stride) for i < n (stride 0: all share args). */
 static void spawn_all(weft_co **co, void (*fn)(void *), void *args,
 		      size_t stride, int n)
@@ -248,6 +257,8 @@ static void bench_spawn(struct outcome *o)
 /*
  * Every node is a coroutine; a node of size > 1 spawns 10 children (their
  * arguments live on its own stack) and joins them in order, summing.
+ * rss_kb is the process's peak resident set: what the most coroutines alive
+ * at once (and their stacks) cost.
  */
 struct sky {
 	uint64_t num, size, sum;
@@ -287,6 +298,7 @@ static void bench_skynet(struct outcome *o)
 	o->ops = SKYNET_NODES;
 	o->value = (int64_t)root.sum;
 	o->ok = root.sum == SKYNET_SUM;
+	snprintf(o->extra, sizeof o->extra, "rss_kb=%ld", max_rss_kb());
 }
 
 /* -------------------------------------------------------------------- fib */
@@ -346,14 +358,6 @@ static void sleep_co(void *p)
 
 	if (weft_sleep(deadline) == 0 && weft_now() >= deadline)
 		atomic_fetch_add_explicit(on_time, 1, memory_order_relaxed);
-}
-
-/* getrusage's ru_maxrss: KiB on Linux (the Go peer reports the same). */
-static long max_rss_kb(void)
-{
-	struct rusage ru;
-
-	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 }
 
 static void bench_sleep(struct outcome *o)
@@ -603,21 +607,49 @@ static void bench_local_get(struct outcome *o)
  * is read, the channel is closed (every receive returns EPIPE) and all are
  * joined.  value = receivers that got EPIPE; all must.  rss_per_co_b is
  * (RSS now - RSS when main started) / PARKED_N: what one parked coroutine
- * costs, runtime included (the Go peer measures the same way).
+ * costs, runtime included (the peers measure the same way).  At the same
+ * moment: vm_mib, the process's virtual size, and maps, its mappings (the
+ * lines of /proc/self/maps, which vm.max_map_count bounds).
  */
 static long rss_at_start_kb;
 
-static long rss_now_kb(void)
+/* /proc/self/statm's first two fields, in KiB; -1 each when unreadable. */
+struct statm {
+	long vm_kb; /* the virtual size */
+	long rss_kb; /* the resident set */
+};
+
+static struct statm statm_now(void)
 {
 	FILE *f = fopen("/proc/self/statm", "r");
-	long pages = -1, resident = -1;
+	long pages, resident, page_kb = sysconf(_SC_PAGESIZE) / 1024;
+	struct statm st = { -1, -1 };
 
 	if (f) {
-		if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-			resident = -1;
+		if (fscanf(f, "%ld %ld", &pages, &resident) == 2) {
+			st.vm_kb = pages * page_kb;
+			st.rss_kb = resident * page_kb;
+		}
 		fclose(f);
 	}
-	return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
+	return st;
+}
+
+/* The lines of /proc/self/maps (-1 when unreadable). */
+static long maps_now(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char buf[4096];
+	size_t n;
+	long lines = 0;
+
+	if (f == NULL)
+		return -1;
+	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+		for (size_t i = 0; i < n; i++)
+			lines += buf[i] == '\n';
+	fclose(f);
+	return lines;
 }
 
 struct parked {
@@ -649,7 +681,8 @@ static void bench_parked(struct outcome *o)
 		co[i] = spawn_or_die(parked_co, &pk);
 	weft_wg_wait(pk.in, -1);
 	weft_sleep(weft_now() + SLEEP_NS);	/* the last ones reach their receive */
-	long rss = rss_now_kb();
+	struct statm st = statm_now();
+	long maps = maps_now();
 	weft_chan_close(pk.ch);
 	for (i = 0; i < PARKED_N; i++)
 		join_or_die(co[i]);
@@ -658,8 +691,10 @@ static void bench_parked(struct outcome *o)
 	o->ops = PARKED_N;
 	o->value = atomic_load(&pk.closed);
 	o->ok = o->value == PARKED_N;
-	snprintf(o->extra, sizeof o->extra, "rss_per_co_b=%ld",
-		 (rss - rss_at_start_kb) * 1024 / PARKED_N);
+	snprintf(o->extra, sizeof o->extra,
+		 "rss_per_co_b=%ld vm_mib=%ld maps=%ld",
+		 (st.rss_kb - rss_at_start_kb) * 1024 / PARKED_N,
+		 st.vm_kb / 1024, maps);
 }
 
 /* ------------------------------------------------------------------- main */
@@ -717,7 +752,7 @@ int main(int argc, char **argv)
 	size_t i;
 	bool ok;
 
-	rss_at_start_kb = rss_now_kb();
+	rss_at_start_kb = statm_now().rss_kb;
 	if (argc == 2 && strcmp(argv[1], "list") == 0) {
 		for (i = 0; i < NBENCHES; i++)
 			puts(benches[i].name);

@@ -18,9 +18,11 @@ Two kinds of benchmarks (bench/README.md has the list):
   (weft, go, boost, tokio, tokio, boost, go, weft, ...), each its own
   process, each doing its own in-process warm-up before the timed run.  A
   peer without an equivalent of a benchmark (Peer.missing) has "—" in its
-  row, and the notes say why.  --quick runs each peer other than weft once
-  per point, without the warm-up invocation, and only at the largest worker
-  count (--peer-runs, --peer-workers change that).
+  row, and the notes say why.  --quick runs no warm-up invocation, each
+  peer other than weft once per point and only at the largest worker count
+  (--peer-runs, --peer-workers change that), the heavy benchmarks (sleep,
+  parked: seconds of fresh stacks per process) only at the largest worker
+  count, and leaves out a peer's Peer.slow ones (with the reason).
 - Network servers (SERVER_BENCHES: echo, http).  Per run and peer: the
   peer's server on a fresh port, on 1 worker, pinned to one CPU; the load
   (bench/loadgen, or wrk) pinned to another; the server killed after.  The
@@ -87,9 +89,12 @@ class Bench:
     per_op: bool  # report ns per op (True) or ms per run (False)
     unit: str
     fixed_workers: Optional[int] = None  # run only at this worker count
-    # an extra field of the RESULT line shown in the notes column:
-    # (key, label, divisor), e.g. ("rss_kb", "peak RSS MiB", 1024)
-    extra: Optional[Tuple[str, str, float]] = None
+    # seconds per invocation whatever the workers (fresh stacks for 100,000
+    # coroutines): --quick runs it at the largest worker count only
+    heavy: bool = False
+    # extra fields of the RESULT line shown in the notes column:
+    # (key, label, divisor) each, e.g. ("rss_kb", "peak RSS MiB", 1024)
+    extra: Sequence[Tuple[str, str, float]] = ()
     # a reference cost the program measures in the same run, in ns per op:
     # (key of the RESULT field, label); the notes give its median and the
     # median of the run-by-run ratios metric / reference
@@ -100,10 +105,11 @@ BENCHMARKS: List[Bench] = [
     Bench("yield", "yield, 2 coroutines x 2M yields, 1 worker", True, "ns/yield",
           fixed_workers=1),
     Bench("spawn", "spawn+join 1M, batches of 1000", True, "ns/spawn+join"),
-    Bench("skynet", "skynet, 1M leaves, 10 children/node, join", False, "ms"),
+    Bench("skynet", "skynet, 1M leaves, 10 children/node, join", False, "ms",
+          extra=[("rss_kb", "peak RSS MiB", 1024)]),
     Bench("fib", "fork-join fib(27), no cutoff", False, "ms"),
-    Bench("sleep", "100k coroutines sleep 1 ms at once, join all", False, "ms",
-          extra=("rss_kb", "peak RSS MiB", 1024)),
+    Bench("sleep", "100k coroutines sleep 1 ms at once, join all", False, "ms", heavy=True,
+          extra=[("rss_kb", "peak RSS MiB", 1024)]),
     Bench("chan-pingpong", "ping-pong over 2 unbuffered channels, 1 pair x 1M "
           "round trips", True, "ns/round trip"),
     Bench("chan-pingpong-1000", "ping-pong over 2 unbuffered channels, 1000 "
@@ -113,7 +119,8 @@ BENCHMARKS: List[Bench] = [
     Bench("skynet-chan", "skynet, 1M leaves, 10 children/node, channels",
           False, "ms"),
     Bench("parked", "100k coroutines parked on one channel at once, then "
-          "released", False, "ms", extra=("rss_per_co_b", "RSS bytes per parked coroutine", 1)),
+          "released", False, "ms", heavy=True, extra=[("rss_per_co_b", "RSS bytes per parked coroutine", 1),
+                           ("vm_mib", "virtual MiB", 1), ("maps", "mappings", 1)]),
     # one coroutine: more workers would only idle
     Bench("local-get", "weft_local_get (Boost: fiber_specific_ptr::get, "
           "Tokio: task_local! with) vs a thread-local read, 100M reads each, "
@@ -161,6 +168,8 @@ class Peer:
     env: Callable[[int], Dict[str, str]] = lambda w: {}
     # the benchmarks of BENCHMARKS it has no equivalent of -> why (the notes)
     missing: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # the benchmarks it takes too long at for --quick -> why (the notes)
+    slow: Dict[str, str] = dataclasses.field(default_factory=dict)
     # server(peer, ctx, kind, port) -> the command of its `kind` server
     # ("echo", "http"); raises Skip when it has none; None: no servers
     server: Optional[Callable[["Peer", "Ctx", str, int], List[str]]] = None
@@ -169,8 +178,11 @@ class Peer:
     version: Callable[["Ctx"], Optional[str]] = lambda ctx: None
     program: Optional[Path] = None  # set once built
 
-    def runs(self, bench: "Bench") -> bool:
-        return bench.name not in self.missing
+    def absent(self, bench: "Bench", quick: bool) -> Optional[str]:
+        """Why it does not run bench (a note), or None if it does."""
+        if bench.name in self.missing:
+            return self.missing[bench.name]
+        return self.slow.get(bench.name) if quick else None
 
 
 @dataclasses.dataclass
@@ -365,11 +377,13 @@ PEERS: List[Peer] = [
          missing={"local-get": "Go has no coroutine-local storage"},
          server=go_server, version=lambda ctx: run_out(["go", "version"])),
     Peer("boost", "Boost.Fiber, work_stealing", build_boost,
-         missing={"parked": "not written for this peer yet"},
+         slow={b: "skipped by --quick (5-45 s a run here)"
+               for b in ("spawn", "skynet", "fib", "chan-pingpong", "sleep",
+                         "skynet-chan", "parked")},
          version=boost_version),
     Peer("tokio", "Tokio, multi-thread runtime", build_tokio,
+         slow={"yield": "skipped by --quick (7 s a run here)"},
          env=lambda w: {"TOKIO_WORKER_THREADS": str(w)}, server=tokio_server,
-         missing={"parked": "not written for this peer yet"},
          version=tokio_version),
 ]
 
@@ -489,8 +503,8 @@ def note_failure(rec: dict, tag: str, what: str, prog: Progress,
 # ----------------------------------------------------------------- servers
 
 SERVER_WORKERS = 1  # the servers run on one worker: WEFT_WORKERS / GOMAXPROCS
-ECHO_SECONDS = {False: (5.0, 1.0), True: (1.0, 0.5)}  # quick -> (run, warm-up)
-WRK_SECONDS = {False: 10, True: 3}
+ECHO_SECONDS = {False: (5.0, 1.0), True: (0.6, 0.3)}  # quick -> (run, warm-up)
+WRK_SECONDS = {False: 10, True: 2}
 READY_TIMEOUT_S = 10  # for "listening on PORT"
 HELLO = b"Hello, World!"
 
@@ -786,18 +800,19 @@ def pair_ratios(runs: Dict[str, List[dict]], peers: List[Peer],
 
 def extra_note(bench: Bench, runs: Dict[str, List[dict]],
                peers: List[Peer]) -> Optional[str]:
-    """The notes cell: the median of bench.extra per peer, e.g.
+    """The notes cell: the median of each of bench.extra per peer, e.g.
     "peak RSS MiB: weft 402, go 34"."""
-    if bench.extra is None:
-        return None
-    key, label, div = bench.extra
-    cells = []
-    for p in peers:
-        xs = [float(r["extra"][key]) / div for r in runs.get(p.name, [])
-              if r["ok"] and key in r["extra"]]
-        if xs:
-            cells.append(f"{p.name} {fmt_num(statistics.median(xs))}")
-    return f"{label}: {', '.join(cells)}" if cells else None
+    notes = []
+    for key, label, div in bench.extra:
+        cells = []
+        for p in peers:
+            xs = [float(r["extra"][key]) / div for r in runs.get(p.name, [])
+                  if r["ok"] and key in r["extra"]]
+            if xs:
+                cells.append(f"{p.name} {fmt_num(statistics.median(xs))}")
+        if cells:
+            notes.append(f"{label}: {', '.join(cells)}")
+    return "; ".join(notes) if notes else None
 
 
 def versus(bench: Bench, runs: Dict[str, List[dict]],
@@ -1582,19 +1597,20 @@ def run_benches(args, peers: List[Peer], prog: Progress,
     """Every selected in-process benchmark: (points, summary)."""
     points, summary = [], []
     for bench in (b for b in BENCHMARKS if b.name in args.only):
-        ws = ([bench.fixed_workers] if bench.fixed_workers else args.workers)
+        ws = ([bench.fixed_workers] if bench.fixed_workers else
+              args.workers[-1:] if bench.heavy and args.quick else args.workers)
         for w in ws:
             tag = f"[{bench.name} w={w}]"
             # the peers at this point: those with an equivalent, at the
             # worker counts they run (a benchmark of fixed workers: there)
-            bpeers = [p for p in peers if p.runs(bench) and (
+            bpeers = [p for p in peers if not p.absent(bench, args.quick) and (
                 p.name == SUBJECT or bench.fixed_workers
                 or w in args.peer_workers)]
-            absent = [f"{p.name}: {p.missing[bench.name]}" for p in peers
-                      if not p.runs(bench)]
+            absent = [f"{p.name}: {p.absent(bench, args.quick)}" for p in peers
+                      if p.absent(bench, args.quick)]
             warm: Dict[str, dict] = {}
             for p in bpeers:
-                if p.name == SUBJECT or args.peer_warmup:
+                if (p.name == SUBJECT and not args.quick) or args.peer_warmup:
                     prog.show(f"{tag} {p.name} warm-up")
                     warm[p.name] = run_one(p, bench, w, args.timeout)
                     note_failure(warm[p.name], tag, "warm-up", prog, failures)
@@ -1643,7 +1659,10 @@ def runs_note(args, servers: bool = False) -> str:
     if not args.peer_warmup and not servers:  # the servers have none
         others.append("without a warm-up invocation")
     return (f"{args.runs} runs per {'row' if servers else 'point'}" +
-            (f"; the other peers {', '.join(others)}" if others else ""))
+            (f"; the other peers {', '.join(others)}" if others else "") +
+            ("; --quick: no warm-up invocation of weft either, sleep and "
+             "parked at the largest worker count only"
+             if args.quick and not servers else ""))
 
 
 def write_markdown(md: Path, meta: dict, args, tables: List[Tuple[str, str]],

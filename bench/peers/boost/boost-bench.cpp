@@ -43,7 +43,9 @@
 //   - local-get: fiber_specific_ptr<intptr_t>::get(), the pointer itself
 //     being the value (as weft_local_get's void *), against a thread_local
 //     read in the same run (see weft-bench.c);
-//   - channels: boost::fibers::unbuffered_channel for the rendezvous ones,
+//   - channels: boost::fibers::unbuffered_channel for the rendezvous ones
+//     (parked's too: its pop parks any number of consumers, and close()
+//     wakes them all with channel_op_status::closed),
 //     buffered_channel for skynet-chan (its capacity must be a power of two
 //     and it holds one less: 16, for 10 children); mutex:
 //     boost::fibers::mutex; sleep: this_fiber::sleep_for.
@@ -52,7 +54,9 @@
 
 #include <malloc.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -84,6 +88,7 @@ constexpr int64_t FIB_EXPECTED = 196418;
 constexpr int64_t FIB_SPAWNS = 317810;    // calls with n >= 2: fib(28) - 1
 constexpr int SLEEP_N = 100000;           // fibers, each sleeping once
 constexpr auto SLEEP_FOR = std::chrono::milliseconds(1);
+constexpr int PARKED_N = 100000;          // fibers parked on one channel at once
 constexpr int PINGPONG_N = 1000000;       // round trips of chan-pingpong's pair
 constexpr int PINGPONG_PAIRS = 1000;      // pairs of chan-pingpong-1000 ...
 constexpr int PINGPONG_ROUNDS = 1000;     // ... and round trips of each
@@ -136,6 +141,14 @@ template <typename Chan, typename T> T pop_or_die(Chan &ch)
 	if (ch.pop(v) != fibers::channel_op_status::success)
 		die("channel pop failed");
 	return v;
+}
+
+// getrusage's ru_maxrss, the process's peak resident set, in KiB on Linux
+// (as weft-bench and go-bench): rss_kb= of skynet and sleep.
+long max_rss_kb()
+{
+	struct rusage ru;
+	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 }
 
 // ------------------------------------------------------------------ yield
@@ -199,7 +212,8 @@ Outcome bench_spawn()
 // ----------------------------------------------------------------- skynet
 
 // Every node is a fiber; a node of size > 1 launches 10 children, each
-// writing its sum into its slot, and joins them in order.
+// writing its sum into its slot, and joins them in order.  rss_kb: the peak
+// resident set, what the most fibers alive at once cost.
 uint64_t skynet(uint64_t num, uint64_t size)
 {
 	if (size == 1)
@@ -225,6 +239,7 @@ Outcome bench_skynet()
 	o.ops = SKYNET_NODES;
 	o.value = (int64_t)sum;
 	o.ok = sum == SKYNET_SUM;
+	o.extra = "rss_kb=" + std::to_string(max_rss_kb());
 	return o;
 }
 
@@ -255,7 +270,7 @@ Outcome bench_fib()
 
 // SLEEP_N fibers each sleep_for 1 ms once, all at the same time; value = how
 // many woke no earlier than their deadline (all must).  rss_kb: the peak
-// resident set (getrusage's ru_maxrss, KiB), as weft-bench and go-bench.
+// resident set.
 Outcome bench_sleep()
 {
 	std::atomic<int64_t> on_time{0};
@@ -269,13 +284,11 @@ Outcome bench_sleep()
 		});
 	for (auto &x : f)
 		x.join();
-	struct rusage ru;
-	long rss = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 	Outcome o;
 	o.ops = SLEEP_N;
 	o.value = on_time;
 	o.ok = o.value == SLEEP_N;
-	o.extra = "rss_kb=" + std::to_string(rss);
+	o.extra = "rss_kb=" + std::to_string(max_rss_kb());
 	return o;
 }
 
@@ -427,6 +440,111 @@ Outcome bench_local_get()
 	return o;
 }
 
+// ----------------------------------------------------------------- parked
+
+// PARKED_N fibers each park in a pop on one unbuffered_channel; once all are
+// in (a latch counts them), the resident set is read, the channel closed
+// (every pop returns channel_op_status::closed) and all joined.  value =
+// the fibers whose pop saw closed; all must.  rss_per_co_b is (RSS now -
+// RSS when main started) / PARKED_N, vm_mib the virtual size and maps the
+// lines of /proc/self/maps at the same moment, as in weft-bench.
+long rss_at_start_kb;
+
+// /proc/self/statm's first two fields, in KiB; -1 each when unreadable.
+struct Statm {
+	long vm_kb = -1;  // the virtual size
+	long rss_kb = -1; // the resident set
+};
+
+Statm statm_now()
+{
+	Statm st;
+	long pages, resident, page_kb = sysconf(_SC_PAGESIZE) / 1024;
+	if (std::FILE *f = std::fopen("/proc/self/statm", "r")) {
+		if (std::fscanf(f, "%ld %ld", &pages, &resident) == 2) {
+			st.vm_kb = pages * page_kb;
+			st.rss_kb = resident * page_kb;
+		}
+		std::fclose(f);
+	}
+	return st;
+}
+
+// The lines of /proc/self/maps (-1 when unreadable).
+long maps_now()
+{
+	std::FILE *f = std::fopen("/proc/self/maps", "r");
+	if (f == nullptr)
+		return -1;
+	char buf[4096];
+	long lines = 0;
+	std::size_t n;
+	while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+		lines += std::count(buf, buf + n, '\n');
+	std::fclose(f);
+	return lines;
+}
+
+// The wait group that counts the fibers in: Boost.Fiber has no latch (its
+// barrier makes every party wait), so a count under a fiber mutex.
+class Latch {
+public:
+	explicit Latch(int n) : count_(n) {}
+	void count_down()
+	{
+		std::lock_guard<fibers::mutex> lk(m_);
+		if (--count_ == 0)
+			cv_.notify_all();
+	}
+	void wait()
+	{
+		std::unique_lock<fibers::mutex> lk(m_);
+		cv_.wait(lk, [this] { return count_ == 0; });
+	}
+
+private:
+	fibers::mutex m_;
+	fibers::condition_variable cv_;
+	int count_;
+};
+
+Outcome bench_parked()
+{
+	fibers::unbuffered_channel<int> ch;
+	Latch in(PARKED_N);
+	std::atomic<int64_t> closed{0};
+	std::vector<fibers::fiber> f(PARKED_N);
+	for (auto &x : f)
+		x = spawn([&] {
+			in.count_down();
+			int v;
+			if (ch.pop(v) == fibers::channel_op_status::closed)
+				closed.fetch_add(1, std::memory_order_relaxed);
+		});
+	in.wait();
+	// the last ones reach their pop: for SLEEP_FOR, as weft-bench sleeps, but
+	// yielding, not sleep_for, which would leave a lone work_stealing
+	// scheduler (one worker) with nothing ready, and its pick_next then spins
+	// for ever looking for another scheduler to steal from
+	for (auto until = clock_type::now() + SLEEP_FOR; clock_type::now() < until;)
+		boost::this_fiber::yield();
+	Statm st = statm_now();
+	long maps = maps_now();
+	ch.close();
+	for (auto &x : f)
+		x.join();
+	Outcome o;
+	o.ops = PARKED_N;
+	o.value = closed;
+	o.ok = o.value == PARKED_N;
+	char buf[96];
+	std::snprintf(buf, sizeof buf, "rss_per_co_b=%ld vm_mib=%ld maps=%ld",
+		      (st.rss_kb - rss_at_start_kb) * 1024 / PARKED_N,
+		      st.vm_kb / 1024, maps);
+	o.extra = buf;
+	return o;
+}
+
 // ------------------------------------------------------------------- main
 
 const struct {
@@ -443,6 +561,7 @@ const struct {
 	{"mutex", bench_mutex},
 	{"skynet-chan", bench_skynet_chan},
 	{"local-get", bench_local_get},
+	{"parked", bench_parked},
 };
 
 // The extra threads' main fibers wait here until the main thread is done.
@@ -467,6 +586,7 @@ void worker_thread(unsigned workers)
 
 int main(int argc, char **argv)
 {
+	rss_at_start_kb = statm_now().rss_kb;
 	if (argc == 2 && std::strcmp(argv[1], "list") == 0) {
 		for (auto &b : benches)
 			std::puts(b.name);

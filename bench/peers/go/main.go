@@ -22,6 +22,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"runtime"
@@ -42,7 +43,7 @@ const (
 	fibExpected = 196_418
 	sleepN      = 100_000 // goroutines, each sleeping once
 	sleepFor    = time.Millisecond
-	parkedN     = 100_000 // goroutines parked on one channel at once
+	parkedN     = 100_000   // goroutines parked on one channel at once
 	skynetNodes = 1_111_111 // 1 + 10 + ... + 10^6 goroutines
 
 	pingpongN      = 1_000_000 // round trips of the one pair of chan-pingpong
@@ -126,6 +127,8 @@ func benchSpawn() outcome {
 
 // Every node is a goroutine; a node of size > 1 starts 10 children and waits
 // for them with a WaitGroup, each child leaving its sum in the parent's slot.
+// rss_kb is the process's peak resident set: what the most goroutines alive
+// at once cost.
 func skynet(num, size int64) int64 {
 	if size == 1 {
 		return num
@@ -157,7 +160,8 @@ func benchSkynet() outcome {
 		wg.Done()
 	}()
 	wg.Wait()
-	return outcome{ops: skynetNodes, value: sum, ok: sum == skynetSum}
+	return outcome{ops: skynetNodes, value: sum, ok: sum == skynetSum,
+		extra: fmt.Sprintf("rss_kb=%d", maxRSSKiB())}
 }
 
 // ---------------------------------------------------------------- fib
@@ -216,19 +220,32 @@ func benchSleep() outcome {
 // parkedN goroutines each park in a receive on one unbuffered channel; once
 // all are in (a WaitGroup counts them), the resident set is read, the
 // channel closed and all waited for.  rss_per_co_b is (RSS now - RSS when
-// main started) / parkedN, as in weft-bench.
-var rssAtStartKiB = rssNowKiB()
+// main started) / parkedN, as in weft-bench; at the same moment vm_mib, the
+// virtual size, and maps, the lines of /proc/self/maps.
+var _, rssAtStartKiB = statmKiB()
 
-func rssNowKiB() int64 {
+// statmKiB is /proc/self/statm's first two fields in KiB: the virtual size
+// and the resident set (-1 each when unreadable).
+func statmKiB() (vm, rss int64) {
 	b, err := os.ReadFile("/proc/self/statm")
 	if err != nil {
-		return -1
+		return -1, -1
 	}
 	var pages, resident int64
 	if _, err := fmt.Sscan(string(b), &pages, &resident); err != nil {
+		return -1, -1
+	}
+	pageKiB := int64(os.Getpagesize()) / 1024
+	return pages * pageKiB, resident * pageKiB
+}
+
+// mapsNow is the number of lines of /proc/self/maps (-1 when unreadable).
+func mapsNow() int64 {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
 		return -1
 	}
-	return resident * int64(os.Getpagesize()) / 1024
+	return int64(bytes.Count(b, []byte{'\n'}))
 }
 
 func benchParked() outcome {
@@ -248,12 +265,14 @@ func benchParked() outcome {
 	}
 	in.Wait()
 	time.Sleep(sleepFor) // the last ones reach their receive
-	rss := rssNowKiB()
+	vm, rss := statmKiB()
+	maps := mapsNow()
 	close(ch)
 	done.Wait()
 	v := atomic.LoadInt64(&closed)
 	return outcome{ops: parkedN, value: v, ok: v == parkedN,
-		extra: fmt.Sprintf("rss_per_co_b=%d", (rss-rssAtStartKiB)*1024/parkedN)}
+		extra: fmt.Sprintf("rss_per_co_b=%d vm_mib=%d maps=%d",
+			(rss-rssAtStartKiB)*1024/parkedN, vm/1024, maps)}
 }
 
 // maxRSSKiB is getrusage's ru_maxrss, in KiB on Linux (as in weft-bench).

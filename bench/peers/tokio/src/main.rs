@@ -24,7 +24,9 @@
 //!   - `mutex` is tokio::sync::Mutex (async, FIFO-fair), `sleep`
 //!     tokio::time::sleep (a 1 ms-granular timer wheel that rounds up);
 //!   - `local-get` reads a task_local! with LocalKey::with, against a
-//!     thread_local! Cell read in the same run (see weft-bench.c).
+//!     thread_local! Cell read in the same run (see weft-bench.c);
+//!   - `parked` parks its tasks in a tokio::sync::broadcast receive (see
+//!     there why), counted in by a Semaphore used as a latch.
 //!
 //! The echo server's workers come from TOKIO_WORKER_THREADS (read by Tokio's
 //! runtime builder; the runner sets it to 1, as WEFT_WORKERS=1 for weft).
@@ -33,14 +35,14 @@ use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::process::exit;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::runtime::{Builder, Runtime};
-use tokio::sync::{mpsc, Mutex};
+use tokio::sync::{broadcast, mpsc, Mutex, Semaphore};
 use tokio::task::JoinHandle;
 
 // The sizes; bench/weft-bench.c and bench/peers/go/main.go use the same ones.
@@ -55,6 +57,7 @@ const FIB_EXPECTED: i64 = 196_418;
 const FIB_SPAWNS: i64 = 317_810; // calls with n >= 2: fib(28) - 1
 const SLEEP_N: i64 = 100_000; // tasks, each sleeping once
 const SLEEP_FOR: Duration = Duration::from_millis(1);
+const PARKED_N: i64 = 100_000; // tasks parked on one channel at once
 const PINGPONG_N: i64 = 1_000_000; // round trips of chan-pingpong's one pair
 const PINGPONG_PAIRS: i64 = 1_000; // pairs of chan-pingpong-1000 ...
 const PINGPONG_ROUNDS: i64 = 1_000; // ... and round trips of each
@@ -85,6 +88,16 @@ type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 /// A child's result; a panicked child (a failed unwrap in it) ends the run.
 async fn join<T>(h: JoinHandle<T>) -> T {
     h.await.expect("task failed")
+}
+
+/// getrusage's ru_maxrss, the process's peak resident set, in KiB on Linux
+/// (as weft-bench and go-bench): rss_kb= of skynet and sleep.
+fn max_rss_kib() -> i64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return -1;
+    }
+    ru.ru_maxrss as i64
 }
 
 // ------------------------------------------------------------------ yield
@@ -143,7 +156,8 @@ async fn bench_spawn() -> Outcome {
 // ----------------------------------------------------------------- skynet
 
 // Every node is a task; a node of size > 1 spawns 10 children and joins
-// them in order, summing what they return.
+// them in order, summing what they return.  rss_kb: the peak resident set,
+// what the most tasks alive at once cost.
 fn skynet(num: i64, size: i64) -> BoxFuture<i64> {
     Box::pin(async move {
         if size == 1 {
@@ -163,7 +177,9 @@ fn skynet(num: i64, size: i64) -> BoxFuture<i64> {
 async fn bench_skynet() -> Outcome {
     // the root is a task too, as in weft and Go
     let sum = join(tokio::spawn(skynet(0, SKYNET_SIZE))).await;
-    Outcome::new(SKYNET_NODES, sum, sum == SKYNET_SUM)
+    let mut o = Outcome::new(SKYNET_NODES, sum, sum == SKYNET_SUM);
+    o.extra = format!("rss_kb={}", max_rss_kib());
+    o
 }
 
 // -------------------------------------------------------------------- fib
@@ -207,15 +223,6 @@ async fn bench_sleep() -> Outcome {
     let mut o = Outcome::new(SLEEP_N, on_time, on_time == SLEEP_N);
     o.extra = format!("rss_kb={}", max_rss_kib());
     o
-}
-
-/// getrusage's ru_maxrss, in KiB on Linux (as weft-bench and go-bench).
-fn max_rss_kib() -> i64 {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return -1;
-    }
-    ru.ru_maxrss as i64
 }
 
 // ---------------------------------------------------------- chan-pingpong
@@ -356,6 +363,84 @@ async fn bench_local_get() -> Outcome {
     .await
 }
 
+// ----------------------------------------------------------------- parked
+
+// PARKED_N tasks each park in a receive on one channel; once all are in (a
+// latch counts them), the resident set is read, the channel closed (every
+// receive returns Closed) and all joined.  value = the tasks whose receive
+// saw Closed; all must.  rss_per_co_b is (RSS now - RSS when main started) /
+// PARKED_N, vm_mib the virtual size and maps the lines of /proc/self/maps
+// at the same moment, as in weft-bench.
+//
+// The channel is a tokio::sync::broadcast of capacity 1, closed by dropping
+// its one Sender: Tokio has no channel on which many receivers park waiting
+// for one value each (mpsc has a single Receiver, which tasks sharing it
+// behind a Mutex would wait for on the Mutex, not on the channel), and a
+// oneshot each would be PARKED_N channels, an allocation each, not one.
+// broadcast's receivers all wait on its one waiter list, as weft's on its
+// channel; that it would hand a value to every receiver, not to one, does not
+// show, as nothing is sent.  Each Receiver (subscribed before its task is
+// spawned) lives in its task's future.  The latch: a Semaphore of no permits,
+// each task adding one, the parent acquiring PARKED_N (Tokio has no wait
+// group).
+static RSS_AT_START_KIB: AtomicI64 = AtomicI64::new(-1);
+
+/// /proc/self/statm's first two fields in KiB: the virtual size and the
+/// resident set (-1 each when unreadable).
+fn statm_kib() -> (i64, i64) {
+    let page_kib = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as i64 / 1024;
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let mut fields = statm.split_whitespace().map(|f| f.parse::<i64>());
+    match (fields.next(), fields.next()) {
+        (Some(Ok(pages)), Some(Ok(resident))) => (pages * page_kib, resident * page_kib),
+        _ => (-1, -1),
+    }
+}
+
+/// The lines of /proc/self/maps (-1 when unreadable).
+fn maps_now() -> i64 {
+    match std::fs::read("/proc/self/maps") {
+        Ok(b) => b.iter().filter(|&&c| c == b'\n').count() as i64,
+        Err(_) => -1,
+    }
+}
+
+async fn bench_parked() -> Outcome {
+    let (tx, _) = broadcast::channel::<i32>(1);
+    let counted_in = Arc::new(Semaphore::new(0));
+    let tasks: Vec<_> = (0..PARKED_N)
+        .map(|_| {
+            let mut rx = tx.subscribe();
+            let counted_in = counted_in.clone();
+            tokio::spawn(async move {
+                counted_in.add_permits(1);
+                matches!(rx.recv().await, Err(broadcast::error::RecvError::Closed))
+            })
+        })
+        .collect();
+    counted_in
+        .acquire_many(PARKED_N as u32)
+        .await
+        .expect("latch closed")
+        .forget();
+    tokio::time::sleep(SLEEP_FOR).await; // the last ones reach their receive
+    let (vm, rss) = statm_kib();
+    let maps = maps_now();
+    drop(tx);
+    let mut closed = 0;
+    for t in tasks {
+        closed += join(t).await as i64;
+    }
+    let mut o = Outcome::new(PARKED_N, closed, closed == PARKED_N);
+    o.extra = format!(
+        "rss_per_co_b={} vm_mib={} maps={}",
+        (rss - RSS_AT_START_KIB.load(Ordering::Relaxed)) * 1024 / PARKED_N,
+        vm / 1024,
+        maps
+    );
+    o
+}
+
 // ------------------------------------------------------------ echo server
 
 // examples/echo.c in Tokio: accept, and a task per connection writing back
@@ -436,6 +521,7 @@ const BENCHES: &[&str] = &[
     "mutex",
     "skynet-chan",
     "local-get",
+    "parked",
 ];
 
 fn bench(name: &str) -> BoxFuture<Outcome> {
@@ -450,6 +536,7 @@ fn bench(name: &str) -> BoxFuture<Outcome> {
         "mutex" => Box::pin(bench_mutex()),
         "skynet-chan" => Box::pin(bench_skynet_chan()),
         "local-get" => Box::pin(bench_local_get()),
+        "parked" => Box::pin(bench_parked()),
         _ => unreachable!("checked in main"),
     }
 }
@@ -473,6 +560,7 @@ fn usage() -> ! {
 }
 
 fn main() {
+    RSS_AT_START_KIB.store(statm_kib().1, Ordering::Relaxed);
     let args: Vec<String> = std::env::args().collect();
     if args.len() == 2 && args[1] == "list" {
         for b in BENCHES {
