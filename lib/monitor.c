@@ -71,6 +71,7 @@
 
 static const int64_t TICK_NS = 1000 * 1000;
 static const int64_t STACK_TRIM_NS = 10 * 1000 * 1000 * 1000ll;	/* stack.c's period */
+enum { STACK_RESERVE = 256 };	/* depot magazines never trimmed (stack.c) */
 enum { HUB_KICK = UINT32_MAX };
 
 struct watch {
@@ -89,7 +90,7 @@ static struct {
 	int64_t stall_ns;	/* 0: no stall reports */
 	uint64_t polls, events;	/* atomic, written by the monitor only */
 	int64_t next_trim;	/* when the stack depot is trimmed next */
-	bool stacks_cached;	/* the depot held stacks at the last trim */
+	bool stacks_cached;	/* the depot held more than its reserve */
 	bool running;
 } mon = { .hub = -1, .evfd = -1 };
 
@@ -169,7 +170,7 @@ static int tick(void)
 	if (sample)
 		last_sample = now;
 	if (now >= mon.next_trim) {
-		mon.stacks_cached = weft__stack_pool_trim();
+		mon.stacks_cached = weft__stack_pool_trim(STACK_RESERVE);
 		mon.next_trim = now + STACK_TRIM_NS;
 	}
 	for (unsigned i = 0; i < weft__rt.nworkers; i++) {

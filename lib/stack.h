@@ -99,9 +99,9 @@ static inline void weft__stack_note_sp(struct weft__stack *s, void *sp)
 /* true if addr lies in the stack's guard page or just below it. */
 bool weft__stack_guard_hit(const struct weft__stack *s, const void *addr);
 
-/* Frees the depot's stacks that stayed unused since the previous call; true
- * if the depot still holds stacks (so a later call may free some). */
-bool weft__stack_pool_trim(void);
+/* Frees the depot's stacks that stayed unused since the previous call, but
+ * not the last `reserve` magazines; true if a later call may free more. */
+bool weft__stack_pool_trim(size_t reserve);
 
 /* Stacks allocated from jemalloc now, cached or in use. */
 uint64_t weft__stack_pool_allocated(void);

@@ -192,17 +192,20 @@ Test(stack, depot_returns_idle_stacks_to_jemalloc)
 		weft__stack_put(&cache, s[i]);
 	weft__stack_cache_flush(&cache);
 	cr_assert_eq(weft__stack_pool_allocated(), N);
-	cr_assert(weft__stack_pool_trim(), "the depot holds stacks");
+	cr_assert(weft__stack_pool_trim(0), "the depot holds stacks");
 	cr_assert_eq(weft__stack_pool_allocated(), N, "all arrived in this period");
 	struct weft__stack *one = weft__stack_get(&cache);	/* takes a magazine */
-	cr_assert(!weft__stack_pool_trim(), "the depot is empty now");
+	cr_assert(!weft__stack_pool_trim(1), "nothing beyond the reserve is left");
+	cr_assert_eq(weft__stack_pool_allocated(), 2 * WEFT_MAGAZINE,
+		     "the idle magazines are freed but the reserve, the one taken is not");
+	cr_assert(!weft__stack_pool_trim(0), "the depot is empty now");
 	cr_assert_eq(weft__stack_pool_allocated(), WEFT_MAGAZINE,
 		     "the idle magazines are freed, the one taken is not");
 	weft__stack_put(&cache, one);
 	weft__stack_cache_flush(&cache);
-	cr_assert(weft__stack_pool_trim());
+	cr_assert(weft__stack_pool_trim(0));
 	cr_assert_eq(weft__stack_pool_allocated(), WEFT_MAGAZINE);
-	cr_assert(!weft__stack_pool_trim());
+	cr_assert(!weft__stack_pool_trim(0));
 	cr_assert_eq(weft__stack_pool_allocated(), 0);
 	weft__stack_pool_fini();
 }
