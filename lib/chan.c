@@ -93,10 +93,22 @@ static unsigned char *slot(weft_chan *ch, size_t i)
 	return ch->ring + ((ch->head + i) % ch->cap) * ch->elem_size;
 }
 
+/* Word-sized elements (the common case: ints, pointers) are copied inline
+ * rather than through a memcpy call. */
 static void copy(weft_chan *ch, void *to, const void *from)
 {
-	if (ch->elem_size)
+	switch (ch->elem_size) {
+	case 0:
+		return;
+	case sizeof(uint32_t):
+		memcpy(to, from, sizeof(uint32_t));
+		return;
+	case sizeof(uint64_t):
+		memcpy(to, from, sizeof(uint64_t));
+		return;
+	default:
 		memcpy(to, from, ch->elem_size);
+	}
 }
 
 enum { NOT_READY = -1 };
@@ -148,13 +160,14 @@ static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 		return weft__fail(ECANCELED);
 	weft__lock_acquire(&ch->lock);
 	int r = op == WEFT_CHAN_SEND ? try_send(ch, elem) : try_recv(ch, elem);
-	if (r == NOT_READY) {
-		struct weft__wait x;
-		struct weft__waitq *q = op == WEFT_CHAN_SEND ? &ch->sendq : &ch->recvq;
-		weft__wait_enqueue(&x, q, elem);
-		r = weft__wait_park(&x, &ch->lock, q, deadline);
+	if (r != NOT_READY) {
+		weft__lock_release(&ch->lock);
+		return r ? weft__fail(r) : 0;
 	}
-	weft__lock_release(&ch->lock);
+	struct weft__wait x;
+	struct weft__waitq *q = op == WEFT_CHAN_SEND ? &ch->sendq : &ch->recvq;
+	weft__wait_enqueue(&x, q, elem);
+	r = weft__wait_park(&x, &ch->lock, q, deadline);
 	return r ? weft__fail(r) : 0;
 }
 
@@ -248,8 +261,8 @@ static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t
 						 .index = (unsigned)i, .data = cases[i].elem };
 		weft__waitq_push(case_queue(&cases[i]), &nodes[i]);
 	}
-	unlock_all(chs, k);
-	int r = weft__waiter_wait(&w, deadline);
+	unlock_all(chs, k);	/* RMWs: the StoreLoad the wait needs */
+	int r = weft__waiter_wait_fenced(&w, deadline) & ~WEFT__WAKE_CLAIMED;
 	lock_all(chs, k);
 	bool won = weft__wnode_settle(&nodes[0]);	/* the claim word is shared */
 	for (size_t i = 0; i < n; i++)

@@ -78,12 +78,14 @@ static int thread_wait(struct weft__waiter *w, int64_t deadline)
 }
 
 /* The coroutine side: a deadline is one more waker, the worker's heap. */
-static int co_wait(struct weft__waiter *w, int64_t deadline)
+static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 {
 	struct weft_co *co = w->co;
 	/* StoreLoad: the arming store before the flag load; weft_cancel
-	 * stores the flag before it loads the park word (Dekker). */
-	at_fence_store_load();
+	 * stores the flag before it loads the park word (Dekker).  A caller
+	 * that published w with an RMW (a full fence, atomic.h) has one. */
+	if (!fenced)
+		at_fence_store_load();
 	if (w->cancellable && at_load_uint(&co->cancelled))
 		weft__waiter_wake(w, ECANCELED);
 	else if (expired(deadline))
@@ -105,7 +107,12 @@ static int co_wait(struct weft__waiter *w, int64_t deadline)
 
 int weft__waiter_wait(struct weft__waiter *w, int64_t deadline)
 {
-	return w->co ? co_wait(w, deadline) : thread_wait(w, deadline);
+	return w->co ? co_wait(w, deadline, false) : thread_wait(w, deadline);
+}
+
+int weft__waiter_wait_fenced(struct weft__waiter *w, int64_t deadline)
+{
+	return w->co ? co_wait(w, deadline, true) : thread_wait(w, deadline);
 }
 
 static void count_wakeup(void)

@@ -32,7 +32,8 @@
  * case.  Whoever wins the word, the waiter leaves the heap before
  * weft__waiter_wait returns.
  *
- * Results are 16-bit codes: 0, an errno value, or WEFT__WAKE_READY | events.
+ * Results are 16-bit codes: 0, an errno value, WEFT__WAKE_READY | events, or
+ * a wait queue claimer's WEFT__WAKE_CLAIMED | 0 or errno (waitq.h).
  *
  * Orderings: the waker's CAS is seq_cst (atomic.h); it acquires the state the
  * parked coroutine wrote before its switch-out (the scheduler's CAS to PARKED
@@ -88,6 +89,11 @@ int weft__waiter_disarm(struct weft__waiter *w);
 /* Sleeps until woken or until deadline (absolute ns, -1 none); returns the
  * winning waker's result, ETIMEDOUT for the deadline. */
 int weft__waiter_wait(struct weft__waiter *w, int64_t deadline);
+/* The same, for a caller whose last atomic access since arming w was an
+ * RMW (weft__waiter_init's store, then an RMW such as a lock release or the
+ * CAS that published w): every RMW is a full fence (atomic.h), which gives
+ * the StoreLoad order the cancel check needs, so the wait skips its own. */
+int weft__waiter_wait_fenced(struct weft__waiter *w, int64_t deadline);
 bool weft__waiter_wake(struct weft__waiter *w, int result);
 /* The same for the wakes of loop's readiness and deadlines: the coroutine
  * goes to the back of that worker's ready FIFO (weft__schedule_ready),

@@ -116,15 +116,14 @@ static int lock_contended(weft_mutex *m, weft_co *self)
 			since = weft_now();
 		int r = weft__wait_park(&x, &m->lock, &m->q, -1);
 		bool long_wait = weft_now() - since >= STARVE_NS;
+		if (r != 0 && r != WOKEN_TO_RETRY)
+			return weft__fail(r);
+		weft__lock_acquire(&m->lock);
 		if (r == 0) {	/* handed over in starving mode: locked for us */
 			if (!long_wait)	/* the queue moves fast again; we own m, and
 					 * the other writers need m->lock */
 				at_store_uint(&m->state, at_load_uint(&m->state) & ~M_STARVING);
 			break;
-		}
-		if (r != WOKEN_TO_RETRY) {
-			weft__lock_release(&m->lock);
-			return weft__fail(r);
 		}
 		if (long_wait)
 			mark_locked(m, M_STARVING);	/* no more barging: hand-off */
@@ -241,7 +240,6 @@ int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline)
 	weft__wait_enqueue(&x, &c->q, NULL);
 	weft_mutex_unlock(m);
 	int r = weft__wait_park(&x, &c->lock, &c->q, deadline);
-	weft__lock_release(&c->lock);
 	relock(m);
 	return r ? weft__fail(r) : 0;
 }
@@ -317,12 +315,12 @@ int weft_wg_wait(weft_wg *wg, int64_t deadline)
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
 	weft__lock_acquire(&wg->lock);
-	int r = 0;
-	if (wg->count > 0) {
-		struct weft__wait x;
-		weft__wait_enqueue(&x, &wg->q, NULL);
-		r = weft__wait_park(&x, &wg->lock, &wg->q, deadline);
+	if (wg->count == 0) {
+		weft__lock_release(&wg->lock);
+		return 0;
 	}
-	weft__lock_release(&wg->lock);
+	struct weft__wait x;
+	weft__wait_enqueue(&x, &wg->q, NULL);
+	int r = weft__wait_park(&x, &wg->lock, &wg->q, deadline);
 	return r ? weft__fail(r) : 0;
 }

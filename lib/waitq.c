@@ -58,7 +58,7 @@ bool weft__waitq_live(struct weft__waitq *q)
 void weft__wnode_wake(struct weft__wnode *n, int result)
 {
 	n->result = result;
-	weft__waiter_wake(n->waiter, result);
+	weft__waiter_wake(n->waiter, result | WEFT__WAKE_CLAIMED);
 }
 
 void weft__waitq_wake_all(struct weft__waitq *q, int result)
@@ -79,12 +79,16 @@ void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)
 int weft__wait_park(struct weft__wait *x, struct weft__lock *lock, struct weft__waitq *q,
 		    int64_t deadline)
 {
-	weft__lock_release(lock);
-	int r = weft__waiter_wait(&x->waiter, deadline);
+	weft__lock_release(lock);	/* an RMW: the StoreLoad the wait needs */
+	int r = weft__waiter_wait_fenced(&x->waiter, deadline);
+	if (r & WEFT__WAKE_CLAIMED)
+		return r & ~WEFT__WAKE_CLAIMED;
 	weft__lock_acquire(lock);
 	if (weft__wnode_settle(&x->node))
-		return x->node.result;
-	weft__waitq_unlink(q, &x->node);
+		r = x->node.result;
+	else
+		weft__waitq_unlink(q, &x->node);
+	weft__lock_release(lock);
 	return r;
 }
 
