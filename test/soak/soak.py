@@ -56,7 +56,7 @@ class Server:
 
     def __init__(self, prog: Path, out: Path):
         self.port = free_port()
-        self.log = open(out / f"{prog.name}.log", "w")
+        self.log = open(out / f"{prog.name}-{self.port}.log", "w")
         env = dict(os.environ, WEFT_WORKERS=os.environ.get("WEFT_WORKERS", "2"))
         self.proc = subprocess.Popen([str(prog), str(self.port)], stdout=self.log,
                                      stderr=subprocess.STDOUT, env=env)
@@ -227,7 +227,36 @@ plot '{csv}' using 1:($2/1024) with lines title 'RSS', '' using 1:3 axes x1y2 wi
     subprocess.run(["gnuplot"], input=script, text=True, check=False)
 
 
-def soak_one(name: str, build: Path, out: Path, seconds: int, ci: bool) -> bool:
+def run_chaos(port: int, http: bool, work):
+    """Runs work() while the chaos threads hammer port; returns (work's
+    result, chaos counts)."""
+    stop, counts = threading.Event(), {}
+    threads = [threading.Thread(target=chaos_loop, args=(port, stop, k, counts, http))
+               for k in CHAOS]
+    for t in threads:
+        t.start()
+    try:
+        return work(), counts
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+
+
+def control_p99(name: str, build: Path, out: Path, server: "Server", seconds: int) -> float:
+    """The well-behaved clients' p99 while the same chaos hits *another*
+    server process: what the chaos client's own CPU use costs them on this
+    machine (the clients, the chaos and the server share its CPUs)."""
+    other = Server(build / "examples" / f"weft-{name}", out)
+    try:
+        load, _ = run_chaos(other.port, False, lambda: loadgen(server.port, build, seconds))
+    finally:
+        other.stop()
+    return float(load.get("p99_us", 0))
+
+
+def soak_one(name: str, build: Path, out: Path, seconds: int, ci: bool,
+             control: int = 0) -> bool:
     http = name == "http"
     server = Server(build / "examples" / f"weft-{name}", out)
     verdicts = []
@@ -239,17 +268,15 @@ def soak_one(name: str, build: Path, out: Path, seconds: int, ci: bool) -> bool:
     try:
         base_s = 5 if ci else 20
         base = http_clients(server.port, base_s) if http else loadgen(server.port, build, base_s)
+        p99c = control_p99(name, build, out, server, control) if control and not http else 0
         fds_before = server.fds()
-        stop, rows, counts = threading.Event(), [], {}
-        threads = [threading.Thread(target=chaos_loop, args=(server.port, stop, k, counts, http))
-                   for k in CHAOS]
+        stop, rows = threading.Event(), []
         sampler = threading.Thread(target=sample, args=(server, stop, rows))
-        for t in threads + [sampler]:
-            t.start()
-        load = http_clients(server.port, seconds) if http else loadgen(server.port, build, seconds)
+        sampler.start()
+        load, counts = run_chaos(server.port, http, lambda: http_clients(server.port, seconds)
+                                 if http else loadgen(server.port, build, seconds))
         stop.set()
-        for t in threads + [sampler]:
-            t.join()
+        sampler.join()
         time.sleep(2)   # let the server notice the last closes
         fds_after = server.fds()
         csv = out / f"{name}.csv"
@@ -282,6 +309,10 @@ def soak_one(name: str, build: Path, out: Path, seconds: int, ci: bool) -> bool:
             verdict(p99b > 0 and p99 <= 2 * p99b,
                     f"p99 {p99:.0f} us under chaos vs {p99b:.0f} us alone (target <= 2x)",
                     enforced=not ci)
+            if p99c:
+                print(f"  {name}: control: p99 {p99c:.0f} us while the chaos hits another "
+                      f"server process ({p99c / p99b:.2f}x alone; under chaos "
+                      f"{p99 / p99c:.2f}x the control)")
     finally:
         server.stop()
     return all(verdicts)
@@ -293,6 +324,10 @@ def main():
     ap.add_argument("--build-dir", default=str(ROOT / "build"))
     ap.add_argument("--out", default=None, help="where the CSVs, charts and logs go")
     ap.add_argument("--ci", action="store_true", help="the short version (20 s)")
+    ap.add_argument("--only", choices=("echo", "http"), help="soak one server only")
+    ap.add_argument("--control", type=int, default=0, metavar="S",
+                    help="also measure the echo clients for S seconds while the chaos hits "
+                         "another server process (the chaos client's own CPU cost)")
     args = ap.parse_args()
     build = Path(args.build_dir).resolve()
     seconds = 20 if args.ci else args.duration
@@ -302,7 +337,8 @@ def main():
         if not (build / prog).exists():
             raise SystemExit(f"soak: {build / prog} is missing: build with scripts/run test first")
     print(f"soak: {seconds} s per server, results in {out}")
-    ok = all([soak_one(name, build, out, seconds, args.ci) for name in ("echo", "http")])
+    names = (args.only,) if args.only else ("echo", "http")
+    ok = all([soak_one(name, build, out, seconds, args.ci, args.control) for name in names])
     print("soak: " + ("all criteria met" if ok else "FAILED"))
     sys.exit(0 if ok else 1)
 
