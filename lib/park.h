@@ -89,10 +89,10 @@ int weft__waiter_disarm(struct weft__waiter *w);
 /* Sleeps until woken or until deadline (absolute ns, -1 none); returns the
  * winning waker's result, ETIMEDOUT for the deadline. */
 int weft__waiter_wait(struct weft__waiter *w, int64_t deadline);
-/* The same, for a caller whose last atomic access since arming w was an
- * RMW (weft__waiter_init's store, then an RMW such as a lock release or the
- * CAS that published w): every RMW is a full fence (atomic.h), which gives
- * the StoreLoad order the cancel check needs, so the wait skips its own. */
+/* The same, for a caller that did an RMW after arming w (weft__waiter_init's
+ * store), such as a lock release or the CAS that published w: every RMW is a
+ * full fence (atomic.h), which gives the StoreLoad order the cancel check
+ * needs, so the wait skips its own. */
 int weft__waiter_wait_fenced(struct weft__waiter *w, int64_t deadline);
 bool weft__waiter_wake(struct weft__waiter *w, int result);
 /* The same for the wakes of loop's readiness and deadlines: the coroutine
