@@ -282,7 +282,7 @@ typedef struct weft_worker_stats {
 	uint64_t polls;			/* harvests of its epoll instance */
 	uint64_t ready_events;		/* fd events those harvests returned */
 	uint64_t timers_fired;		/* deadlines that expired in its timer heap */
-	uint64_t lifo_hits;		/* coroutines taken from its own deque */
+	uint64_t lifo_hits;		/* taken from its own runnext slot or deque */
 	uint64_t inject_pops;		/* from the injection queue (plain threads) */
 	uint64_t ready_pops;		/* from its queue of I/O-woken coroutines */
 	uint64_t stack_cache_hits;	/* spawns served by its stack cache */

@@ -4,14 +4,19 @@
  * Design
  * ======
  * There is one worker thread per CPU.  A worker owns
- *   - a Chase-Lev deque of runnable coroutines (deque.c).  The owner pushes
- *     and takes at the bottom, so what a coroutine spawns or wakes runs next
- *     on the same worker while its lines are warm; thieves take the oldest
- *     from the top.  The bottom of the deque is the "LIFO slot": to keep it
- *     from starving older work, a worker that has dispatched only from the
- *     bottom for a time slice (SLICE_NS) takes its own oldest item from the
- *     top (a steal from itself), and the injection queue gets a turn at
- *     least every INJECT_NS (see fairness_turn);
+ *   - a runnext slot and a Chase-Lev deque of runnable coroutines
+ *     (deque.c).  What a coroutine spawns or wakes goes into the slot, and
+ *     the coroutine it displaces to the deque's bottom; the owner takes the
+ *     slot, then the bottom, so the newest runs next on the same worker
+ *     while its lines are warm; thieves take the oldest from the top, and
+ *     the slot last (steal_runnext).  The slot makes a hand-off two swaps
+ *     (put, take) where the deque costs a StoreLoad fence on each side and
+ *     a CAS on `top` for a last item: every take in a ping-pong.  Slot and
+ *     bottom are one LIFO end: to keep it from starving older work, a
+ *     worker that has dispatched only from it for a time slice (SLICE_NS)
+ *     takes its own oldest item from the top (a steal from itself), and the
+ *     injection queue gets a turn at least every INJECT_NS (see
+ *     fairness_turn);
  *   - a FIFO of coroutines that yielded, touched by the owner alone.  When
  *     the deque runs dry the oldest yielder runs and the others move into the
  *     deque in FIFO order, so a yielder runs only after every other runnable
@@ -30,13 +35,14 @@
  * ready, where a LIFO would let fresh events overtake old ones forever under
  * load (an echo server's oldest connections starved that way).
  *
- * Finding work, in order: local deque (LIFO, with the fairness pops above),
- * the ready FIFO, the injection queue, the yield FIFO, then stealing: up to
- * STEAL_ROUNDS passes over all other workers in a random order, one item
- * per steal (deque first, else ready FIFO), where a running victim's lone
- * deque item is left to it until the last pass and a 3 us grace (Go's
- * runnext: steal_one); then the worker's own loop without blocking (due
- * timers, ready fds); then it parks, unless it left work to a victim.
+ * Finding work, in order: runnext, the local deque (LIFO, with the fairness
+ * pops above), the ready FIFO, the injection queue, the yield FIFO, then
+ * stealing: up to STEAL_ROUNDS passes over all other workers in a random
+ * order, one item per steal (deque first, else ready FIFO, else runnext),
+ * where a running victim's runnext is left to it until the last pass and a
+ * 3 us grace (Go's runqgrab: steal_runnext); then the worker's own loop
+ * without blocking (due timers, ready fds); then it parks, unless it left
+ * work to a victim.
  *
  * Spinning and parking (after Go's proc.go, "Worker thread parking")
  * ----------------------------------------------------------------------
@@ -47,10 +53,10 @@
  *       spinner exists or an idle worker is woken; and
  *   (2) a spinner that stops spinning because it found work wakes another
  *       idle worker if it was the last spinner, since there may be more.
- * Publishing work (weft__schedule):  push; StoreLoad fence; if nr_spinning
- * is 0 and nr_idle > 0, pop one idle worker, count it as a spinner on its
- * behalf (so concurrent publishers do not wake a crowd) and write its
- * eventfd.
+ * Publishing work (weft__schedule):  push; StoreLoad fence (the runnext
+ * swap is one); if nr_spinning is 0 and nr_idle > 0, pop one idle worker,
+ * count it as a spinner on its behalf (so concurrent publishers do not wake
+ * a crowd) and write its eventfd.
  * Going idle (park_worker):  push self on the idle stack (nr_idle++); then
  * stop spinning (nr_spinning--); StoreLoad fence; re-check every queue.  If
  * work appeared, take self off the idle stack again (or, if a waker already
@@ -216,13 +222,20 @@ static bool wake_idle_worker(void)
 	return w != NULL;
 }
 
-/* Invariant (1): after publishing work. */
-static void notify_work(void)
+/* Invariant (1), for work published by an RMW (a full fence, atomic.h):
+ * the StoreLoad fence of Dekker's pattern is that RMW. */
+static void notify_work_after_rmw(void)
 {
-	at_fence_store_load();
 	if (at_load_uint(&weft__rt.nr_spinning) != 0 || at_load_uint(&weft__rt.nr_idle) == 0)
 		return;
 	wake_idle_worker();
+}
+
+/* Invariant (1): after publishing work with plain stores. */
+static void notify_work(void)
+{
+	at_fence_store_load();
+	notify_work_after_rmw();
 }
 
 static void announce_idle(struct weft__worker *w)
@@ -262,12 +275,29 @@ static void push_local(struct weft__worker *w, struct weft_co *co)
 		inject_push(co);
 }
 
+/*
+ * On a worker, co goes into its runnext slot, and the coroutine it displaces
+ * (older work) to the bottom of the deque.  The swap that publishes co is an
+ * RMW, so notifying needs no fence of its own, unless a displaced coroutine
+ * was pushed after it.
+ */
 void weft__schedule(struct weft_co *co)
 {
 	struct weft__worker *w = weft__worker_self();
-	push_local(w, co);
-	if (weft__rt.nworkers > 1 || !w)
+	if (!w) {
+		inject_push(co);
 		notify_work();
+		return;
+	}
+	struct weft_co *older = at_swap_ptr((void **)&w->runnext, co);
+	if (older)
+		push_local(w, older);
+	if (weft__rt.nworkers == 1)
+		return;
+	if (older)
+		notify_work();
+	else
+		notify_work_after_rmw();
 }
 
 void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop)
@@ -387,12 +417,23 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 	return NULL;
 }
 
+/* The owner's take of its runnext slot: a swap, since thieves may CAS the
+ * slot empty (steal_runnext); a plain load first skips it when empty. */
+static struct weft_co *take_runnext(struct weft__worker *w)
+{
+	if (!at_load_ptr((void **)&w->runnext))
+		return NULL;
+	return at_swap_ptr((void **)&w->runnext, NULL);
+}
+
+/* Runnext and the deque's bottom are the same LIFO end for the fairness
+ * slice: only when both are dry does the slice restart. */
 static struct weft_co *find_local(struct weft__worker *w)
 {
 	struct weft_co *co;
 	if (++w->tick % GLOBAL_INTERVAL == 0 && (co = fairness_turn(w)))
 		return co;
-	if ((co = take_local(w))) {
+	if ((co = take_runnext(w)) || (co = take_local(w))) {
 		weft__count(&w->c.lifo_hits);
 		return co;
 	}
@@ -433,17 +474,14 @@ static void steal_more(struct weft__worker *w, struct weft__deque *victim)
 }
 
 /*
- * A victim's lone deque item while the victim runs a coroutine is most
- * likely what that coroutine just woke or spawned, and the victim runs it
- * next, as soon as the current one parks: Go's runnext.  Stealing it moves a
- * ping-pong pair across cores at every exchange.  So a thief leaves such an
- * item alone until its last pass, and then gives the victim RUNNEXT_GRACE_NS
- * first (Go's runqgrab: usleep(3) on the last of 4 passes).
+ * A victim's runnext coroutine, while the victim runs a coroutine, is what
+ * that coroutine just woke or spawned, and the victim runs it next, as soon
+ * as the current one parks.  Stealing it moves a ping-pong pair across cores
+ * at every exchange.  So a thief leaves it alone until its last pass, and
+ * then gives the victim RUNNEXT_GRACE_NS first (Go's runqgrab: usleep(3) on
+ * the last of 4 passes).  A victim between coroutines is about to take it
+ * itself, but may be stuck in its loop: the slot is taken at once then.
  */
-static bool lone_and_running(struct weft__worker *v)
-{
-	return weft__deque_size(&v->deque) == 1 && at_load_ptr((void **)&v->current) != NULL;
-}
 
 /* Sleeps rather than spins: the thief still counts as a spinner, so the
  * victim's wakes cost it no syscall, and its CPU is not burnt meanwhile
@@ -454,19 +492,33 @@ static void runnext_grace(void)
 	nanosleep(&ts, NULL);
 }
 
-/* One item from v (its deque, else its ready FIFO), or NULL; *left_alone
- * is set when v's lone item was left to v. */
-static struct weft_co *steal_one(struct weft__worker *v, bool last, bool *left_alone)
+/* The CAS makes the thief's take exclusive against the owner's swap and
+ * other thieves.  ABA is harmless: the pointer it empties is a coroutine
+ * that is in the slot, runnable, at the moment of the CAS, and the thief
+ * reads nothing through it before. */
+static struct weft_co *steal_runnext(struct weft__worker *v, bool last, bool *left_alone)
 {
-	if (lone_and_running(v)) {
+	if (!at_load_ptr((void **)&v->runnext))
+		return NULL;
+	if (at_load_ptr((void **)&v->current)) {
 		if (!last) {
 			*left_alone = true;
 			return NULL;
 		}
 		runnext_grace();
 	}
+	struct weft_co *co = at_load_ptr((void **)&v->runnext);
+	return co && at_cas_ptr((void **)&v->runnext, co, NULL) ? co : NULL;
+}
+
+/* One item from v (its deque's top, else its ready FIFO, else its runnext
+ * slot), or NULL; *left_alone is set when v's runnext was left to v. */
+static struct weft_co *steal_one(struct weft__worker *v, bool last, bool *left_alone)
+{
 	struct weft_co *co = steal_from(&v->deque);
-	return co ? co : fifo_pop(&v->ready);
+	if (co || (co = fifo_pop(&v->ready)))
+		return co;
+	return steal_runnext(v, last, left_alone);
 }
 
 /* Work from another worker or the injection queue, or NULL; *busy is set
@@ -527,6 +579,7 @@ static bool any_work(void)
 		return true;
 	for (unsigned i = 0; i < weft__rt.nworkers; i++)
 		if (weft__deque_size(&weft__rt.workers[i].deque) > 0 ||
+		    at_load_ptr((void **)&weft__rt.workers[i].runnext) ||
 		    at_load_64(&weft__rt.workers[i].ready.len) != 0)
 			return true;
 	return false;

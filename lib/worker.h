@@ -41,6 +41,7 @@ struct weft__fifo {
 
 struct weft__worker {
 	struct weft__deque deque;
+	struct weft_co *runnext;	/* atomic: what runs next (worker.c) */
 	struct weft__fifo ready;	/* woken by readiness or a deadline, in order */
 	unsigned index;
 	int epfd;			/* its loop: the fds it owns (loop.h) */

@@ -28,7 +28,7 @@
  *                 wakes it from outside the runtime (weft__schedule with no
  *                 worker: inject_push + notify_work).
  *  -DSETTER_CO    NCO = 2: T spawns both; coroutine 1 sets the event, so the
- *                 wake comes from a coroutine on a worker (its own deque).
+ *                 wake comes from a coroutine on a worker (its own queue).
  *  -DSPURIOUS     weft__loop_wait may also return without a token (a timer
  *                 or an fd of the loop, or epoll's spurious return).
  * Seeded bugs (each must make spin report an error):
@@ -85,8 +85,11 @@
  *                             PARKED, then weft__schedule); a failed CAS
  *                             reloads.  The setter runs it under ev_lock,
  *                             like weft__wnode_wake.
- *  weft__schedule             push_local (the worker's deque, or inject when
- *                             not on a worker) then notify_work (nworkers=2).
+ *  weft__schedule             on a worker: the swap into its runnext slot
+ *                             (and push_local of a displaced coroutine) is
+ *                             the abstract queue's push, then notify_work
+ *                             (nworkers=2); not on a worker: inject_push,
+ *                             then notify_work.
  *  notify_work                fence; load nr_spinning; load nr_idle;
  *                             wake_idle_worker.
  *  wake_idle_worker           lock idle_lock + load/store nr_idle + pop idle[]
@@ -125,7 +128,12 @@
  *
  * The deques are abstract here: push/take/steal are atomic operations on a
  * small array (deque.pml checks the Chase-Lev algorithm itself; its
- * take_local/weft__deque_size read is one load of the size).
+ * take_local/weft__deque_size read is one load of the size).  Each abstract
+ * queue stands for a worker's runnext slot and deque together: the slot is
+ * its newest item (take_runnext, then take_local), thieves take the deque's
+ * top before the slot, and a coroutine displaced from the slot enters the
+ * deque only after its successor is in the slot, so a reader of both
+ * (any_work) never sees neither while either holds it.
  *
  * Memory model
  * ------------
@@ -133,8 +141,9 @@
  *  - every RMW (at_cas_*, at_faa_*, at_fas_*) is seq_cst: bracketed by
  *    `dmb ish` on AArch64, `lock`-prefixed on x86-64 (atomic.h);
  *  - the Dekker pairs have explicit StoreLoad fences (mfence / dmb ish):
- *    weft__schedule: push (bottom store / inject lock) -> notify_work's
- *    at_fence_store_load -> loads of nr_spinning, nr_idle;
+ *    weft__schedule: the runnext swap (a seq_cst RMW, so no extra fence:
+ *    notify_work_after_rmw), or a push (bottom store / inject lock) ->
+ *    notify_work's at_fence_store_load -> loads of nr_spinning, nr_idle;
  *    park_worker: nr_idle store (announce_idle, released by the mutex) and
  *    the nr_spinning FAA -> at_fence_store_load -> any_work's loads.
  *    When the worker was not spinning, its last store before the fence is
