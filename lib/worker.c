@@ -479,7 +479,11 @@ static void steal_more(struct weft__worker *w, struct weft__deque *victim)
  * as the current one parks.  Stealing it moves a ping-pong pair across cores
  * at every exchange.  So a thief leaves it alone until its last pass, and
  * then gives the victim RUNNEXT_GRACE_NS first (Go's runqgrab: usleep(3) on
- * the last of 4 passes).  A victim between coroutines is about to take it
+ * the last of 4 passes).  Unlike Go, it takes the slot only if the victim
+ * dispatched nothing meanwhile: a victim that did has taken the coroutine
+ * (the owner takes the slot before anything else), and what the slot holds
+ * now is fresh work it will run as soon; stealing that split a ping-pong
+ * pair every ~70 us.  A victim between coroutines is about to take the slot
  * itself, but may be stuck in its loop: the slot is taken at once then.
  */
 
@@ -500,12 +504,12 @@ static struct weft_co *steal_runnext(struct weft__worker *v, bool last, bool *le
 {
 	if (!at_load_ptr((void **)&v->runnext))
 		return NULL;
-	if (at_load_ptr((void **)&v->current)) {
-		if (!last) {
-			*left_alone = true;
-			return NULL;
-		}
+	uint64_t dispatched = at_load_64(&v->c.dispatches);
+	if (last)
 		runnext_grace();
+	if (!last || at_load_64(&v->c.dispatches) != dispatched) {
+		*left_alone = true;
+		return NULL;
 	}
 	struct weft_co *co = at_load_ptr((void **)&v->runnext);
 	return co && at_cas_ptr((void **)&v->runnext, co, NULL) ? co : NULL;

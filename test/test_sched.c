@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "weft.h"
 
@@ -179,6 +180,57 @@ static void wait_flag(void *arg)
 {
 	while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE))
 		weft_yield();
+}
+
+/* What a coroutine spawns or wakes waits in its worker's runnext slot; if
+ * that coroutine then runs on without switching, another worker must take
+ * the slot (after its grace), or the two would wait for each other forever. */
+static void spawn_then_spin(void *arg)
+{
+	weft_co *co = weft_spawn(set_flag, arg);
+	cr_assert_not_null(co);
+	cr_assert_eq(weft_detach(co), 0);
+	while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE))
+		;
+}
+
+struct wake_spin { weft_chan *ch; int flag; };
+
+static void wake_then_spin(void *arg)
+{
+	struct wake_spin *ws = arg;
+	int v = 1;
+	cr_assert_eq(weft_chan_send(ws->ch, &v, -1), 0);
+	while (!__atomic_load_n(&ws->flag, __ATOMIC_ACQUIRE))
+		;
+}
+
+static void receiver(void *arg)
+{
+	struct wake_spin *ws = arg;
+	int v;
+	cr_assert_eq(weft_chan_recv(ws->ch, &v, -1), 0);
+	set_flag(&ws->flag);
+}
+
+Test(sched, a_busy_workers_next_coroutine_is_taken_by_another, .timeout = 30)
+{
+	start(2);
+	int flag = 0;
+	weft_co *a = weft_spawn(spawn_then_spin, &flag);
+	cr_assert_not_null(a);
+	cr_assert_eq(weft_join(a), 0);
+	struct wake_spin ws = { .ch = weft_chan_new(sizeof(int), 0) };
+	cr_assert_not_null(ws.ch);
+	weft_co *r = weft_spawn(receiver, &ws);
+	cr_assert_not_null(r);
+	nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);	/* let it park */
+	weft_co *w = weft_spawn(wake_then_spin, &ws);
+	cr_assert_not_null(w);
+	cr_assert_eq(weft_join(w), 0);
+	cr_assert_eq(weft_join(r), 0);
+	weft_chan_free(ws.ch);
+	stop();
 }
 
 Test(sched, misuse_is_reported)
