@@ -9,7 +9,8 @@
  *   Normal mode: unlock releases the mutex and wakes the oldest waiter to
  *   compete for it; a running locker may take it first (barging), which
  *   keeps short critical sections from turning into a convoy of park/wake
- *   pairs.  The woken waiter that loses queues again.
+ *   pairs.  The woken waiter that loses queues again.  While a woken waiter
+ *   is on its way back (M_WOKEN), unlocks wake nobody else (unlock_slow).
  *   Starving mode: a waiter that has waited 1 ms (STARVE_NS) sets
  *   M_STARVING; from then on unlock hands the mutex, still locked, to the
  *   oldest waiter, and newcomers cannot take it (they queue behind).  The
@@ -17,7 +18,11 @@
  * So no waiter starves (its wait is bounded by the queue ahead of it once
  * the mode flips), and under light contention there are no hand-offs.
  * Every state change while the mutex is locked is made by its owner or
- * under the internal lock; the lock-free ones are single CASes.
+ * under the internal lock; the lock-free ones are single CASes.  M_WOKEN is
+ * set only with a claimed waiter, whose wake result is WOKEN_TO_RETRY, and
+ * that waiter clears it (clear_woken) whatever it does next, cancelled or
+ * not: a bit left set would stop every later wake.  Clearing it early (the
+ * hand-off's store) costs at most one extra wake.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,7 +35,7 @@
 #include "worker.h"
 
 enum { SPIN_ROUNDS = 100 };
-enum { M_LOCKED = 1, M_WAITERS = 2, M_STARVING = 4 };	/* mutex state bits */
+enum { M_LOCKED = 1, M_WAITERS = 2, M_STARVING = 4, M_WOKEN = 8 };	/* mutex state bits */
 enum { WOKEN_TO_RETRY = 0x4001 };	/* a waiter's wake result: compete again */
 static const int64_t STARVE_NS = 1000 * 1000;	/* Go's starvationThresholdNs */
 
@@ -103,6 +108,16 @@ static bool mark_locked(weft_mutex *m, unsigned bit)
 	return (s & M_LOCKED) && ((s & bit) || at_cas_uint(&m->state, s, s | bit));
 }
 
+/* The woken waiter is back (under m->lock): the next unlock may wake
+ * another.  A CAS: bargers and the owner's unlock change the state
+ * without m->lock. */
+static void clear_woken(weft_mutex *m)
+{
+	unsigned s = at_load_uint(&m->state);
+	while (!at_cas_uint(&m->state, s, s & ~M_WOKEN))
+		s = at_load_uint(&m->state);
+}
+
 static int lock_contended(weft_mutex *m, weft_co *self)
 {
 	int64_t since = 0;
@@ -119,6 +134,8 @@ static int lock_contended(weft_mutex *m, weft_co *self)
 		if (r != 0 && r != WOKEN_TO_RETRY)
 			return weft__fail(r);
 		weft__lock_acquire(&m->lock);
+		if (r == WOKEN_TO_RETRY)
+			clear_woken(m);
 		if (r == 0) {	/* handed over in starving mode: locked for us */
 			if (!long_wait)	/* the queue moves fast again; we own m, and
 					 * the other writers need m->lock */
@@ -145,11 +162,29 @@ static void unlock_contended(weft_mutex *m)
 		at_store_uint(&m->state, M_LOCKED | (more ? M_WAITERS | M_STARVING : 0));
 		weft__wnode_wake(n, 0);
 	} else {
-		at_store_uint(&m->state, more ? M_WAITERS : 0);
+		at_store_uint(&m->state, (more ? M_WAITERS : 0) | (n ? M_WOKEN : 0));
 		if (n)
 			weft__wnode_wake(n, WOKEN_TO_RETRY);
 	}
 	weft__lock_release(&m->lock);
+}
+
+/* Unlock when the state is more than M_LOCKED.  While a woken waiter is on
+ * its way back (M_WOKEN) nobody else is woken, as in Go: every unlock
+ * waking one more waiter that would mostly lose to a barger and queue again
+ * turned contention into a stream of park/wake pairs; the woken waiter
+ * clears the bit when it is back, so the next unlock wakes the next one. */
+static void unlock_slow(weft_mutex *m)
+{
+	for (;;) {
+		unsigned s = at_load_uint(&m->state);
+		if ((s & M_STARVING) || ((s & M_WAITERS) && !(s & M_WOKEN))) {
+			unlock_contended(m);
+			return;
+		}
+		if (at_cas_uint(&m->state, s, s & ~M_LOCKED))
+			return;
+	}
 }
 
 int weft_mutex_lock(weft_mutex *m)
@@ -191,7 +226,7 @@ int weft_mutex_unlock(weft_mutex *m)
 		return weft__fail(EPERM);
 	at_store_ptr((void **)&m->owner, NULL);
 	if (!at_cas_uint(&m->state, M_LOCKED, 0))
-		unlock_contended(m);
+		unlock_slow(m);
 	return 0;
 }
 

@@ -63,6 +63,69 @@ Test(sync, mutex_exact_count_with_yields_inside, .timeout = 300)
 	weft_mutex_free(c.m);
 }
 
+/* Contention without yields (the benchmark's shape) while some lockers are
+ * cancelled: a woken waiter that is cancelled, or that loses to a barger,
+ * must still let the next unlock wake the next waiter (Go's mutexWoken), or
+ * the rest park for good and the test times out. */
+struct cancelled_lockers {
+	weft_mutex *m;
+	unsigned per;
+	unsigned long value;		/* under m */
+	unsigned long by_cancelled;	/* atomic: increments the cancelled made */
+};
+
+static void tight_incrementer(void *arg)
+{
+	struct cancelled_lockers *c = arg;
+	for (unsigned i = 0; i < c->per; i++) {
+		CHECK(weft_mutex_lock(c->m) == 0);
+		c->value++;
+		CHECK(weft_mutex_unlock(c->m) == 0);
+	}
+}
+
+static void until_cancelled(void *arg)
+{
+	struct cancelled_lockers *c = arg;
+	unsigned long mine = 0;
+	while (weft_mutex_lock(c->m) == 0) {
+		c->value++;
+		mine++;
+		CHECK(weft_mutex_unlock(c->m) == 0);
+	}
+	CHECK(errno == ECANCELED);
+	__atomic_fetch_add(&c->by_cancelled, mine, __ATOMIC_RELAXED);
+}
+
+enum { TIGHT_N = 64, DOOMED_N = 16 };
+
+static void cancelled_lockers_root(void *arg)
+{
+	struct cancelled_lockers *c = arg;
+	weft_co *tight[TIGHT_N], *doomed[DOOMED_N];
+	for (unsigned i = 0; i < DOOMED_N; i++)
+		doomed[i] = go(until_cancelled, c);
+	for (unsigned i = 0; i < TIGHT_N; i++)
+		tight[i] = go(tight_incrementer, c);
+	for (unsigned i = 0; i < DOOMED_N; i++) {
+		CHECK(weft_sleep(weft_now() + MS / 2) == 0);
+		CHECK(weft_cancel(doomed[i]) == 0);
+	}
+	for (unsigned i = 0; i < DOOMED_N; i++)
+		join(doomed[i]);
+	for (unsigned i = 0; i < TIGHT_N; i++)
+		join(tight[i]);
+}
+
+Test(sync, mutex_cancelled_and_woken_waiters_strand_nobody, .timeout = 120)
+{
+	struct cancelled_lockers c = { .m = weft_mutex_new(), .per = scaled(20000, 2000, 200) };
+	cr_assert_not_null(c.m);
+	run(2, cancelled_lockers_root, &c);
+	cr_assert_eq(c.value, (unsigned long)TIGHT_N * c.per + c.by_cancelled);
+	weft_mutex_free(c.m);
+}
+
 enum { FIFO_N = 8 };
 
 struct fifo {
