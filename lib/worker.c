@@ -39,8 +39,9 @@
  * pops above), the ready FIFO, the injection queue, the yield FIFO, then
  * stealing: up to STEAL_ROUNDS passes over all other workers in a random
  * order, one item per steal (deque first, else ready FIFO, else runnext),
- * where a running victim's runnext is left to it until the last pass and a
- * 3 us grace (Go's runqgrab: steal_runnext); then the worker's own loop
+ * where a victim's runnext is left to it until the last pass and a 3 us
+ * grace, and then taken only if the victim dispatched nothing meanwhile
+ * (after Go's runqgrab: steal_runnext); then the worker's own loop
  * without blocking (due timers, ready fds); then it parks, unless it left
  * work to a victim.
  *
@@ -474,17 +475,17 @@ static void steal_more(struct weft__worker *w, struct weft__deque *victim)
 }
 
 /*
- * A victim's runnext coroutine, while the victim runs a coroutine, is what
- * that coroutine just woke or spawned, and the victim runs it next, as soon
- * as the current one parks.  Stealing it moves a ping-pong pair across cores
- * at every exchange.  So a thief leaves it alone until its last pass, and
- * then gives the victim RUNNEXT_GRACE_NS first (Go's runqgrab: usleep(3) on
- * the last of 4 passes).  Unlike Go, it takes the slot only if the victim
- * dispatched nothing meanwhile: a victim that did has taken the coroutine
- * (the owner takes the slot before anything else), and what the slot holds
- * now is fresh work it will run as soon; stealing that split a ping-pong
- * pair every ~70 us.  A victim between coroutines is about to take the slot
- * itself, but may be stuck in its loop: the slot is taken at once then.
+ * A victim's runnext coroutine is what its running coroutine just woke or
+ * spawned, and the victim runs it next, as soon as the current one parks.
+ * Stealing it moves a ping-pong pair across cores at every exchange.  So a
+ * thief leaves it alone until its last pass, and then gives the victim
+ * RUNNEXT_GRACE_NS first (Go's runqgrab: usleep(3) on the last of 4
+ * passes).  Unlike Go, it takes the slot only if the victim dispatched
+ * nothing meanwhile: a victim that did has taken the coroutine (the owner
+ * takes the slot before anything else), and what the slot holds now is
+ * fresh work it will run as soon; stealing that split a ping-pong pair
+ * every ~70 us.  A victim that did not is stuck, in one coroutine or
+ * between two, and its slot is taken.
  */
 
 /* Sleeps rather than spins: the thief still counts as a spinner, so the
