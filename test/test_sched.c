@@ -185,13 +185,18 @@ static void wait_flag(void *arg)
 /* What a coroutine spawns or wakes waits in its worker's runnext slot; if
  * that coroutine then runs on without switching, another worker must take
  * the slot (after its grace), or the two would wait for each other forever. */
+static void spin_without_switching(const int *flag)
+{
+	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE))
+		;
+}
+
 static void spawn_then_spin(void *arg)
 {
 	weft_co *co = weft_spawn(set_flag, arg);
 	cr_assert_not_null(co);
 	cr_assert_eq(weft_detach(co), 0);
-	while (!__atomic_load_n((int *)arg, __ATOMIC_ACQUIRE))
-		;
+	spin_without_switching(arg);
 }
 
 struct wake_spin { weft_chan *ch; int flag; };
@@ -201,8 +206,7 @@ static void wake_then_spin(void *arg)
 	struct wake_spin *ws = arg;
 	int v = 1;
 	cr_assert_eq(weft_chan_send(ws->ch, &v, -1), 0);
-	while (!__atomic_load_n(&ws->flag, __ATOMIC_ACQUIRE))
-		;
+	spin_without_switching(&ws->flag);
 }
 
 static void receiver(void *arg)

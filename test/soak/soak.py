@@ -272,15 +272,15 @@ def soak_one(name: str, build: Path, out: Path, seconds: int, ci: bool,
         verdicts.append(ok or not enforced)
 
     try:
-        base_s = 5 if ci else 20
-        base = http_clients(server.port, base_s) if http else loadgen(server.port, build, base_s)
+        def measure(s: int):
+            return http_clients(server.port, s) if http else loadgen(server.port, build, s)
+        base = measure(5 if ci else 20)
         p99c = control_p99(name, build, out, server, control) if control and not http else 0
         fds_before = server.fds()
         stop, rows = threading.Event(), []
         sampler = threading.Thread(target=sample, args=(server, stop, rows))
         sampler.start()
-        load, counts = run_chaos(server.port, http, lambda: http_clients(server.port, seconds)
-                                 if http else loadgen(server.port, build, seconds))
+        load, counts = run_chaos(server.port, http, lambda: measure(seconds))
         stop.set()
         sampler.join()
         time.sleep(2)   # let the server notice the last closes
