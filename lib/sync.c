@@ -3,7 +3,7 @@
  * waitq.h (and so on the one park/wake protocol).
  *
  * Mutex (after Go's sync.Mutex).  `state` holds M_LOCKED, M_WAITERS (the
- * queue may hold waiters) and M_STARVING.  Uncontended lock and unlock are
+ * queue may hold waiters), M_STARVING and M_WOKEN.  Uncontended lock and unlock are
  * one CAS each, no lock, no syscall.  A contended locker spins briefly, then
  * takes the internal lock, sets M_WAITERS, queues (FIFO) and parks.
  *   Normal mode: unlock releases the mutex and wakes the oldest waiter to
@@ -52,7 +52,7 @@ static void *object_new(size_t size)
 
 struct weft_mutex {
 	struct weft__lock lock;
-	unsigned state;		/* atomic: M_LOCKED | M_WAITERS | M_STARVING */
+	unsigned state;		/* atomic: M_LOCKED | M_WAITERS | M_STARVING | M_WOKEN */
 	weft_co *owner;		/* atomic */
 	struct weft__waitq q;
 };

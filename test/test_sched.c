@@ -182,15 +182,16 @@ static void wait_flag(void *arg)
 		weft_yield();
 }
 
-/* What a coroutine spawns or wakes waits in its worker's runnext slot; if
- * that coroutine then runs on without switching, another worker must take
- * the slot (after its grace), or the two would wait for each other forever. */
+/* Busy-waits for *flag without ever switching out. */
 static void spin_without_switching(const int *flag)
 {
 	while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE))
 		;
 }
 
+/* What a coroutine spawns or wakes waits in its worker's runnext slot; if
+ * that coroutine then runs on without switching, another worker must take
+ * the slot (after its grace), or the two would wait for each other forever. */
 static void spawn_then_spin(void *arg)
 {
 	weft_co *co = weft_spawn(set_flag, arg);
