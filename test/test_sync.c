@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------ mutex */
@@ -99,6 +100,22 @@ static void until_cancelled(void *arg)
 
 enum { TIGHT_N = 64, DOOMED_N = 16 };
 
+/*
+ * The cancels come from a plain thread.  A doomed locker blocks only when it
+ * loses the mutex, and nothing preempts a coroutine, so two of them can hold
+ * both workers, and a cancelling coroutine would never run again: the test
+ * hung so once under valgrind, both workers reported running one of them.
+ */
+static void *doomed_canceller(void *arg)
+{
+	weft_co **doomed = arg;
+	for (unsigned i = 0; i < DOOMED_N; i++) {
+		nanosleep(&(struct timespec){ 0, MS / 2 }, NULL);
+		CHECK(weft_cancel(doomed[i]) == 0);
+	}
+	return NULL;
+}
+
 static void cancelled_lockers_root(void *arg)
 {
 	struct cancelled_lockers *c = arg;
@@ -107,14 +124,13 @@ static void cancelled_lockers_root(void *arg)
 		doomed[i] = go(until_cancelled, c);
 	for (unsigned i = 0; i < TIGHT_N; i++)
 		tight[i] = go(tight_incrementer, c);
-	for (unsigned i = 0; i < DOOMED_N; i++) {
-		CHECK(weft_sleep(weft_now() + MS / 2) == 0);
-		CHECK(weft_cancel(doomed[i]) == 0);
-	}
+	pthread_t canceller;
+	CHECK(pthread_create(&canceller, NULL, doomed_canceller, doomed) == 0);
 	for (unsigned i = 0; i < DOOMED_N; i++)
 		join(doomed[i]);
 	for (unsigned i = 0; i < TIGHT_N; i++)
 		join(tight[i]);
+	CHECK(pthread_join(canceller, NULL) == 0);	/* done: every doomed one was joined */
 }
 
 Test(sync, mutex_cancelled_and_woken_waiters_strand_nobody, .timeout = 120)
