@@ -2,7 +2,7 @@
  * coro.c — coroutines: spawn, run, yield, exit, join and detach.
  *
  * Join: co->join is a completion (park.h) that co's finishing side completes
- * (on the scheduler's stack, after the last switch-out), with one state of
+ * (after the last switch-out, in after_left), with one state of
  * our own, JOIN_DETACHED: weft_detach came first, and co frees itself when
  * it finishes.  Joiner and detacher find WEFT__COMPLETE or put their value
  * in place of NULL; exactly one side frees the control block.  A joiner
@@ -27,12 +27,16 @@
 
 /* ------------------------------------------------------ switching */
 
-void weft__co_switch_out(struct weft_co *co, int dying)
+/* co becomes w's running coroutine; the switch to it follows. */
+static void enter(struct weft__worker *w, struct weft_co *co)
 {
-	struct weft__worker *w = co->worker;
-	san_switch_begin(&co->san, &w->sched_san, dying);
-	weft__ctx_switch(&co->sp, w->sched_sp);
-	san_switch_end(&co->san);
+	uint64_t word = at_load_64(&co->park_word);
+	at_store_64(&co->park_word, park_word(park_gen(word), park_result(word), CO_RUNNING));
+	co->worker = w;
+	at_store_64(&w->current_id, co->id);	/* the monitor reads these */
+	at_store_ptr(&w->current_fn, (void *)co->fn);
+	at_store_ptr((void **)&w->current, co);
+	*w->errno_slot = co->saved_errno;
 }
 
 _Static_assert(sizeof(struct weft_co) <= WEFT_STACK_PAYLOAD, "the control block fits the payload");
@@ -70,20 +74,10 @@ static void push_yielder(struct weft__worker *w, struct weft_co *co)
 	w->yield_tail = co;
 }
 
-void weft__co_run(struct weft__worker *w, struct weft_co *co)
+/* After co's switch-out, on the stack it switched to (the scheduler's or a
+ * successor's): co's stack is idle now. */
+static void after_left(struct weft__worker *w, struct weft_co *co)
 {
-	uint64_t word = at_load_64(&co->park_word);
-	at_store_64(&co->park_word, park_word(park_gen(word), park_result(word), CO_RUNNING));
-	co->worker = w;
-	at_store_64(&w->current_id, co->id);	/* the monitor reads these */
-	at_store_ptr(&w->current_fn, (void *)co->fn);
-	at_store_ptr((void **)&w->current, co);
-	*w->errno_slot = co->saved_errno;
-	san_switch_begin(&w->sched_san, &co->san, false);
-	weft__ctx_switch(&w->sched_sp, co->sp);
-	san_switch_end(&w->sched_san);
-	co->saved_errno = *w->errno_slot;
-	at_store_ptr((void **)&w->current, NULL);
 	weft__stack_note_sp(co->stack, co->sp);
 	if (!weft__stack_intact(co->stack))
 		weft__overflow_report(co);
@@ -105,10 +99,60 @@ void weft__co_run(struct weft__worker *w, struct weft_co *co)
 	}
 }
 
+/* A coroutine resumed by a direct switch first finishes the switch-out of
+ * the one it replaced, on its own stack. */
+static void finish_left(struct weft__worker *w)
+{
+	struct weft_co *left = w->left;
+	if (!left)
+		return;
+	w->left = NULL;
+	after_left(w, left);
+}
+
+/*
+ * co leaves the CPU.  If w has a successor ready (weft__worker_successor:
+ * what the scheduler would dispatch next) co switches straight to it, and
+ * the successor does what the scheduler would have done after the switch
+ * (after_left): a ping-pong hand-off is then two switches, not four.  Either
+ * way co's park is finished only once co's stack is no longer in use.
+ */
+void weft__co_switch_out(struct weft_co *co, int dying)
+{
+	struct weft__worker *w = co->worker;
+	co->saved_errno = *w->errno_slot;
+	struct weft_co *next = weft__worker_successor(w);
+	if (next) {
+		enter(w, next);
+		w->left = co;
+		san_switch_begin(&co->san, &next->san, dying);
+		weft__ctx_switch(&co->sp, next->sp);
+	} else {
+		san_switch_begin(&co->san, &w->sched_san, dying);
+		weft__ctx_switch(&co->sp, w->sched_sp);
+	}
+	san_switch_end(&co->san);
+	finish_left(co->worker);	/* enter() set the worker resuming us */
+}
+
+/* Runs co, and the coroutines it switches to directly, until one of them
+ * switches back to the scheduler. */
+void weft__co_run(struct weft__worker *w, struct weft_co *co)
+{
+	enter(w, co);
+	san_switch_begin(&w->sched_san, &co->san, false);
+	weft__ctx_switch(&w->sched_sp, co->sp);
+	san_switch_end(&w->sched_san);
+	struct weft_co *last = w->current;
+	at_store_ptr((void **)&w->current, NULL);
+	after_left(w, last);
+}
+
 static void co_main(void *arg)
 {
 	struct weft_co *co = arg;
 	san_switch_end(&co->san);
+	finish_left(co->worker);
 	co->fn(co->arg);
 	if (co->locals)
 		weft__locals_destroy(co);

@@ -9,9 +9,11 @@
  *                        |             \--wake--> NOTIFIED --(scheduler)--> RUNNABLE
  *                        +--return--> EXITING --(scheduler)--> finished
  *
- * Every transition marked "(scheduler)" runs on the worker's own stack after
- * the coroutine's switch-out has completed: that is what guarantees that no
- * other worker can resume a coroutine whose registers are still being saved.
+ * Every transition marked "(scheduler)" runs after the coroutine's
+ * switch-out has completed, on the stack it switched to: the worker's own,
+ * or that of the successor it switched to directly (coro.c, after_left).
+ * That is what guarantees that no other worker can resume a coroutine whose
+ * registers are still being saved.
  */
 #ifndef WEFT_CORO_H
 #define WEFT_CORO_H

@@ -57,6 +57,8 @@ struct weft__worker {
 	void *sched_sp;			/* the scheduler context, while a coroutine runs */
 	struct weft__san sched_san;
 	struct weft_co *current;	/* the running coroutine, NULL between */
+	struct weft_co *left;		/* one that switched straight to current,
+					 * whose switch-out current finishes (coro.c) */
 	uint64_t current_id;		/* atomic: its id and entry, for the */
 	void *current_fn;		/* monitor's stall report (not through co) */
 	int *errno_slot;		/* this worker thread's errno (the thread never changes) */
@@ -108,6 +110,10 @@ void weft__schedule(struct weft_co *co);
  * ready (a LIFO would starve old connections under load); other workers
  * steal from that FIFO too. */
 void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop);
+
+/* The coroutine to switch to directly from one leaving w (its runnext, as
+ * dispatched by w), or NULL: then switch to w's scheduler. */
+struct weft_co *weft__worker_successor(struct weft__worker *w);
 
 /* Starts and stops the worker threads (runtime.c drives them). */
 int weft__workers_start(unsigned n, int pin);

@@ -410,6 +410,115 @@ Test(sched, errno_survives_migration)
 	cr_assert_gt(migrations, 0, "coroutines never moved between workers");
 }
 
+/*
+ * A coroutine that parks while its worker's runnext slot holds the coroutine
+ * it just woke switches straight to that one (coro.c).  Two coroutines
+ * handing a token over two rendezvous channels on one worker do nothing
+ * else: each keeps its own errno, and the chain still leaves the scheduler
+ * its fairness turns, so a sleeper's timer fires and a coroutine spawned
+ * from a plain thread runs while the pair goes on (else: the timeout).
+ */
+struct hand_off {
+	weft_chan *to_pong, *to_ping;
+	int rounds;		/* the pair's round trips, or 0: until both flags */
+	int slept, injected;	/* atomic */
+	unsigned long trips;
+};
+
+static bool hand_off_done(struct hand_off *h)
+{
+	if (h->rounds)
+		return h->trips == (unsigned long)h->rounds;
+	return __atomic_load_n(&h->slept, __ATOMIC_ACQUIRE) &&
+	       __atomic_load_n(&h->injected, __ATOMIC_ACQUIRE);
+}
+
+static void hand_off_ping(void *arg)
+{
+	struct hand_off *h = arg;
+	int more;
+	do {
+		more = !hand_off_done(h);
+		write_errno(1000 + h->rounds);
+		cr_assert_eq(weft_chan_send(h->to_pong, &more, -1), 0);
+		cr_assert_eq(read_errno(), 1000 + h->rounds);
+		int back;
+		cr_assert_eq(weft_chan_recv(h->to_ping, &back, -1), 0);
+		cr_assert_eq(read_errno(), 1000 + h->rounds);
+		__atomic_store_n(&h->trips, h->trips + 1, __ATOMIC_RELAXED);
+	} while (more);
+}
+
+static void hand_off_pong(void *arg)
+{
+	struct hand_off *h = arg;
+	int more;
+	do {
+		write_errno(2000 + h->rounds);
+		cr_assert_eq(weft_chan_recv(h->to_pong, &more, -1), 0);
+		cr_assert_eq(read_errno(), 2000 + h->rounds);
+		cr_assert_eq(weft_chan_send(h->to_ping, &more, -1), 0);
+		cr_assert_eq(read_errno(), 2000 + h->rounds);
+	} while (more);
+}
+
+static void hand_off_pair(void *arg)
+{
+	struct hand_off *h = arg;
+	h->to_pong = weft_chan_new(sizeof(int), 0);
+	h->to_ping = weft_chan_new(sizeof(int), 0);
+	cr_assert(h->to_pong && h->to_ping);
+	weft_co *pong = weft_spawn(hand_off_pong, h);
+	weft_co *ping = weft_spawn(hand_off_ping, h);
+	cr_assert(pong && ping);
+	cr_assert_eq(weft_join(ping), 0);
+	cr_assert_eq(weft_join(pong), 0);
+	weft_chan_free(h->to_pong);
+	weft_chan_free(h->to_ping);
+}
+
+Test(sched, errno_survives_direct_hand_offs)
+{
+	start(1);
+	struct hand_off h = { .rounds = 20000 };
+	hand_off_pair(&h);
+	cr_assert_eq(h.trips, 20001ul);	/* the rounds, then the last "stop" */
+	stop();
+}
+
+static void sleep_then_flag(void *arg)
+{
+	struct hand_off *h = arg;
+	cr_assert_eq(weft_sleep(weft_now() + 2 * 1000 * 1000), 0);
+	__atomic_store_n(&h->slept, 1, __ATOMIC_RELEASE);
+}
+
+static void injected_flag(void *arg)
+{
+	struct hand_off *h = arg;
+	__atomic_store_n(&h->injected, 1, __ATOMIC_RELEASE);
+}
+
+Test(sched, a_hand_off_chain_leaves_turns_to_timers_and_spawns, .timeout = 60)
+{
+	start(1);
+	struct hand_off h = { .rounds = 0 };
+	weft_co *sleeper = weft_spawn(sleep_then_flag, &h);
+	cr_assert_not_null(sleeper);
+	cr_assert_eq(weft_detach(sleeper), 0);
+	/* this thread's spawn goes through the injection queue, once the pair runs */
+	weft_co *pair_root = weft_spawn(hand_off_pair, &h);
+	cr_assert_not_null(pair_root);
+	while (__atomic_load_n(&h.trips, __ATOMIC_RELAXED) < 1000)
+		sched_yield();
+	weft_co *inj = weft_spawn(injected_flag, &h);
+	cr_assert_not_null(inj);
+	cr_assert_eq(weft_join(inj), 0);
+	cr_assert_eq(weft_join(pair_root), 0);
+	cr_assert(h.slept && h.injected);
+	stop();
+}
+
 /* 100,000 coroutines alive at once: more than vm.max_map_count allows
  * mprotect guard pages for.  With guard regions (Linux 6.13+) every stack is
  * guarded; elsewhere, and past WEFT_STACK_GUARDS, stacks get canaries. */

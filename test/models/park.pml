@@ -15,7 +15,10 @@
  *        workers sleep in weft__loop_wait with no wake-up token pending and
  *        the plain thread is between operations, that every run queue is
  *        empty and no coroutine is left RUNNABLE-but-unqueued, or PARKED
- *        although its wake already happened;
+ *        although its wake already happened, or exited but not finished
+ *        (co_finish, counted in `done`): in such a state the checker can
+ *        always step, so the system never deadlocks and the join below
+ *        alone would not reveal it;
  *      - the plain thread ends by joining (waiting until every coroutine has
  *        finished: weft__all_finished), at a label that is not an end
  *        label, so a coroutine stranded for good is an invalid end state.
@@ -40,6 +43,10 @@
  *  -DBUG_EARLY_QUEUE  wake_co queues a coroutine it finds in PARKING instead
  *                     of leaving it NOTIFIED for weft__park_finish: it can be
  *                     resumed before its switch-out completed.
+ *  -DBUG_NO_FINISH_LEFT  (with -DSETTER_CO) a coroutine resumed by a direct
+ *                     switch skips its predecessor's after_left: the setter,
+ *                     which exits straight into the waiter it woke, is never
+ *                     finished, so T's join waits for good.
  *
  * Correspondence (C function -> Promela)
  * --------------------------------------
@@ -77,6 +84,13 @@
  *                             -> co_finish (done++; the join word is not
  *                             modelled: T joins through `done`), anything
  *                             else -> assert(false) (the C code aborts).
+ *  weft__co_switch_out with   after the switch-out, optionally take_local
+ *  a direct successor         (weft__worker_successor: the tick may send it
+ *                             to the scheduler instead), then the leaver's
+ *                             after_left as above, then the successor runs
+ *                             (co_run's dispatch step, no find_local).  The
+ *                             runnext slot is modelled as the deque's
+ *                             bottom: the owner takes both the same way.
  *  weft__park_finish          load word (gen); CAS (gen,0,PARKING) ->
  *                             (gen,0,PARKED); on failure load, store
  *                             (gen,result,RUNNABLE), weft__schedule.
@@ -436,6 +450,7 @@ inline park_finish(me, c, g, r, v) {
 proctype worker(byte me)
 {
 	byte c = NONE;
+	byte nxt = NONE;	/* a direct successor (weft__worker_successor) */
 	byte st, g, r, v;
 	bit spinning, found, ok;
 	byte sw, sg, l_st, l_gen, l_res;	/* setter coroutine's frame */
@@ -484,7 +499,8 @@ top:
 		:: else
 		fi;
 
-		/* ---- weft__co_run(me, c) ---- */
+		/* ---- weft__co_run(me, c), or a direct switch to c ---- */
+dispatch:	skip;
 		d_step {
 			assert(pw_state[c] == CO_RUNNABLE);
 			assert(on_cpu[c] == NONE);	/* its last switch-out is complete */
@@ -539,15 +555,33 @@ top:
 			d_step { pw_state[1] = CO_EXITING; on_cpu[1] = NONE }
 #endif
 		fi;
-		/* back on the scheduler's stack: switch (park_state(load)) */
-		st = pw_state[c];
+		/* weft__co_switch_out may switch straight to the worker's next
+		 * coroutine (or not: a fairness turn, or none); then that one
+		 * finishes c's switch-out below, on its own stack, before it
+		 * runs.  Either way: after_left, switch (park_state(load)) */
 		if
+		:: take_local(me, nxt)
+		:: skip
+		fi;
+		st = pw_state[c];
+#ifdef BUG_NO_FINISH_LEFT
+		if
+		:: nxt != NONE -> st = CO_RUNNING	/* finish_left forgotten */
+		:: else
+		fi;
+#endif
+		if
+		:: st == CO_RUNNING -> st = 0
 		:: st == CO_PARKING || st == CO_NOTIFIED -> st = 0; park_finish(me, c, g, r, v)
 		:: st == CO_EXITING -> d_step { st = 0; done++ }	/* co_finish */
 		:: else -> assert(false)			/* abort() */
 		fi;
-		c = NONE;
-		goto top
+		c = nxt;
+		nxt = NONE;
+		if
+		:: c != NONE -> goto dispatch
+		:: else -> goto top
+		fi
 	:: else
 	fi;
 
@@ -671,7 +705,7 @@ active proctype T()
 
 active proctype lost_wakeup()
 {
-	byte c;
+	byte c, exited;
 end:
 	do
 	:: atomic {
@@ -679,9 +713,17 @@ end:
 		assert(len(inj) == 0 && dq[0].n == 0 && dq[1].n == 0);
 		for (c : 0 .. NCO - 1) {
 			assert(pw_state[c] == CO_NEW || pw_state[c] == CO_EXITING ||
-			       (pw_state[c] == CO_PARKED && !ev_flag))
+			       (pw_state[c] == CO_PARKED && !ev_flag));
+			if
+			:: pw_state[c] == CO_EXITING -> exited++
+			:: else
+			fi
 		}
-		c = 0
+		/* every coroutine that left for good was finished (co_finish):
+		 * this state repeats forever, so T's join would not show it */
+		assert(exited == done);
+		c = 0;
+		exited = 0
 	   }
 	od
 }
