@@ -33,6 +33,7 @@ static void enter(struct weft__worker *w, struct weft_co *co)
 	uint64_t word = at_load_64(&co->park_word);
 	at_store_64(&co->park_word, park_word(park_gen(word), park_result(word), CO_RUNNING));
 	co->worker = w;
+	weft__count(&w->c.dispatches);	/* every dispatch, direct or not, comes here */
 	at_store_64(&w->current_id, co->id);	/* the monitor reads these */
 	at_store_ptr(&w->current_fn, (void *)co->fn);
 	at_store_ptr((void **)&w->current, co);

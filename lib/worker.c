@@ -427,23 +427,34 @@ static struct weft_co *take_runnext(struct weft__worker *w)
 	return at_swap_ptr((void **)&w->runnext, NULL);
 }
 
+/* Whether w's next dispatch is a fairness turn: every GLOBAL_INTERVAL-th. */
+static bool turn_is_due(const struct weft__worker *w)
+{
+	return (w->tick + 1) % GLOBAL_INTERVAL == 0;
+}
+
+/* co, taken from w's LIFO end (runnext or the deque's bottom), counted. */
+static struct weft_co *lifo_hit(struct weft__worker *w, struct weft_co *co)
+{
+	weft__count(&w->c.lifo_hits);
+	return co;
+}
+
 /*
  * What a coroutine leaving w's CPU may switch to directly, skipping the
  * scheduler's context: w's runnext coroutine, the one find_local would pick
- * next, except at a fairness turn (tick), which the scheduler takes.  It is
- * counted as find_local's dispatch would be.
+ * next, except at a fairness turn, which the scheduler takes.  It counts
+ * as find_local's pick would (the tick, a LIFO hit).
  */
 struct weft_co *weft__worker_successor(struct weft__worker *w)
 {
-	if ((w->tick + 1) % GLOBAL_INTERVAL == 0)
+	if (turn_is_due(w))
 		return NULL;
 	struct weft_co *co = take_runnext(w);
 	if (!co)
 		return NULL;
 	w->tick++;
-	weft__count(&w->c.lifo_hits);
-	weft__count(&w->c.dispatches);
-	return co;
+	return lifo_hit(w, co);
 }
 
 /* Runnext and the deque's bottom are the same LIFO end for the fairness
@@ -451,12 +462,12 @@ struct weft_co *weft__worker_successor(struct weft__worker *w)
 static struct weft_co *find_local(struct weft__worker *w)
 {
 	struct weft_co *co;
-	if (++w->tick % GLOBAL_INTERVAL == 0 && (co = fairness_turn(w)))
+	bool turn = turn_is_due(w);
+	w->tick++;
+	if (turn && (co = fairness_turn(w)))
 		return co;
-	if ((co = take_runnext(w)) || (co = take_local(w))) {
-		weft__count(&w->c.lifo_hits);
-		return co;
-	}
+	if ((co = take_runnext(w)) || (co = take_local(w)))
+		return lifo_hit(w, co);
 	w->slice_start = 0;	/* restart the clocks at the next turn (no clock read here) */
 	if ((co = fifo_pop(&w->ready))) {
 		weft__count(&w->c.ready_pops);
@@ -665,7 +676,6 @@ static void *worker_main(void *arg)
 			co = steal_work(w, &busy);
 		if (co) {
 			stop_spinning(w);
-			weft__count(&w->c.dispatches);
 			weft__co_run(w, co);
 			continue;
 		}
