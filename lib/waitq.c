@@ -40,6 +40,10 @@ struct weft__wnode *weft__waitq_claim(struct weft__waitq *q)
 	struct weft__wnode *n;
 	while ((n = q->head)) {
 		weft__waitq_unlink(q, n);
+		if (n->sole) {	/* queued, so open (waitq.h) */
+			at_store_uint(n->claim, n->index + 1);
+			return n;
+		}
 		if (at_cas_uint(n->claim, 0, n->index + 1))
 			return n;
 		/* dead: its wait was won elsewhere or abandoned */
@@ -72,7 +76,8 @@ void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)
 {
 	weft__waiter_init(&x->waiter);
 	x->claim = 0;
-	x->node = (struct weft__wnode){ .waiter = &x->waiter, .claim = &x->claim, .data = data };
+	x->node = (struct weft__wnode){ .waiter = &x->waiter, .claim = &x->claim, .data = data,
+					.sole = true };
 	weft__waitq_push(q, &x->node);
 }
 
