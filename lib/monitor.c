@@ -17,6 +17,9 @@
  *     makes its epfd readable, which wakes the monitor at once; it harvests
  *     that epfd (loop.c) and the woken coroutines go to the injection queue,
  *     where idle workers take them (weft__schedule wakes one);
+ *   - a coroutine in a stuck worker's runnext slot is notified for
+ *     (weft__worker_stuck): weft__schedule wakes nobody for a lone slot,
+ *     since its worker runs it next, unless it is stuck;
  *   - when the worker dispatches again it is no longer stuck and its epfd
  *     leaves the hub.
  * So a stuck worker costs one tick (1 ms) of latency to its fds, once, and
@@ -176,8 +179,12 @@ static int tick(void)
 	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
 		struct weft__worker *w = &weft__rt.workers[i];
 		awake |= !at_load_uint(&w->polling);
-		if (sample)
-			adopt(i, stuck(i, now));
+		if (sample) {
+			bool s = stuck(i, now);
+			adopt(i, s);
+			if (s)
+				weft__worker_stuck(w);
+		}
 		if (!mon.watch[i].adopted)
 			continue;
 		weft__timers_fire(&w->timers, now);

@@ -51,13 +51,15 @@
  * but only while spinners are fewer than half the workers: more thieves
  * than that only fight over the same lines.  The invariants are
  *   (1) when work is published and there is an idle worker, then either a
- *       spinner exists or an idle worker is woken; and
+ *       spinner exists or an idle worker is woken (except for a coroutine
+ *       alone in the publisher's runnext slot, which its worker runs next;
+ *       the monitor notifies for it if the worker gets stuck); and
  *   (2) a spinner that stops spinning because it found work wakes another
  *       idle worker if it was the last spinner, since there may be more.
- * Publishing work (weft__schedule):  push; StoreLoad fence (the runnext
- * swap is one); if nr_spinning is 0 and nr_idle > 0, pop one idle worker,
- * count it as a spinner on its behalf (so concurrent publishers do not wake
- * a crowd) and write its eventfd.
+ * Publishing work (weft__schedule):  push (a swap into a lone runnext
+ * slot stops here, see (1)); StoreLoad fence; if nr_spinning is 0
+ * and nr_idle > 0, pop one idle worker, count it as a spinner on its behalf
+ * (so concurrent publishers do not wake a crowd) and write its eventfd.
  * Going idle (park_worker):  push self on the idle stack (nr_idle++); then
  * stop spinning (nr_spinning--); StoreLoad fence; re-check every queue.  If
  * work appeared, take self off the idle stack again (or, if a waker already
@@ -223,20 +225,14 @@ static bool wake_idle_worker(void)
 	return w != NULL;
 }
 
-/* Invariant (1), for work published by an RMW (a full fence, atomic.h):
- * the StoreLoad fence of Dekker's pattern is that RMW. */
-static void notify_work_after_rmw(void)
-{
-	if (at_load_uint(&weft__rt.nr_spinning) != 0 || at_load_uint(&weft__rt.nr_idle) == 0)
-		return;
-	wake_idle_worker();
-}
-
-/* Invariant (1): after publishing work with plain stores. */
+/* Invariant (1), after publishing work: the StoreLoad fence of Dekker's
+ * pattern, then wake an idle worker unless someone is spinning. */
 static void notify_work(void)
 {
 	at_fence_store_load();
-	notify_work_after_rmw();
+	if (at_load_uint(&weft__rt.nr_spinning) != 0 || at_load_uint(&weft__rt.nr_idle) == 0)
+		return;
+	wake_idle_worker();
 }
 
 static void announce_idle(struct weft__worker *w)
@@ -278,9 +274,14 @@ static void push_local(struct weft__worker *w, struct weft_co *co)
 
 /*
  * On a worker, co goes into its runnext slot, and the coroutine it displaces
- * (older work) to the bottom of the deque.  The swap that publishes co is an
- * RMW, so notifying needs no fence of its own, unless a displaced coroutine
- * was pushed after it.
+ * (older work) to the bottom of the deque, which is then notified.  A lone
+ * slot is not (after Tokio's lifo_slot): w runs co as soon as the current
+ * coroutine leaves, and a thief would leave it alone anyway (steal_runnext),
+ * so a wake would buy nothing but an eventfd write on w's side, at every
+ * hand-off of a ping-pong whose other worker has gone to sleep
+ * (`weft-bench chan-pingpong 2`: ~800-3,400 writes and +30-130 ns per
+ * round trip).  If w gets stuck in the current coroutine instead, the monitor
+ * notifies for the slot (weft__worker_stuck).
  */
 void weft__schedule(struct weft_co *co)
 {
@@ -291,14 +292,17 @@ void weft__schedule(struct weft_co *co)
 		return;
 	}
 	struct weft_co *older = at_swap_ptr((void **)&w->runnext, co);
-	if (older)
-		push_local(w, older);
-	if (weft__rt.nworkers == 1)
+	if (!older)
 		return;
-	if (older)
+	push_local(w, older);
+	if (weft__rt.nworkers > 1)
 		notify_work();
-	else
-		notify_work_after_rmw();
+}
+
+void weft__worker_stuck(struct weft__worker *w)
+{
+	if (at_load_ptr((void **)&w->runnext))
+		notify_work();
 }
 
 void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop)

@@ -101,9 +101,15 @@ extern struct weft__runtime weft__rt;
  * out of line, so the thread-local's address is computed afresh. */
 struct weft__worker *weft__worker_self(void);
 
-/* Makes co runnable: on this worker's deque if called on a worker, else on
- * the injection queue; wakes an idle worker if nobody is looking for work. */
+/* Makes co runnable: in this worker's runnext slot if called on a worker
+ * (what it displaces goes to the deque), else on the injection queue; wakes
+ * an idle worker if nobody is looking for work, except for a lone slot
+ * (the caller's worker runs it next; see weft__worker_stuck). */
 void weft__schedule(struct weft_co *co);
+/* The monitor found w running one coroutine for a tick or more: if w's
+ * runnext slot holds a coroutine, wake an idle worker as weft__schedule
+ * would have; it steals the slot since w dispatches nothing (worker.c). */
+void weft__worker_stuck(struct weft__worker *w);
 /* The same for a coroutine woken by loop's readiness or deadlines: it goes
  * to the back of that worker's ready FIFO (whoever harvested: the worker
  * itself or the monitor), so that I/O is served in the order it became

@@ -102,7 +102,8 @@
  *  weft__schedule             on a worker: the swap into its runnext slot
  *                             (and push_local of a displaced coroutine) is
  *                             the abstract queue's push, then notify_work
- *                             (nworkers=2); not on a worker: inject_push,
+ *                             (nworkers=2) if it displaced one (see
+ *                             schedule_on); not on a worker: inject_push,
  *                             then notify_work.
  *  notify_work                fence; load nr_spinning; load nr_idle;
  *                             wake_idle_worker.
@@ -155,9 +156,9 @@
  *  - every RMW (at_cas_*, at_faa_*, at_fas_*) is seq_cst: bracketed by
  *    `dmb ish` on AArch64, `lock`-prefixed on x86-64 (atomic.h);
  *  - the Dekker pairs have explicit StoreLoad fences (mfence / dmb ish):
- *    weft__schedule: the runnext swap (a seq_cst RMW, so no extra fence:
- *    notify_work_after_rmw), or a push (bottom store / inject lock) ->
- *    notify_work's at_fence_store_load -> loads of nr_spinning, nr_idle;
+ *    weft__schedule: the runnext swap and a push (bottom store / inject
+ *    lock) -> notify_work's at_fence_store_load -> loads of nr_spinning,
+ *    nr_idle;
  *    park_worker: nr_idle store (announce_idle, released by the mutex) and
  *    the nr_spinning FAA -> at_fence_store_load -> any_work's loads.
  *    When the worker was not spinning, its last store before the fence is
@@ -342,10 +343,24 @@ inline notify_work(v) {
 	fi
 }
 
-/* weft__schedule from a worker: push_local + notify_work */
+/*
+ * weft__schedule from a worker: the swap into the slot (+ push_local of what
+ * it displaced), then notify_work only if it displaced something: a lone
+ * slot is the owner's to run next.  The abstract queue does not tell the
+ * slot from the deque: a queue that was empty before the push had an empty
+ * slot (no notify); for a non-empty one both outcomes are explored.
+ */
 inline schedule_on(w, c, v) {
+	v = dq[w].n;	/* merged with the push: the owner alone pushes */
 	dq_push(w, c);
-	notify_work(v)
+	if
+	:: v == 0 -> skip
+	:: else -> v = 0;
+		if
+		:: notify_work(v)
+		:: skip
+		fi
+	fi
 }
 
 /* ---------------------------------------------------------- wake_co */
