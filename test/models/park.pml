@@ -351,7 +351,7 @@ inline notify_work(v) {
  * slot (no notify); for a non-empty one both outcomes are explored.
  */
 inline schedule_on(w, c, v) {
-	v = dq[w].n;	/* merged with the push: the owner alone pushes */
+	v = dq[w].n;	/* before the push: only the owner pushes, so a 0 stays 0 */
 	dq_push(w, c);
 	if
 	:: v == 0 -> skip
