@@ -16,7 +16,10 @@
  * become compiler barriers.  seq_cst is at least as strong as each ordering
  * named below, so the TSan build checks a strictly stronger program: it can
  * miss a missing fence (that is what the model checks are for), but every
- * race it reports is real.
+ * race it reports is real.  AddressSanitizer cannot see into the inline
+ * assembly either (an atomic access to freed memory would pass unchecked:
+ * a lock released after its object was freed), so ASan builds use the
+ * builtins too.
  */
 #ifndef WEFT_ATOMIC_H
 #define WEFT_ATOMIC_H
@@ -32,7 +35,15 @@
 #endif
 #endif
 
-#ifdef WEFT_TSAN
+#if defined(__SANITIZE_ADDRESS__)
+#define WEFT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WEFT_ASAN 1
+#endif
+#endif
+
+#if defined(WEFT_TSAN) || defined(WEFT_ASAN)
 
 #define WEFT_SC __ATOMIC_SEQ_CST
 static inline uint64_t at_load_64(const uint64_t *p) { return __atomic_load_n(p, WEFT_SC); }
@@ -62,7 +73,13 @@ static inline void at_fence_acquire(void) { __asm__ volatile("" ::: "memory"); }
 static inline void at_fence_release(void) { __asm__ volatile("" ::: "memory"); }
 static inline void at_fence_store_load(void) { __asm__ volatile("" ::: "memory"); }
 static inline void at_fence_full(void) { __asm__ volatile("" ::: "memory"); }
+#if defined(WEFT_TSAN)
 static inline void at_pause(void) { }
+#elif defined(__x86_64__)
+static inline void at_pause(void) { __builtin_ia32_pause(); }
+#else
+static inline void at_pause(void) { __asm__ volatile("yield" ::: "memory"); }
+#endif
 
 #else /* ck_pr */
 

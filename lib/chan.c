@@ -75,12 +75,14 @@ int weft_chan_close(weft_chan *ch)
 {
 	if (!ch)
 		return weft__fail(EINVAL);
+	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&ch->lock);
 	bool was = ch->closed;
 	ch->closed = true;
-	weft__waitq_wake_all(&ch->recvq, EPIPE);
-	weft__waitq_wake_all(&ch->sendq, EPIPE);
+	weft__waitq_claim_all(&ch->recvq, EPIPE, &ws);
+	weft__waitq_claim_all(&ch->sendq, EPIPE, &ws);
 	weft__lock_release(&ch->lock);
+	weft__wakes_run(&ws);
 	return was ? weft__fail(EPIPE) : 0;
 }
 
@@ -113,15 +115,16 @@ static void copy(weft_chan *ch, void *to, const void *from)
 
 enum { NOT_READY = -1 };
 
-/* Under the lock: 0 sent, EPIPE, or NOT_READY. */
-static int try_send(weft_chan *ch, const void *elem)
+/* Under the lock: 0 sent, EPIPE, or NOT_READY.  A partner it completed
+ * goes on ws, to be woken after the lock's release (waitq.h). */
+static int try_send(weft_chan *ch, const void *elem, struct weft__wakes *ws)
 {
 	if (ch->closed)
 		return EPIPE;
 	struct weft__wnode *r = weft__waitq_claim(&ch->recvq);
 	if (r) {
 		copy(ch, r->data, elem);
-		weft__wnode_wake(r, 0);
+		weft__wakes_add(ws, r, 0);
 		return 0;
 	}
 	if (ch->count == ch->cap)
@@ -130,8 +133,9 @@ static int try_send(weft_chan *ch, const void *elem)
 	return 0;
 }
 
-/* Under the lock: 0 received, EPIPE (closed and drained), or NOT_READY. */
-static int try_recv(weft_chan *ch, void *elem)
+/* Under the lock: 0 received, EPIPE (closed and drained), or NOT_READY;
+ * partners as for try_send. */
+static int try_recv(weft_chan *ch, void *elem, struct weft__wakes *ws)
 {
 	struct weft__wnode *s;
 	if (ch->count > 0) {
@@ -140,13 +144,13 @@ static int try_recv(weft_chan *ch, void *elem)
 		ch->count--;
 		if ((s = weft__waitq_claim(&ch->sendq))) {	/* room for one more */
 			copy(ch, slot(ch, ch->count++), s->data);
-			weft__wnode_wake(s, 0);
+			weft__wakes_add(ws, s, 0);
 		}
 		return 0;
 	}
 	if ((s = weft__waitq_claim(&ch->sendq))) {	/* rendezvous */
 		copy(ch, elem, s->data);
-		weft__wnode_wake(s, 0);
+		weft__wakes_add(ws, s, 0);
 		return 0;
 	}
 	return ch->closed ? EPIPE : NOT_READY;
@@ -158,12 +162,15 @@ static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 		return weft__fail(EINVAL);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
+	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&ch->lock);
-	int r = op == WEFT_CHAN_SEND ? try_send(ch, elem) : try_recv(ch, elem);
+	int r = op == WEFT_CHAN_SEND ? try_send(ch, elem, &ws) : try_recv(ch, elem, &ws);
 	if (r != NOT_READY) {
 		weft__lock_release(&ch->lock);
+		weft__wakes_run(&ws);
 		return r ? weft__fail(r) : 0;
 	}
+	/* NOT_READY completed nobody: ws is empty. */
 	struct weft__wait x;
 	struct weft__waitq *q = op == WEFT_CHAN_SEND ? &ch->sendq : &ch->recvq;
 	weft__wait_enqueue(&x, q, elem);
@@ -232,14 +239,14 @@ static struct weft__waitq *case_queue(const weft_chan_case *c)
 }
 
 /* Under every lock: the first ready case from a random start, or -1. */
-static long select_ready(weft_chan_case *cases, size_t n)
+static long select_ready(weft_chan_case *cases, size_t n, struct weft__wakes *ws)
 {
-	static unsigned seed;	/* racy on purpose: only a spread of starts */
-	size_t start = (size_t)(seed = seed * 1103515245u + 12345u) % n;
+	size_t start = weft__rand() % n;
 	for (size_t k = 0; k < n; k++) {
 		size_t i = (start + k) % n;
 		weft_chan_case *c = &cases[i];
-		int r = c->op == WEFT_CHAN_SEND ? try_send(c->ch, c->elem) : try_recv(c->ch, c->elem);
+		int r = c->op == WEFT_CHAN_SEND ? try_send(c->ch, c->elem, ws)
+						: try_recv(c->ch, c->elem, ws);
 		if (r != NOT_READY) {
 			c->err = r;
 			return (long)i;
@@ -248,7 +255,8 @@ static long select_ready(weft_chan_case *cases, size_t n)
 	return -1;
 }
 
-/* Under every lock: parks a node per case, waits, and settles. */
+/* Under every lock: parks a node per case, waits, settles, and returns
+ * with every lock released. */
 static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t k,
 			int64_t deadline, int *err)
 {
@@ -262,16 +270,17 @@ static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t
 		weft__waitq_push(case_queue(&cases[i]), &nodes[i]);
 	}
 	unlock_all(chs, k);	/* RMWs: the StoreLoad the wait needs */
-	int r = weft__waiter_wait_fenced(&w, deadline) & ~WEFT__WAKE_CLAIMED;
+	int r = weft__waiter_wait_fenced(&w, deadline);
 	lock_all(chs, k);
 	bool won = weft__wnode_settle(&nodes[0]);	/* the claim word is shared */
 	for (size_t i = 0; i < n; i++)
 		weft__waitq_unlink(case_queue(&cases[i]), &nodes[i]);
+	unlock_all(chs, k);
 	if (!won) {
 		*err = r;
 		return -1;
 	}
-	size_t i = at_load_uint(&claim) - 1;
+	size_t i = weft__wnode_claimed_case(&nodes[0], r);
 	cases[i].err = nodes[i].result;
 	return (long)i;
 }
@@ -284,11 +293,15 @@ int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
 		return weft__fail(ECANCELED);
 	weft_chan *chs[WEFT_SELECT_MAX];
 	size_t k = lock_order(cases, n, chs);
+	struct weft__wakes ws = { NULL };
 	lock_all(chs, k);
-	long i = select_ready(cases, n);
+	long i = select_ready(cases, n, &ws);
 	int err = ETIMEDOUT;
-	if (i < 0 && !(deadline >= 0 && deadline <= weft_now()))
+	if (i >= 0 || (deadline >= 0 && deadline <= weft_now())) {
+		unlock_all(chs, k);
+		weft__wakes_run(&ws);
+	} else {	/* nothing was ready: ws is empty */
 		i = select_park(cases, n, chs, k, deadline, &err);
-	unlock_all(chs, k);
+	}
 	return i < 0 ? weft__fail(err) : (int)i;
 }

@@ -32,8 +32,8 @@
  * case.  Whoever wins the word, the waiter leaves the heap before
  * weft__waiter_wait returns.
  *
- * Results are 16-bit codes: 0, an errno value, WEFT__WAKE_READY | events, or
- * a wait queue claimer's WEFT__WAKE_CLAIMED | 0 or errno (waitq.h).
+ * Results are 16-bit codes: 0, an errno value, or one of the flags below
+ * (the one list of them, checked disjoint at compile time).
  *
  * Orderings: the waker's CAS is seq_cst (atomic.h); it acquires the state the
  * parked coroutine wrote before its switch-out (the scheduler's CAS to PARKED
@@ -43,8 +43,11 @@
 #ifndef WEFT_PARK_H
 #define WEFT_PARK_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+
+#include "weft.h"
 
 struct weft_co;
 
@@ -78,7 +81,22 @@ struct weft__waiter {
 	bool cancellable;	/* weft_cancel wakes it (default; see completions) */
 };
 
-enum { WEFT__WAKE_READY = 0x4000 };	/* result: | the ready WEFT_IN/WEFT_OUT */
+/* Wake results beside 0 and errno values (Linux's are below 4096). */
+enum {
+	WEFT__WAKE_RETRY = 0x1000,	/* mutex: the woken waiter competes again (sync.c) */
+	WEFT__WAKE_CLAIMED = 0x2000,	/* | 0, errno or RETRY: a wait queue claimer's (waitq.h) */
+	WEFT__WAKE_READY = 0x4000,	/* | the ready WEFT_IN/WEFT_OUT: I/O readiness (loop.c) */
+};
+_Static_assert(EHWPOISON < WEFT__WAKE_RETRY && WEFT__WAKE_RETRY > 0xfff,
+	       "errno values stay below the flags");
+_Static_assert(((WEFT__WAKE_RETRY | WEFT__WAKE_CLAIMED | WEFT__WAKE_READY) & 0xfff) == 0 &&
+		       !(WEFT__WAKE_RETRY & WEFT__WAKE_CLAIMED) &&
+		       !(WEFT__WAKE_RETRY & WEFT__WAKE_READY) &&
+		       !(WEFT__WAKE_CLAIMED & WEFT__WAKE_READY),
+	       "wake flags are distinct bits above every errno value");
+_Static_assert(((WEFT_IN | WEFT_OUT) & ~0xfff) == 0, "the ready events fit under the flags");
+_Static_assert((WEFT__WAKE_RETRY | WEFT__WAKE_CLAIMED | WEFT__WAKE_READY) <= 0xffff,
+	       "results are 16 bits (park_word)");
 enum { WEFT__NOT_WOKEN = -1 };		/* weft__waiter_disarm: nobody woke it */
 
 void weft__waiter_init(struct weft__waiter *w);

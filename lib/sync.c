@@ -19,7 +19,7 @@
  * the mode flips), and under light contention there are no hand-offs.
  * Every state change while the mutex is locked is made by its owner or
  * under the internal lock; the lock-free ones are single CASes.  M_WOKEN is
- * set only with a claimed waiter, whose wake result is WOKEN_TO_RETRY, and
+ * set only with a claimed waiter, whose wake result is WEFT__WAKE_RETRY, and
  * that waiter clears it (clear_woken) whatever it does next, cancelled or
  * not: a bit left set would stop every later wake.  Clearing it early (the
  * hand-off's store) costs at most one extra wake.
@@ -36,7 +36,6 @@
 
 enum { SPIN_ROUNDS = 10 };
 enum { M_LOCKED = 1, M_WAITERS = 2, M_STARVING = 4, M_WOKEN = 8 };	/* mutex state bits */
-enum { WOKEN_TO_RETRY = 0x4001 };	/* a waiter's wake result: compete again */
 static const int64_t STARVE_NS = 1000 * 1000;	/* Go's starvationThresholdNs */
 
 /* Every object here starts zeroed: its lock free, its queues empty. */
@@ -137,10 +136,10 @@ static int lock_contended(weft_mutex *m, weft_co *self)
 			since = weft_now();
 		int r = weft__wait_park(&x, &m->lock, &m->q, -1);
 		bool long_wait = weft_now() - since >= STARVE_NS;
-		if (r != 0 && r != WOKEN_TO_RETRY)
+		if (r != 0 && r != WEFT__WAKE_RETRY)
 			return weft__fail(r);
 		weft__lock_acquire(&m->lock);
-		if (r == WOKEN_TO_RETRY)
+		if (r == WEFT__WAKE_RETRY)
 			clear_woken(m);
 		if (r == 0) {	/* handed over in starving mode: locked for us */
 			if (!long_wait)	/* the queue moves fast again; we own m, and
@@ -160,19 +159,21 @@ static int lock_contended(weft_mutex *m, weft_co *self)
  * cannot succeed while M_LOCKED is set, so plain stores suffice here. */
 static void unlock_contended(weft_mutex *m)
 {
+	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&m->lock);
 	bool starving = at_load_uint(&m->state) & M_STARVING;
 	struct weft__wnode *n = weft__waitq_claim(&m->q);
 	bool more = n && weft__waitq_live(&m->q);
 	if (n && starving) {
 		at_store_uint(&m->state, M_LOCKED | (more ? M_WAITERS | M_STARVING : 0));
-		weft__wnode_wake(n, 0);
+		weft__wakes_add(&ws, n, 0);
 	} else {
 		at_store_uint(&m->state, (more ? M_WAITERS : 0) | (n ? M_WOKEN : 0));
 		if (n)
-			weft__wnode_wake(n, WOKEN_TO_RETRY);
+			weft__wakes_add(&ws, n, WEFT__WAKE_RETRY);
 	}
 	weft__lock_release(&m->lock);
+	weft__wakes_run(&ws);
 }
 
 /* Unlock when the state is more than M_LOCKED.  While a woken waiter is on
@@ -289,15 +290,17 @@ static int cond_wake(weft_cond *c, bool all)
 {
 	if (!c)
 		return weft__fail(EINVAL);
+	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&c->lock);
 	if (all) {
-		weft__waitq_wake_all(&c->q, 0);
+		weft__waitq_claim_all(&c->q, 0, &ws);
 	} else {
 		struct weft__wnode *n = weft__waitq_claim(&c->q);
 		if (n)
-			weft__wnode_wake(n, 0);
+			weft__wakes_add(&ws, n, 0);
 	}
 	weft__lock_release(&c->lock);
+	weft__wakes_run(&ws);
 	return 0;
 }
 
@@ -333,14 +336,16 @@ int weft_wg_add(weft_wg *wg, int delta)
 {
 	if (!wg)
 		return weft__fail(EINVAL);
+	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&wg->lock);
 	long n = wg->count + delta;
 	if (n >= 0) {
 		wg->count = n;
 		if (n == 0)
-			weft__waitq_wake_all(&wg->q, 0);
+			weft__waitq_claim_all(&wg->q, 0, &ws);
 	}
 	weft__lock_release(&wg->lock);
+	weft__wakes_run(&ws);
 	return n < 0 ? weft__fail(EINVAL) : 0;
 }
 

@@ -4,6 +4,7 @@
  */
 #include "waitq.h"
 
+#include <sched.h>
 #include <stddef.h>
 
 #include "atomic.h"
@@ -40,11 +41,12 @@ struct weft__wnode *weft__waitq_claim(struct weft__waitq *q)
 	struct weft__wnode *n;
 	while ((n = q->head)) {
 		weft__waitq_unlink(q, n);
+		unsigned claimed = (n->index + 1) | WAITQ_WAKING;
 		if (n->sole) {	/* queued, so open (waitq.h) */
-			at_store_uint(n->claim, n->index + 1);
+			at_store_uint(n->claim, claimed);
 			return n;
 		}
-		if (at_cas_uint(n->claim, 0, n->index + 1))
+		if (at_cas_uint(n->claim, 0, claimed))
 			return n;
 		/* dead: its wait was won elsewhere or abandoned */
 	}
@@ -59,17 +61,41 @@ bool weft__waitq_live(struct weft__waitq *q)
 	return false;
 }
 
-void weft__wnode_wake(struct weft__wnode *n, int result)
+void weft__wakes_add(struct weft__wakes *ws, struct weft__wnode *n, int result)
 {
 	n->result = result;
-	weft__waiter_wake(n->waiter, result | WEFT__WAKE_CLAIMED);
+	n->next = ws->head;
+	ws->head = n;
 }
 
-void weft__waitq_wake_all(struct weft__waitq *q, int result)
+void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes *ws)
 {
 	struct weft__wnode *n;
 	while ((n = weft__waitq_claim(q)))
-		weft__wnode_wake(n, result);
+		weft__wakes_add(ws, n, result);
+}
+
+/* Wakes n's waiter.  A waiter resumed by this wake may return (and its
+ * stack go) at once, so n is read before and never after; a waiter that a
+ * deadline or a cancel resumed first waits for the WAKING clear, which is
+ * the last touch (release: the reads above happen before it). */
+static void wake_claimed(struct weft__wnode *n)
+{
+	unsigned *claim = n->claim;
+	if (weft__waiter_wake(n->waiter, n->result | WEFT__WAKE_CLAIMED))
+		return;
+	unsigned v = at_load_uint(claim);
+	at_fence_release();
+	at_store_uint(claim, v & ~WAITQ_WAKING);
+}
+
+void weft__wakes_run(struct weft__wakes *ws)
+{
+	struct weft__wnode *n = ws->head, *next;
+	for (; n; n = next) {
+		next = n->next;
+		wake_claimed(n);
+	}
 }
 
 void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)
@@ -89,15 +115,32 @@ int weft__wait_park(struct weft__wait *x, struct weft__lock *lock, struct weft__
 	if (r & WEFT__WAKE_CLAIMED)
 		return r & ~WEFT__WAKE_CLAIMED;
 	weft__lock_acquire(lock);
-	if (weft__wnode_settle(&x->node))
-		r = x->node.result;
-	else
+	bool claimed = weft__wnode_settle(&x->node);
+	if (!claimed)
 		weft__waitq_unlink(q, &x->node);
 	weft__lock_release(lock);
-	return r;
+	if (!claimed)
+		return r;
+	weft__wnode_claimed_case(&x->node, r);
+	return x->node.result;
 }
 
 bool weft__wnode_settle(struct weft__wnode *n)
 {
 	return !at_cas_uint(n->claim, 0, WAITQ_ABANDONED);
+}
+
+unsigned weft__wnode_claimed_case(struct weft__wnode *n, int r)
+{
+	/* The claimer wins or loses our park word within a few instructions
+	 * of its lock release; only an OS preemption makes this wait long. */
+	for (int spins = 0; !(r & WEFT__WAKE_CLAIMED) && (at_load_uint(n->claim) & WAITQ_WAKING);
+	     spins++) {
+		if (spins < 64)
+			at_pause();
+		else
+			sched_yield();
+	}
+	at_fence_acquire();
+	return (at_load_uint(n->claim) & ~WAITQ_WAKING) - 1;
 }

@@ -8,39 +8,43 @@
  *
  *   node->claim points at a word shared by every node of one wait (a select
  *   waits in several queues at once; a plain wait has one node).  A waker
- *   CASes it 0 -> (the node's case + 1); the winner completes the operation
- *   (copies the element, hands over the mutex) and wakes the waiter, still
- *   under the lock.  A node whose claim is taken is dead and is skipped.
+ *   CASes it 0 -> (the node's case + 1) | WAITQ_WAKING; the winner completes
+ *   the operation (copies the element, hands over the mutex), sets the
+ *   node's result and adds it to its own list of wakes.  A node whose claim
+ *   is taken is dead and is skipped.
  *
- *   The waiter is resumed by whichever waker won its park word (a claim, its
+ *   The waker wakes the waiters of its list only after it has released the
+ *   object's lock, and touches the object no more (weft__wakes_run).  The
+ *   waiter is resumed by whichever waker won its park word (a claim, its
  *   deadline, a close, a cancel).  A claimer wakes with its result |
  *   WEFT__WAKE_CLAIMED: a waiter of one node (struct weft__wait) resumed so
  *   is done without relocking, since the claimer unlinked the node, set its
- *   result and wrote the element before its park-word CAS, and touches
- *   neither the node nor the waiter after it.  Any other waiter relocks
- *   and CASes its claim 0 -> ABANDONED.  If that fails, a claimer completed
- *   the operation (and lost the park word to a deadline or a cancel): the
- *   wait succeeded, whatever the park word said.  Otherwise it unlinks its
- *   nodes and fails with the park word's result.
+ *   result and wrote the element before its lock release, and touches
+ *   neither the node nor the waiter after its park-word CAS.  Any other
+ *   waiter relocks and CASes its claim 0 -> ABANDONED.  If that fails, a
+ *   claimer completed the operation (and lost the park word to a deadline
+ *   or a cancel): the wait succeeded, whatever the park word said, and the
+ *   waiter waits until the claimer, having lost, clears WAITQ_WAKING (its
+ *   last touch of the waiter; a few instructions away) before it leaves.
+ *   Otherwise it unlinks its nodes and fails with the park word's result.
  *
  * So an operation is completed at most once (one claim CAS wins), never
  * completed for a waiter that gave up (it took the claim first), and the
- * waiter leaves only when no waker can still touch its nodes: after the
- * claimer's last touch, or after relocking (wakers touch nodes only under
- * the lock).  The claim CAS is seq_cst.
+ * waiter leaves only when no waker can still touch its nodes.  And the
+ * object's lifetime rule (weft.h) holds: a waiter returns only after the
+ * claimer's lock release, which is the claimer's last access to the object
+ * (bar a futex wake on the lock word, lock.h), so it may free the object at
+ * once.  Waking under the lock instead let a woken waiter free the object
+ * while its waker still read the queue or released the lock.  The claim
+ * CAS is seq_cst; the clear of WAITQ_WAKING is a release store read with
+ * acquire.
  *
  * A sole node (a plain wait: the claim word is its own) needs no CAS: its
- * word is touched only under its queue's lock, and it is 0 while the node is
- * queued, since a waiter that abandons it unlinks it in the same critical
+ * word is touched only under its queue's lock while it is queued, and it is
+ * 0 then, since a waiter that abandons it unlinks it in the same critical
  * section.  So a claimer just stores it (two RMWs fewer per channel round
  * trip); only a select's shared word is CASed against the other queues'
  * claimers.
- *
- * Skipping the relock (with the inline copy of word-sized elements and the
- * fence the wait no longer repeats, park.h) took a channel ping-pong round
- * trip from 1,408 to 1,334 instructions at one worker (callgrind), and from
- * ~330 to ~270 ns at one worker, ~450 to ~380 ns at two (interleaved A/B
- * runs): a lock CAS, a release swap and the settle CAS fewer per wait.
  */
 #ifndef WEFT_WAITQ_H
 #define WEFT_WAITQ_H
@@ -51,18 +55,16 @@
 #include "lock.h"
 #include "park.h"
 
-enum { WAITQ_ABANDONED = ~0u };
-/* A claimer's wake result: the flag | 0 or the operation's error (park.h's
- * results are 16-bit; errno values stay below it, WEFT__WAKE_READY above). */
-enum { WEFT__WAKE_CLAIMED = 0x2000 };
+/* Claim word values beside 0 (open) and case + 1. */
+enum { WAITQ_WAKING = 0x40000000u, WAITQ_ABANDONED = ~0u };
 
 struct weft__wnode {
 	struct weft__wnode *next, *prev;
 	struct weft__waiter *waiter;	/* shared by the nodes of one wait */
-	unsigned *claim;		/* atomic, shared likewise: 0 open, case+1, ABANDONED */
+	unsigned *claim;		/* atomic, shared likewise: 0 open, (case+1)|WAKING, ABANDONED */
 	unsigned index;			/* this node's case (select) */
 	void *data;			/* the element to send, or where to receive it */
-	int result;			/* set by the claimer: 0 done, or EPIPE (closed) */
+	int result;			/* set by the claimer: 0 done, EPIPE (closed), WEFT__WAKE_RETRY */
 	bool linked;
 	bool sole;			/* claim is this node's alone (see above) */
 };
@@ -78,17 +80,26 @@ struct weft__waitq {
 	struct weft__wnode *head, *tail;
 };
 
+/* The nodes a waker claimed under an object's lock, to wake after its
+ * release (linked through their next pointers: claimed nodes are unlinked). */
+struct weft__wakes {
+	struct weft__wnode *head;
+};
+
 void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n);
 void weft__waitq_unlink(struct weft__waitq *q, struct weft__wnode *n);
 /* Pops nodes until one can be claimed; NULL when none can. */
 struct weft__wnode *weft__waitq_claim(struct weft__waitq *q);
 /* True if a live (unclaimed) node waits in q. */
 bool weft__waitq_live(struct weft__waitq *q);
-/* Completes a claimed node with result and wakes its waiter (under the
- * lock). */
-void weft__wnode_wake(struct weft__wnode *n, int result);
-/* Claims and wakes every live node of q with result. */
-void weft__waitq_wake_all(struct weft__waitq *q, int result);
+/* Under the lock: completes the claimed node n with result and adds it to
+ * ws, to be woken after the lock's release. */
+void weft__wakes_add(struct weft__wakes *ws, struct weft__wnode *n, int result);
+/* Under the lock: claims every live node of q with result, into ws. */
+void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes *ws);
+/* After the lock's release: wakes every node of ws.  It reads only the
+ * nodes and their waiters, never the object. */
+void weft__wakes_run(struct weft__wakes *ws);
 
 /* Under lock: arms x and queues it on q (data: see wnode). */
 void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data);
@@ -101,5 +112,9 @@ int weft__wait_park(struct weft__wait *x, struct weft__lock *lock, struct weft__
  * the operation (the claim word then names the case), false if the waiter
  * abandoned it and must unlink its nodes. */
 bool weft__wnode_settle(struct weft__wnode *n);
+/* After a settle that returned true and the lock's release, with r the
+ * wait's result: waits until the claimer is done with the waiter (at once
+ * if the claimer's own wake resumed it); returns the case (claim - 1). */
+unsigned weft__wnode_claimed_case(struct weft__wnode *n, int r);
 
 #endif

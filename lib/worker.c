@@ -314,13 +314,30 @@ void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop)
 
 /* ------------------------------------------------------ finding work */
 
+/* xorshift64*: one step of the generator whose state is *x (never 0). */
+static uint32_t xorshift(uint64_t *x)
+{
+	*x ^= *x >> 12;
+	*x ^= *x << 25;
+	*x ^= *x >> 27;
+	return (uint32_t)((*x * 2685821657736338717ull) >> 32);
+}
+
+/* Victims in a random order, no shared state. */
 static uint32_t rng_next(struct weft__worker *w)
 {
-	/* xorshift64*: victims in a random order, no shared state. */
-	w->rng ^= w->rng >> 12;
-	w->rng ^= w->rng << 25;
-	w->rng ^= w->rng >> 27;
-	return (uint32_t)((w->rng * 2685821657736338717ull) >> 32);
+	return xorshift(&w->rng);
+}
+
+uint32_t weft__rand(void)
+{
+	static _Thread_local uint64_t thread_rng;
+	struct weft__worker *w = weft__worker_self();
+	if (w)
+		return rng_next(w);
+	if (!thread_rng)	/* seeded from the thread's own address */
+		thread_rng = (uintptr_t)&thread_rng | 1;
+	return xorshift(&thread_rng);
 }
 
 /* The owner's take, skipped without a fence when the deque is surely empty

@@ -100,6 +100,9 @@ extern struct weft__runtime weft__rt;
 /* The worker this thread is, or NULL.  Never cached across a suspension:
  * out of line, so the thread-local's address is computed afresh. */
 struct weft__worker *weft__worker_self(void);
+/* A pseudo-random number from this thread's own generator (the worker's, or
+ * a thread-local one on other threads): no shared state, no race. */
+uint32_t weft__rand(void);
 
 /* Makes co runnable: in this worker's runnext slot if called on a worker
  * (what it displaces goes to the deque), else on the injection queue; wakes
