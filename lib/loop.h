@@ -30,9 +30,11 @@ struct weft__fd;
 int weft__loop_init(struct weft__worker *w);
 void weft__loop_fini(struct weft__worker *w);
 
-/* The entry of fd, registered in the calling worker's loop if it is not in
- * any loop yet (and made non-blocking); NULL with errno. */
-struct weft__fd *weft__loop_register(int fd);
+/* Registers fd, whose entry is e, in the calling worker's loop if it is not
+ * in any loop yet (and makes it non-blocking); 0, or -1 with errno.  The
+ * caller holds a reference on e (io.c), so no weft_close can unregister fd
+ * meanwhile. */
+int weft__loop_register(struct weft__fd *e, int fd);
 /* Takes a registered fd out of its loop and clears its entry (weft_close,
  * once no call is in flight on it). */
 void weft__loop_unregister(struct weft__fd *e, int fd);
