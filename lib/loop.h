@@ -14,9 +14,10 @@
  * The owner harvests epfd when it has nothing to run, before sleeping, and
  * at its fairness turns (at most every POLL_NS); the monitor harvests it when
  * the owner is stuck in one coroutine.  A readiness event wakes the waiter
- * through its slot (fdtable.h); the woken coroutine is queued on the
- * harvesting worker (from where it can be stolen), or on the injection queue
- * when the monitor harvested.
+ * through its slot (fdtable.h); the woken coroutine goes to the back of the
+ * owner's ready FIFO (weft__schedule_ready), whoever harvested, the owner or
+ * the monitor; other workers steal from there, and one that is idle is
+ * notified unless the owner harvested and is the only worker.
  */
 #ifndef WEFT_LOOP_H
 #define WEFT_LOOP_H
