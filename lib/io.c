@@ -47,8 +47,9 @@ struct io {
  * end left gen two higher, one still running left it odd.  A close that
  * bumps gen after our increment finds the reference and waits for it: we
  * increment refs then load gen, weft_close increments gen then loads refs,
- * each RMW seq_cst (a full fence after it, atomic.h), so (Dekker) either it
- * sees our reference or we see its bump.  Registering only under a checked
+ * each RMW seq_cst (fenced on both sides, atomic.h: the first load of gen
+ * cannot move below our increment either), so (Dekker) either it sees our
+ * reference or we see its bump.  Registering only under a checked
  * reference means no registration lands between a close's unregister and
  * its close(2), where it would outlive the fd.
  */
