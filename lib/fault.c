@@ -9,6 +9,7 @@
 
 static unsigned every;		/* atomic */
 static uint64_t asks, injected;	/* atomic */
+static void (*io_begin_hook)(int fd);	/* atomic: release store, acquire load */
 
 /* Fails about one ask in n, at pseudo-random (but reproducible) asks: a
  * strict "every nth" would fail the same allocation of a retried operation
@@ -33,4 +34,18 @@ uint64_t weft__fault_every(unsigned n)
 	at_store_64(&asks, 0);
 	at_store_uint(&every, n);
 	return at_load_64(&injected);
+}
+
+/* Acquire pairs with the release in weft__fault_on_io_begin: a hook seen is
+ * seen with everything the test set up before installing it. */
+void weft__fault_io_begin(int fd)
+{
+	void (*fn)(int) = __atomic_load_n(&io_begin_hook, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn(fd);
+}
+
+void weft__fault_on_io_begin(void (*fn)(int fd))
+{
+	__atomic_store_n(&io_begin_hook, fn, __ATOMIC_RELEASE);
 }

@@ -13,13 +13,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/*
+ * A pause point for race tests: io_begin (io.c) calls weft__fault_io_begin
+ * with the fd after it has read the fd's generation and before it holds a
+ * reference on the entry, the window in which a weft_close must still be
+ * noticed.  A test sets the function run there (NULL: none); it may run
+ * weft_close(fd) to completion.  Normal builds call nothing.
+ */
 #ifdef WEFT_FAULT_INJECTION
 bool weft__fault(void);
 /* Makes one ask in n fail from now on (0: none); returns the faults
  * injected so far. */
 __attribute__((visibility("default"))) uint64_t weft__fault_every(unsigned n);
+void weft__fault_io_begin(int fd);
+__attribute__((visibility("default"))) void weft__fault_on_io_begin(void (*fn)(int fd));
 #else
 static inline bool weft__fault(void) { return false; }
+static inline void weft__fault_io_begin(int fd) { (void)fd; }
 #endif
 
 #endif

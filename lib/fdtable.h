@@ -34,7 +34,12 @@
  * Closing (io.c): weft_close makes gen odd, wakes both slots with ECANCELED,
  * waits until refs (the I/O calls in flight: each holds one from start to
  * return) drops to 0, unregisters, makes gen even again and only then calls
- * close(2).  A call that parks checks gen after its slot CAS: the closer's
+ * close(2).  A call reads gen before it takes its reference and checks it
+ * again after (its increment and the closer's bump are ordered the Dekker
+ * way, both seq_cst), and registers the fd only under that checked
+ * reference: a close that overlaps a call's start is either seen by the
+ * call (ECANCELED) or waits for it.  A call that parks checks gen after its
+ * slot CAS: the closer's
  * gen bump and its claim are ordered the other way (Dekker, both seq_cst), so
  * either the closer finds the waiter or the waiter sees the close.  Hence no
  * call is left parked on a closed fd, and no call of ours touches an fd

@@ -19,6 +19,7 @@
 
 #include "atomic.h"
 #include "coro.h"
+#include "fault.h"
 #include "fdtable.h"
 #include "loop.h"
 #include "park.h"
@@ -35,22 +36,45 @@ struct io {
 	struct weft__fd *e;
 };
 
+/*
+ * Starts a call on fd: takes a reference on its entry, notes the generation
+ * the call runs in, and registers fd in a loop if it is in none; -1 with
+ * errno when fd is being or has been closed since the call started
+ * (ECANCELED), or cannot be registered.
+ *
+ * The generation is read first and checked again once the reference is
+ * held, so a weft_close anywhere in between is seen: one that ran to the
+ * end left gen two higher, one still running left it odd.  A close that
+ * bumps gen after our increment finds the reference and waits for it: we
+ * increment refs then load gen, weft_close increments gen then loads refs,
+ * each RMW seq_cst (fenced on both sides, atomic.h: the first load of gen
+ * cannot move below our increment either), so (Dekker) either it sees our
+ * reference or we see its bump.  Registering only under a checked
+ * reference means no registration lands between a close's unregister and
+ * its close(2), where it would outlive the fd.
+ */
 static int io_begin(struct io *io, int fd)
 {
 	if (!weft_self())
 		return weft__fail(EPERM);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
-	if (fd < 0)
-		return weft__fail(EBADF);
-	struct weft__fd *e = weft__loop_register(fd);
+	struct weft__fd *e = weft__fd_get(fd);
 	if (!e)
 		return -1;
-	at_faa_uint(&e->refs, 1);
 	unsigned gen = at_load_uint(&e->gen);
-	if (gen & 1) {		/* weft_close is running */
+	weft__fault_io_begin(fd);	/* tests: a close may run here */
+	if (gen & 1)			/* weft_close is running */
+		return weft__fail(ECANCELED);
+	at_faa_uint(&e->refs, 1);
+	if (at_load_uint(&e->gen) != gen) {
 		at_fas_uint(&e->refs, 1);
 		return weft__fail(ECANCELED);
+	}
+	if (weft__loop_register(e, fd) != 0) {
+		int err = weft__errno();
+		at_fas_uint(&e->refs, 1);
+		return weft__fail(err);
 	}
 	io->fd = fd;
 	io->gen = gen;
@@ -326,21 +350,22 @@ int weft_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int64_t
 	return (int)io_return(&io, e ? -1 : 0, e);
 }
 
+/* Every entry that exists goes through the protocol, registered or not: a
+ * call holding a reference may be about to register fd (io_begin). */
 int weft_close(int fd)
 {
 	if (!weft_self())
 		return weft__fail(EPERM);
 	struct weft__fd *e = weft__fd_find(fd);
-	unsigned owner = 0;
-	while (e && (owner = at_load_uint(&e->owner)) == FD_OWNER_BUSY)
-		weft_yield();	/* a first call on fd is registering it */
-	if (owner) {
+	if (e) {
 		at_faa_uint(&e->gen, 1);	/* odd: closing */
 		weft__fd_slot_wake(&e->slot[FD_SLOT_IN], ECANCELED, false);
 		weft__fd_slot_wake(&e->slot[FD_SLOT_OUT], ECANCELED, false);
 		while (at_load_uint(&e->refs) != 0)
-			weft_yield();	/* the calls woken above are returning */
-		weft__loop_unregister(e, fd);
+			weft_yield();	/* calls woken above or registering are returning */
+		/* no registration is under way: each is made under a reference */
+		if (at_load_uint(&e->owner))
+			weft__loop_unregister(e, fd);
 		at_faa_uint(&e->gen, 1);	/* even: the next fd with this number */
 	}
 	return close(fd);

@@ -109,28 +109,25 @@ static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 	return 0;
 }
 
-struct weft__fd *weft__loop_register(int fd)
+int weft__loop_register(struct weft__fd *e, int fd)
 {
-	struct weft__fd *e = weft__fd_get(fd);
-	if (!e)
-		return NULL;
 	for (;;) {
 		unsigned owner = at_load_uint(&e->owner);
 		if (owner == 0 && at_cas_uint(&e->owner, 0, FD_OWNER_BUSY))
 			break;
 		if (owner != 0 && owner != FD_OWNER_BUSY)
-			return e;
+			return 0;
 		if (owner == FD_OWNER_BUSY)
 			sched_yield();	/* another coroutine is registering it */
 	}
 	struct weft__worker *w = weft__worker_self();
 	if (register_fd(w, e, fd) != 0) {
 		at_store_uint(&e->owner, 0);
-		return NULL;
+		return -1;
 	}
 	at_fence_release();	/* flags before owner */
 	at_store_uint(&e->owner, w->index + 1);
-	return e;
+	return 0;
 }
 
 void weft__loop_unregister(struct weft__fd *e, int fd)

@@ -14,9 +14,10 @@
  * The owner harvests epfd when it has nothing to run, before sleeping, and
  * at its fairness turns (at most every POLL_NS); the monitor harvests it when
  * the owner is stuck in one coroutine.  A readiness event wakes the waiter
- * through its slot (fdtable.h); the woken coroutine is queued on the
- * harvesting worker (from where it can be stolen), or on the injection queue
- * when the monitor harvested.
+ * through its slot (fdtable.h); the woken coroutine goes to the back of the
+ * owner's ready FIFO (weft__schedule_ready), whoever harvested, the owner or
+ * the monitor; other workers steal from there, and one that is idle is
+ * notified unless the owner harvested and is the only worker.
  */
 #ifndef WEFT_LOOP_H
 #define WEFT_LOOP_H
@@ -30,9 +31,11 @@ struct weft__fd;
 int weft__loop_init(struct weft__worker *w);
 void weft__loop_fini(struct weft__worker *w);
 
-/* The entry of fd, registered in the calling worker's loop if it is not in
- * any loop yet (and made non-blocking); NULL with errno. */
-struct weft__fd *weft__loop_register(int fd);
+/* Registers fd, whose entry is e, in the calling worker's loop if it is not
+ * in any loop yet (and makes it non-blocking); 0, or -1 with errno.  The
+ * caller holds a reference on e (io.c), so no weft_close can unregister fd
+ * meanwhile. */
+int weft__loop_register(struct weft__fd *e, int fd);
 /* Takes a registered fd out of its loop and clears its entry (weft_close,
  * once no call is in flight on it). */
 void weft__loop_unregister(struct weft__fd *e, int fd);

@@ -15,8 +15,9 @@
  *   - the monitor sleeps in epoll_wait on the hub, bounded by TICK and by the
  *     stuck workers' earliest deadlines.  Readiness on a stuck worker's fd
  *     makes its epfd readable, which wakes the monitor at once; it harvests
- *     that epfd (loop.c) and the woken coroutines go to the injection queue,
- *     where idle workers take them (weft__schedule wakes one);
+ *     that epfd (loop.c), and the woken coroutines, like those whose
+ *     deadlines it fires, go to the stuck worker's ready FIFO
+ *     (weft__schedule_ready), which wakes an idle worker to steal them;
  *   - a coroutine in a stuck worker's runnext slot is notified for
  *     (weft__worker_stuck): weft__schedule wakes nobody for a lone slot,
  *     since its worker runs it next, unless it is stuck;

@@ -13,7 +13,9 @@
  * The pool is a locked FIFO of calls and a condition variable.  It grows on
  * demand: a call queued while no helper is idle starts one, up to the limit
  * (WEFT_BLOCKING_THREADS); past it, calls wait in the FIFO.  A helper idle
- * for IDLE_EXIT_S exits.  Helpers block every signal, like the workers.
+ * for IDLE_EXIT_S exits (measured on CLOCK_MONOTONIC, so a step of the wall
+ * clock neither retires idle helpers early nor keeps them for ever).
+ * Helpers block every signal, like the workers.
  * Nothing here is on a scheduler hot path, so one mutex is enough.
  */
 #include "offload.h"
@@ -41,7 +43,7 @@ struct call {
 
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t work;	/* a call was queued, or stopping */
+	pthread_cond_t work;	/* a call was queued, or stopping (work_init) */
 	pthread_cond_t gone;	/* a helper exited */
 	struct call *head, *tail;
 	unsigned queued;	/* calls in the FIFO */
@@ -52,9 +54,23 @@ static struct {
 	uint64_t calls;
 } pool = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
-	.work = PTHREAD_COND_INITIALIZER,
 	.gone = PTHREAD_COND_INITIALIZER,
 };
+
+static pthread_once_t work_once = PTHREAD_ONCE_INIT;
+
+/* Makes pool.work's timed waits take CLOCK_MONOTONIC deadlines
+ * (pthread_cond_timedwait measures against CLOCK_REALTIME unless the
+ * condition says otherwise).  Run once, by the first weft__offload_init,
+ * before any helper exists. */
+static void work_init(void)
+{
+	pthread_condattr_t attr;
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&pool.work, &attr);
+	pthread_condattr_destroy(&attr);
+}
 
 static struct call *take_call(void)
 {
@@ -71,7 +87,7 @@ static struct call *take_call(void)
 static struct call *next_call(void)
 {
 	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
+	clock_gettime(CLOCK_MONOTONIC, &until);	/* pool.work's clock */
 	until.tv_sec += IDLE_EXIT_S;
 	while (!pool.head && !pool.stopping) {
 		pool.idle++;
@@ -152,6 +168,7 @@ int weft_offload(void (*fn)(void *), void *arg)
 
 void weft__offload_init(unsigned max_threads)
 {
+	pthread_once(&work_once, work_init);
 	pthread_mutex_lock(&pool.lock);
 	pool.max = max_threads;
 	pool.stopping = false;

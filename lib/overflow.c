@@ -3,20 +3,28 @@
  */
 #include "overflow.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "atomic.h"
 #include "coro.h"
 #include "worker.h"
 
 enum { ALTSTACK_BYTES = 64 << 10 };
 
+/* The disposition before ours: written once, before any worker starts. */
 static struct sigaction previous;
 static volatile sig_atomic_t installed;
+/* atomic: the previous handler was SA_RESETHAND and has run (relaxed: a
+ * second fault racing the first may call it twice, as two threads faulting
+ * at once could under the kernel's own reset) */
+static unsigned previous_spent;
 
 /* Async-signal-safe decimal formatting. */
 static char *put_u64(char *p, uint64_t v)
@@ -52,16 +60,58 @@ _Noreturn void weft__overflow_report(const struct weft_co *co)
 	abort();
 }
 
+/* SIG_DFL for sig, from a handler: the process is about to die of sig. */
+static void default_action(int sig)
+{
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, NULL);
+}
+
+/*
+ * Hands a fault that is not an overflow to the disposition that was there
+ * before weft, leaving ours installed for the faults still to come (on any
+ * thread).  A handler function is called here, as the kernel would have:
+ * with its siginfo if it asked for one, and its sa_mask blocked meanwhile.
+ * One installed with SA_RESETHAND is called once; afterwards it counts as
+ * SIG_DFL.  SIG_DFL (and SIG_IGN, which the kernel does not honour for a
+ * fault) ends the process as before: the default action is put back, and
+ * the faulting instruction, run again on return, raises the signal anew; a
+ * signal sent with kill(2) does not happen again, so it is raised.  A sent
+ * signal that was ignored stays ignored.
+ */
+static void forward(int sig, siginfo_t *si, void *uc)
+{
+	bool sent = si->si_code <= 0;	/* SI_USER, SI_QUEUE, SI_TKILL: not a fault */
+	bool function = previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN;
+	if (function && !at_load_uint(&previous_spent)) {
+		if (previous.sa_flags & SA_RESETHAND)
+			at_store_uint(&previous_spent, 1);
+		sigset_t old;
+		pthread_sigmask(SIG_BLOCK, &previous.sa_mask, &old);
+		if (previous.sa_flags & SA_SIGINFO)
+			previous.sa_sigaction(sig, si, uc);
+		else
+			previous.sa_handler(sig);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		return;
+	}
+	if (sent && previous.sa_handler == SIG_IGN)
+		return;
+	default_action(sig);
+	if (sent)
+		raise(sig);	/* delivered once this handler returns */
+}
+
 static void on_segv(int sig, siginfo_t *si, void *uc)
 {
-	(void)uc;
 	struct weft__worker *w = weft__worker_self();
 	struct weft_co *co = w ? w->current : NULL;
-	if (co && weft__stack_guard_hit(co->stack, si->si_addr))
+	if (co && si->si_code > 0 && weft__stack_guard_hit(co->stack, si->si_addr))
 		weft__overflow_report(co);
-	/* Not ours: put back what was there and let the fault happen again. */
-	sigaction(sig, &previous, NULL);
-	installed = 0;
+	forward(sig, si, uc);
 }
 
 void weft__overflow_install(void)

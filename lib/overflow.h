@@ -4,8 +4,10 @@
  * A SIGSEGV handler, run on a per-worker alternate signal stack, recognises
  * a fault in the guard page of the running coroutine's stack and prints
  *   weft: stack overflow in coroutine <id> (stack <size> bytes)
- * before aborting.  Any other SIGSEGV is handed back untouched: the previous
- * disposition is restored and the faulting instruction runs again.  Stacks
+ * before aborting.  Any other SIGSEGV goes to the disposition that was there
+ * before weft (overflow.c: a handler is called with what the kernel would
+ * have passed it; the default action still ends the process), and the
+ * reporter stays installed for the next one, on any thread.  Stacks
  * without a guard page (past the mapping budget, see stack.h) carry a canary
  * that the scheduler checks after every switch-out; a broken canary is
  * reported with the same line.

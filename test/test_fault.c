@@ -4,6 +4,7 @@
  * runtime that keeps serving once the faults stop. */
 #define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
 #include "harness.h"
+#include <fcntl.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -163,4 +164,56 @@ static void offload_main(void *unused)
 Test(fault, offload_without_threads_is_eagain)
 {
 	run(1, offload_main, NULL);
+}
+
+/* ---- a weft_close that runs to completion while a call is starting */
+
+struct begin_race {
+	int writer;		/* the write end of the pipe now at the number */
+	ssize_t first, again;	/* weft_read's results: in the window, after */
+	int first_errno;
+	char got;
+};
+
+static struct begin_race race;
+
+/* Run by io_begin in its window (fault.h): closes fd with weft_close, then
+ * puts another pipe's read end, with a byte in it, at the same number. */
+static void close_and_reuse(int fd)
+{
+	weft__fault_on_io_begin(NULL);	/* once */
+	CHECK(weft_close(fd) == 0);
+	int p[2];
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	if (p[0] != fd) {	/* the lowest free number is usually fd itself */
+		CHECK(dup2(p[0], fd) == fd);
+		CHECK(close(p[0]) == 0);
+	}
+	CHECK(write(p[1], "x", 1) == 1);
+	race.writer = p[1];
+}
+
+static void read_while_closed(void *unused)
+{
+	(void)unused;
+	int p[2];
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	weft__fault_on_io_begin(close_and_reuse);
+	char b = 0;
+	race.first = weft_read(p[0], &b, 1, -1);
+	race.first_errno = errno;
+	/* a call that starts afterwards is on the new pipe, from a clean entry */
+	race.again = weft_read(p[0], &race.got, 1, weft_now() + 1000 * MS);
+	CHECK(weft_close(p[0]) == 0 && weft_close(p[1]) == 0 && close(race.writer) == 0);
+}
+
+/* A call whose start overlaps a whole weft_close of its fd must not go on
+ * with the fd number, which may already name another file (fdtable.h). */
+Test(fault, a_close_during_a_calls_start_is_noticed)
+{
+	run(1, read_while_closed, NULL);
+	cr_assert(race.first == -1 && race.first_errno == ECANCELED,
+		  "weft_read in the window returned %zd (errno %d): it read the reused number",
+		  race.first, race.first_errno);
+	cr_assert(race.again == 1 && race.got == 'x', "the next read: %zd", race.again);
 }

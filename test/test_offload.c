@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -316,4 +317,54 @@ Test(offload, blocking_threads_limit)
 	setenv("WEFT_BLOCKING_THREADS", "3", 1);
 	run(2, limit_main, NULL);
 	unsetenv("WEFT_BLOCKING_THREADS");
+}
+
+/* ---- an idle helper's deadline does not follow the wall clock */
+
+#if !SANITIZED	/* the sanitizers intercept clock_gettime themselves */
+/* The wall clock as the library reads it, an hour behind while wall_behind
+ * is set: this interposes libc's clock_gettime for the whole test program.
+ * A deadline computed from a reading an hour behind, then waited for on the
+ * real wall clock, is what a step of the wall clock an hour forward just
+ * after the reading does to it. */
+static int wall_behind;	/* atomic (relaxed: set before the calls it affects) */
+
+int clock_gettime(clockid_t clock, struct timespec *ts)
+{
+	long r = syscall(SYS_clock_gettime, clock, ts);
+	if (r == 0 && clock == CLOCK_REALTIME && __atomic_load_n(&wall_behind, __ATOMIC_RELAXED))
+		ts->tv_sec -= 3600;
+	return (int)r;
+}
+#endif
+
+static void nothing(void *unused)
+{
+	(void)unused;
+}
+
+static void helper_idles_main(void *unused)
+{
+	(void)unused;
+#if !SANITIZED
+	__atomic_store_n(&wall_behind, 1, __ATOMIC_RELAXED);
+#endif
+	CHECK(weft_offload(nothing, NULL) == 0);
+	CHECK(weft_sleep(weft_now() + 200 * MS) == 0);
+	weft_stats st = { .size = sizeof st };
+	CHECK(weft_stats_get(&st) == 0);
+#if !SANITIZED
+	__atomic_store_n(&wall_behind, 0, __ATOMIC_RELAXED);
+#endif
+	if (st.blocking_threads != 1)
+		fprintf(stderr, "helpers alive 200 ms after the call: %u\n", st.blocking_threads);
+	CHECK(st.blocking_threads == 1);
+}
+
+/* A helper idles for its full IDLE_EXIT_S whatever the wall clock does: its
+ * deadline is on CLOCK_MONOTONIC (with CLOCK_REALTIME it retired at once
+ * here).  Sanitizer builds only check that it idles. */
+Test(offload, an_idle_helpers_deadline_ignores_wall_clock_steps)
+{
+	run(1, helper_idles_main, NULL);
 }

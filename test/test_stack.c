@@ -210,8 +210,9 @@ Test(stack, depot_returns_idle_stacks_to_jemalloc)
 	weft__stack_pool_fini();
 }
 
-/* Runs fn as a weft program in a child; returns its stderr, sets *status. */
-static char *run_child(void (*fn)(void *), int *status)
+/* Runs fn as a weft program in a child, after setup (if any) there;
+ * returns its stderr, sets *status. */
+static char *run_child_after(void (*setup)(void), void (*fn)(void *), int *status)
 {
 	int fds[2];
 	cr_assert_eq(pipe(fds), 0);
@@ -221,6 +222,8 @@ static char *run_child(void (*fn)(void *), int *status)
 	if (pid == 0) {
 		dup2(fds[1], STDERR_FILENO);
 		close(fds[0]);
+		if (setup)
+			setup();
 		weft_main(fn, NULL, &(weft_config){ .workers = 2 });
 		_exit(0);
 	}
@@ -234,6 +237,11 @@ static char *run_child(void (*fn)(void *), int *status)
 	close(fds[0]);
 	cr_assert_eq(waitpid(pid, status, 0), pid);
 	return buf;
+}
+
+static char *run_child(void (*fn)(void *), int *status)
+{
+	return run_child_after(NULL, fn, status);
 }
 
 static int depth(int n)
@@ -295,6 +303,61 @@ Test(stack, other_segfaults_pass_through)
 	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV, "status %#x, stderr: %s", status, err);
 #endif
 	cr_assert_null(strstr(err, "stack overflow"), "stderr: %s", err);
+}
+
+/* A program's own SIGSEGV handler, installed before weft starts: it repairs
+ * faults on its own page (makes it writable, so the write runs again and
+ * succeeds) and leaves any other fault to the default action. */
+static char *user_page;
+static size_t user_page_size;
+
+static void user_segv(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	char *a = si->si_addr;
+	if (a >= user_page && a < user_page + user_page_size) {
+		mprotect(user_page, user_page_size, PROT_READ | PROT_WRITE);
+		return;
+	}
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	sigaction(sig, &dfl, NULL);	/* the fault happens again and kills */
+}
+
+static void install_user_segv(void)
+{
+	user_page_size = (size_t)sysconf(_SC_PAGESIZE);
+	user_page = mmap(NULL, user_page_size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (user_page == MAP_FAILED)
+		abort();
+	struct sigaction sa = { .sa_sigaction = user_segv, .sa_flags = SA_SIGINFO };
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGSEGV, &sa, NULL) != 0)
+		abort();
+}
+
+static void foreign_faults_then_overflow(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 2; i++) {
+		mprotect(user_page, user_page_size, PROT_NONE);
+		*(volatile char *)user_page = 1;	/* the program's handler repairs it */
+	}
+	static const char said[] = "both faults repaired\n";
+	ssize_t unused = write(STDERR_FILENO, said, sizeof said - 1);
+	(void)unused;
+	depth(1 << 30);
+}
+
+/* Faults that are not overflows go to the handler that was there before
+ * weft, and the reporter stays: a later overflow is still reported (the
+ * first foreign fault used to uninstall it for the whole process). */
+Test(stack, overflow_is_reported_after_a_programs_own_handler_ran)
+{
+	int status;
+	char *err = run_child_after(install_user_segv, foreign_faults_then_overflow, &status);
+	cr_assert_not_null(strstr(err, "both faults repaired"), "status %#x, stderr: %s", status, err);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %#x, stderr: %s", status, err);
+	cr_assert_not_null(strstr(err, "weft: stack overflow in coroutine "), "stderr: %s", err);
 }
 
 /* A worker's overflow handler stack replaces the thread's own alternate

@@ -55,6 +55,7 @@ runs=(
 	"fdslot.pml|bug|-DBUG_NO_CLAIM||waker wakes without claiming"
 	"fdslot.pml|bug|-DBUG_NO_CLOSE_CHECK||no gen check after the slot CAS"
 	"fdslot.pml|bug|-DBUG_TIMER_UNLOCKED -DNO_CANCEL||timer wakes outside the heap lock"
+	"fdslot.pml|bug|-DBUG_GEN_AFTER_REF||io_begin reads gen after its reference"
 	"fdslot.pml|finding|-DSTRICT_DISARM||cancel CAS erased by disarm (benign)"
 	"fdslot.pml|finding|-DSTRICT_UNREGISTER||READY after unregister (benign)"
 	"deque.pml|ok||-O2|default: owner + 2 thieves, 3 items, growth"

@@ -25,7 +25,9 @@
  *    left NOTIFIED/RUNNABLE unqueued), and neither ready data with its edge
  *    already harvested, nor a cancel, nor a close is pending against it;
  *  - weft_close returns: it waits for refs == 0 at a label that is not an
- *    end label (a call left parked on a closed fd is an invalid end state).
+ *    end label (a call left parked on a closed fd is an invalid end state);
+ *  - no call reads the fd after weft_close has closed it (the number may
+ *    name another file by then).
  *
  * Configurations (spin -D...)
  *  default            one coroutine doing weft_read(fd, deadline) with the
@@ -52,6 +54,10 @@
  *  -DBUG_TIMER_UNLOCKED  weft__timers_fire wakes the waiter after dropping the
  *                        heap lock: weft__timer_remove no longer waits for the
  *                        firing, and the waiter leaves while it is being woken.
+ *  -DBUG_GEN_AFTER_REF   io_begin reads gen only once, after its refs FAA (as
+ *                        it did before issue 20): a close that runs entirely
+ *                        before the FAA goes unnoticed, and the call reads
+ *                        the closed fd.
  *
  * Correspondence (C -> Promela); one step per C atomic access unless "merged"
  * ----------------------------------------------------------------------
@@ -61,7 +67,10 @@
  *  w (on the stack)        w_live, w_gen (w->gen), w_timers (w->timers),
  *                          w_inc (ghost incarnation number).
  *  e->gen, e->refs         fd_gen, refs.   co->cancelled: cancelled.
- *  io_begin                load cancelled; FAA refs; load gen (odd -> ECANCELED).
+ *  io_begin                load cancelled; load gen (odd -> ECANCELED; even but
+ *                          not 0: the fd was closed before, EBADF); FAA refs;
+ *                          load gen (changed -> ECANCELED).  Registration is
+ *                          not modelled: it happens under the reference.
  *  read(2)                 one step on `data` (the socket buffer).
  *  weft__waiter_init       merged load+store of the park word (RUNNING has no
  *                          other writer: every wake_co ignores RUNNING).
@@ -353,19 +362,31 @@ active proctype co()
 	:: cancelled -> result = R_CANCEL; goto finished	/* weft__cancelled */
 	:: else
 	fi;
-	refs++;
+#ifdef BUG_GEN_AFTER_REF
+	refs++;				/* the old order: gen read once, after the FAA */
 	g0 = fd_gen;
 	if
-	:: g0 != 0 ->
-		refs--;
-		result = (g0 & 1 -> R_CLOSE : R_BADF);
-		goto finished
+	:: g0 & 1 -> refs--; result = R_CLOSE; goto finished
 	:: else
 	fi;
+#else
+	g0 = fd_gen;			/* the generation the call starts in */
+	if
+	:: g0 & 1 -> result = R_CLOSE; goto finished	/* weft_close is running */
+	:: g0 != 0 -> result = R_BADF; goto finished	/* closed before: EBADF */
+	:: else
+	fi;
+	refs++;
+	if
+	:: fd_gen != g0 -> refs--; result = R_CLOSE; goto finished	/* a close ran */
+	:: else
+	fi;
+#endif
 
 	/* ---- weft_read's loop ---- */
 read:
 	atomic {					/* read(2) */
+		assert(!unregistered);		/* never after weft_close's close(2) */
 		if
 		:: data -> data = 0; result = R_OK
 		:: else -> result = R_NONE
