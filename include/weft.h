@@ -50,8 +50,19 @@ WEFT_EXPORT int *weft_errno_location(void);
 /* ---------------------------------------------------------------- runtime */
 
 /*
- * Runtime configuration.  A zero field means "take it from the environment,
- * else the default":
+ * Runtime configuration.  Start from WEFT_CONFIG_INIT, which sets `size` and
+ * zeroes the rest, then set the fields you want (or, in C, use WEFT_CONFIG):
+ *
+ *     weft_config cfg = WEFT_CONFIG_INIT;
+ *     cfg.workers = 4;
+ *
+ * ABI growth: `size` is the caller's sizeof(weft_config); new fields are
+ * only ever appended, and the library reads only the fields that lie wholly
+ * within `size`: the fields of a later version than the caller's take their
+ * defaults, and fields of a later version than the library's (a larger
+ * size) are ignored.  A size smaller than the `size` field itself is EINVAL.
+ *
+ * A zero field means "take it from the environment, else the default":
  *   workers     1..1024; $WEFT_WORKERS; default: the CPUs in the affinity
  *               mask, capped by the cgroup CPU quota when one is set.
  *   stack_size  bytes, 16 KiB..1 GiB, rounded up to the page size;
@@ -61,15 +72,25 @@ WEFT_EXPORT int *weft_errno_location(void);
  * See docs/tuning.md for every variable, its range and its default.
  */
 typedef struct weft_config {
+	uint32_t size;		/* sizeof(weft_config) (WEFT_CONFIG_INIT sets it) */
 	unsigned workers;
 	size_t stack_size;
 	int pin;
 } weft_config;
 
+/* An initializer for a weft_config: every field 0 but size (C and C++). */
+#define WEFT_CONFIG_INIT { sizeof(weft_config), 0, 0, 0 }
+
+#ifndef __cplusplus
+/* In C, a weft_config with size set and the fields named, as a compound
+ * literal: weft_main(fn, arg, &WEFT_CONFIG(.workers = 2)). */
+#define WEFT_CONFIG(...) ((weft_config){ .size = sizeof(weft_config), __VA_ARGS__ })
+#endif
+
 /*
  * Starts the workers.  cfg may be NULL (all defaults).
- * Errors: EALREADY if the runtime is already running; EINVAL for a bad field
- * or a bad environment variable (one line naming it and its valid range is
+ * Errors: EALREADY if the runtime is already running; EINVAL for a bad size
+ * or field or a bad environment variable (one line naming it and its valid range is
  * printed on stderr); ENOMEM / EAGAIN if memory or threads cannot be had
  * (nothing is left half-started).
  */
