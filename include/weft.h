@@ -33,6 +33,33 @@ extern "C" {
 #define WEFT_EXPORT
 #endif
 
+/* ---------------------------------------------------------------- version */
+
+/*
+ * The version of this header: WEFT_VERSION_MAJOR.MINOR.PATCH, as a string in
+ * WEFT_VERSION and as one comparable integer in WEFT_VERSION_NUMBER
+ * (major * 10000 + minor * 100 + patch).  meson.build's project version is
+ * checked against these at configure time.
+ *
+ * Compatibility: while the major version is 0, a minor bump (0.1 -> 0.2) may
+ * break the API and the ABI, and the shared library's soname carries both
+ * numbers (libweft.so.0.1); a patch bump never breaks either.  From 1.0 on,
+ * only a major bump breaks, and the soname carries the major number.
+ */
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+#define WEFT_VERSION "0.1.0"
+#define WEFT_VERSION_NUMBER \
+	(WEFT_VERSION_MAJOR * 10000 + WEFT_VERSION_MINOR * 100 + WEFT_VERSION_PATCH)
+
+/*
+ * The version of the library the program runs with ("0.1.0"), which may be a
+ * later patch release than the WEFT_VERSION it was compiled against.  Never
+ * fails; callable at any time, from any thread.
+ */
+WEFT_EXPORT const char *weft_version(void);
+
 /*
  * The calling thread's errno, like glibc's __errno_location but not declared
  * const, so the compiler computes it afresh at every use and never carries

@@ -197,3 +197,17 @@ Test(config, later_larger_size_ignores_unknown_fields)
 	cr_assert_eq(weft_worker_count(), 2);
 	cr_assert_eq(weft_shutdown(), 0);
 }
+
+/* weft.h's version macros, the library's weft_version() and meson.build's
+ * project version (WEFT_PROJECT_VERSION, from test/meson.build) agree. */
+Test(config, version_matches_the_project)
+{
+	char parts[32];
+	snprintf(parts, sizeof parts, "%d.%d.%d", WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR,
+		 WEFT_VERSION_PATCH);
+	cr_assert_str_eq(parts, WEFT_VERSION);
+	cr_assert_str_eq(WEFT_VERSION, WEFT_PROJECT_VERSION);
+	cr_assert_str_eq(weft_version(), WEFT_PROJECT_VERSION);
+	cr_assert_eq(WEFT_VERSION_NUMBER,
+		     WEFT_VERSION_MAJOR * 10000 + WEFT_VERSION_MINOR * 100 + WEFT_VERSION_PATCH);
+}
