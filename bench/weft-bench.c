@@ -746,7 +746,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static struct run r;
-	weft_config cfg;
+	weft_config cfg = WEFT_CONFIG_INIT;
 	char *end;
 	unsigned long w;
 	size_t i;
@@ -776,7 +776,6 @@ int main(int argc, char **argv)
 	}
 	g_workers = (unsigned)w;
 
-	memset(&cfg, 0, sizeof cfg);
 	cfg.workers = g_workers;
 	if (weft_main(root, &r, &cfg) != 0)
 		die("weft_main");

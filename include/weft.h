@@ -33,6 +33,33 @@ extern "C" {
 #define WEFT_EXPORT
 #endif
 
+/* ---------------------------------------------------------------- version */
+
+/*
+ * The version of this header: WEFT_VERSION_MAJOR.MINOR.PATCH, as a string in
+ * WEFT_VERSION and as one comparable integer in WEFT_VERSION_NUMBER
+ * (major * 10000 + minor * 100 + patch).  meson.build's project version is
+ * checked against these at configure time.
+ *
+ * Compatibility: while the major version is 0, a minor bump (0.1 -> 0.2) may
+ * break the API and the ABI, and the shared library's soname carries both
+ * numbers (libweft.so.0.1); a patch bump never breaks either.  From 1.0 on,
+ * only a major bump breaks, and the soname carries the major number.
+ */
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+#define WEFT_VERSION "0.1.0"
+#define WEFT_VERSION_NUMBER \
+	(WEFT_VERSION_MAJOR * 10000 + WEFT_VERSION_MINOR * 100 + WEFT_VERSION_PATCH)
+
+/*
+ * The version of the library the program runs with ("0.1.0"), which may be a
+ * later patch release than the WEFT_VERSION it was compiled against.  Never
+ * fails; callable at any time, from any thread.
+ */
+WEFT_EXPORT const char *weft_version(void);
+
 /*
  * The calling thread's errno, like glibc's __errno_location but not declared
  * const, so the compiler computes it afresh at every use and never carries
@@ -50,8 +77,19 @@ WEFT_EXPORT int *weft_errno_location(void);
 /* ---------------------------------------------------------------- runtime */
 
 /*
- * Runtime configuration.  A zero field means "take it from the environment,
- * else the default":
+ * Runtime configuration.  Start from WEFT_CONFIG_INIT, which sets `size` and
+ * zeroes the rest, then set the fields you want (or, in C, use WEFT_CONFIG):
+ *
+ *     weft_config cfg = WEFT_CONFIG_INIT;
+ *     cfg.workers = 4;
+ *
+ * ABI growth: `size` is the caller's sizeof(weft_config); new fields are
+ * only ever appended, and the library reads only the fields that lie wholly
+ * within `size`: the fields of a later version than the caller's take their
+ * defaults, and fields of a later version than the library's (a larger
+ * size) are ignored.  A size smaller than the `size` field itself is EINVAL.
+ *
+ * A zero field means "take it from the environment, else the default":
  *   workers     1..1024; $WEFT_WORKERS; default: the CPUs in the affinity
  *               mask, capped by the cgroup CPU quota when one is set.
  *   stack_size  bytes, 16 KiB..1 GiB, rounded up to the page size;
@@ -61,15 +99,25 @@ WEFT_EXPORT int *weft_errno_location(void);
  * See docs/tuning.md for every variable, its range and its default.
  */
 typedef struct weft_config {
+	uint32_t size;		/* sizeof(weft_config) (WEFT_CONFIG_INIT sets it) */
 	unsigned workers;
 	size_t stack_size;
 	int pin;
 } weft_config;
 
+/* An initializer for a weft_config: every field 0 but size (C and C++). */
+#define WEFT_CONFIG_INIT { sizeof(weft_config), 0, 0, 0 }
+
+#ifndef __cplusplus
+/* In C, a weft_config with size set and the fields named, as a compound
+ * literal: weft_main(fn, arg, &WEFT_CONFIG(.workers = 2)). */
+#define WEFT_CONFIG(...) ((weft_config){ .size = sizeof(weft_config), __VA_ARGS__ })
+#endif
+
 /*
  * Starts the workers.  cfg may be NULL (all defaults).
- * Errors: EALREADY if the runtime is already running; EINVAL for a bad field
- * or a bad environment variable (one line naming it and its valid range is
+ * Errors: EALREADY if the runtime is already running; EINVAL for a bad size
+ * or field or a bad environment variable (one line naming it and its valid range is
  * printed on stderr); ENOMEM / EAGAIN if memory or threads cannot be had
  * (nothing is left half-started).
  */

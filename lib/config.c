@@ -1,11 +1,11 @@
 /*
  * config.c — resolving weft_config against the environment and defaults.
  *
- * Precedence: an explicit non-zero field of weft_config, else the
- * environment variable, else the default.  Environment values are parsed
- * strictly: decimal digits (and, for sizes, one k/m/g suffix), nothing else;
- * text, zero, out-of-range values and trailing junk are EINVAL with one
- * stderr line naming the variable and its valid range.
+ * Precedence: an explicit non-zero field of weft_config (of those its size
+ * covers), else the environment variable, else the default.  Environment
+ * values are parsed strictly: decimal digits (and, for sizes, one k/m/g
+ * suffix), nothing else; text, zero, out-of-range values and trailing junk
+ * are EINVAL with one stderr line naming the variable and its valid range.
  */
 #include "config.h"
 
@@ -141,13 +141,34 @@ static size_t page_round(size_t n)
 	return (n + page - 1) & ~(page - 1);
 }
 
-int weft__config_resolve(const weft_config *cfg, struct weft__settings *out)
+/* Copies the fields of *cfg that lie wholly within cfg->size into *c (whose
+ * other fields stay 0): a caller built against an older, smaller weft_config
+ * gets the defaults for the fields it does not know, and one built against a
+ * later, larger one has the fields this library does not know ignored. */
+static int config_copy(const weft_config *cfg, weft_config *c)
 {
-	weft_config zero = { 0 };
+	*c = (weft_config)WEFT_CONFIG_INIT;
 	if (!cfg)
-		cfg = &zero;
-	if (cfg->workers > WEFT_WORKERS_MAX || cfg->pin < -1 || cfg->pin > 1 ||
-	    (cfg->stack_size && (cfg->stack_size < WEFT_STACK_MIN || cfg->stack_size > WEFT_STACK_MAX)))
+		return 0;
+	if (cfg->size < sizeof cfg->size)
+		return weft__fail(EINVAL);
+#define COPY_IF_COVERED(f) \
+	if (cfg->size >= offsetof(weft_config, f) + sizeof c->f) \
+		memcpy(&c->f, (const char *)cfg + offsetof(weft_config, f), sizeof c->f)
+	COPY_IF_COVERED(workers);
+	COPY_IF_COVERED(stack_size);
+	COPY_IF_COVERED(pin);
+#undef COPY_IF_COVERED
+	return 0;
+}
+
+int weft__config_resolve(const weft_config *in, struct weft__settings *out)
+{
+	weft_config cfg;
+	if (config_copy(in, &cfg) != 0)
+		return -1;
+	if (cfg.workers > WEFT_WORKERS_MAX || cfg.pin < -1 || cfg.pin > 1 ||
+	    (cfg.stack_size && (cfg.stack_size < WEFT_STACK_MIN || cfg.stack_size > WEFT_STACK_MAX)))
 		return weft__fail(EINVAL);
 
 	/* Every variable is validated even when a field overrides it: a typo in
@@ -172,10 +193,10 @@ int weft__config_resolve(const weft_config *cfg, struct weft__settings *out)
 	out->stall_ms = (unsigned)stall;
 	out->stats = stats != 0;
 
-	out->workers = cfg->workers ? cfg->workers : rw ? (unsigned)workers
-						       : weft__config_default_workers();
-	out->stack_size = page_round(cfg->stack_size ? cfg->stack_size
-				     : rs ? (size_t)stack : (size_t)WEFT_STACK_DEFAULT);
-	out->pin = cfg->pin ? cfg->pin : (rp && pin) ? 1 : -1;
+	out->workers = cfg.workers ? cfg.workers : rw ? (unsigned)workers
+						      : weft__config_default_workers();
+	out->stack_size = page_round(cfg.stack_size ? cfg.stack_size
+				    : rs ? (size_t)stack : (size_t)WEFT_STACK_DEFAULT);
+	out->pin = cfg.pin ? cfg.pin : (rp && pin) ? 1 : -1;
 	return 0;
 }

@@ -31,8 +31,9 @@ struct weft__settings {
 	bool stats;		/* print the stats table at shutdown */
 };
 
-/* Fills out from cfg, the environment and the defaults; -1/EINVAL (after one
- * stderr line for a bad environment variable). */
+/* Fills out from cfg (the fields its size covers), the environment and the
+ * defaults; -1/EINVAL (after one stderr line for a bad environment
+ * variable). */
 int weft__config_resolve(const weft_config *cfg, struct weft__settings *out);
 
 /* The CPUs in the affinity mask, capped by the cgroup CPU quota. */

@@ -50,7 +50,7 @@ static inline unsigned scaled(unsigned plain, unsigned sanitized, unsigned valgr
 /* weft_main(fn, arg) on `workers` workers, asserting success. */
 static inline void run(unsigned workers, void (*fn)(void *), void *arg)
 {
-	cr_assert_eq(weft_main(fn, arg, &(weft_config){ .workers = workers }), 0, "errno %d", errno);
+	cr_assert_eq(weft_main(fn, arg, &WEFT_CONFIG(.workers = workers)), 0, "errno %d", errno);
 }
 
 static inline weft_co *go(void (*fn)(void *), void *arg)

@@ -114,5 +114,5 @@ static void gdb_co_main(void *arg)
 
 int main(void)
 {
-	return weft_main(gdb_co_main, NULL, &(weft_config){ .workers = 1 }) == 0 ? 0 : 1;
+	return weft_main(gdb_co_main, NULL, &WEFT_CONFIG(.workers = 1)) == 0 ? 0 : 1;
 }

@@ -26,5 +26,5 @@ static void entry(void *arg)
 
 int main(void)
 {
-	return weft_main(entry, NULL, &(weft_config){ .workers = 1 }) == 0 ? 0 : 1;
+	return weft_main(entry, NULL, &WEFT_CONFIG(.workers = 1)) == 0 ? 0 : 1;
 }

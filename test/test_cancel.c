@@ -151,7 +151,7 @@ Test(cancel, a_finished_coroutine_is_a_no_op)
 
 Test(cancel, from_a_plain_thread)
 {
-	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
 	weft_co *co = weft_spawn(forever, NULL);
 	cr_assert_not_null(co);
 	usleep(10000);

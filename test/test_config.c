@@ -3,6 +3,7 @@
 #include "harness.h"
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,11 +62,11 @@ Test(config, bad_fields)
 {
 	unsetenv("WEFT_WORKERS");
 	const weft_config bad[] = {
-		{ .workers = 1025 },
-		{ .stack_size = 1024 },
-		{ .stack_size = (size_t)2 << 30 },
-		{ .pin = 2 },
-		{ .pin = -2 },
+		WEFT_CONFIG(.workers = 1025),
+		WEFT_CONFIG(.stack_size = 1024),
+		WEFT_CONFIG(.stack_size = (size_t)2 << 30),
+		WEFT_CONFIG(.pin = 2),
+		WEFT_CONFIG(.pin = -2),
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		errno = 0;
@@ -80,7 +81,7 @@ Test(config, environment_and_fields)
 	cr_assert_eq(weft_init(NULL), 0);
 	cr_assert_eq(weft_worker_count(), 3);
 	cr_assert_eq(weft_shutdown(), 0);
-	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0, "the field wins");
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0, "the field wins");
 	cr_assert_eq(weft_worker_count(), 2);
 	cr_assert_eq(weft_shutdown(), 0);
 	setenv("WEFT_PIN", "1", 1);
@@ -126,11 +127,87 @@ Test(config, init_shutdown_cycles)
 {
 	int runs = 0;
 	for (int i = 0; i < 100; i++) {
-		cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0, "cycle %d: errno %d", i, errno);
+		cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0, "cycle %d: errno %d", i, errno);
 		weft_co *co = weft_spawn(tiny, &runs);
 		cr_assert_not_null(co);
 		cr_assert_eq(weft_join(co), 0);
 		cr_assert_eq(weft_shutdown(), 0);
 	}
 	cr_assert_eq(runs, 100);
+}
+
+Test(config, size_too_small_is_einval)
+{
+	unsetenv("WEFT_WORKERS");
+	weft_config cfg = WEFT_CONFIG_INIT;
+	cfg.workers = 2;
+	int runs = 0;
+	for (uint32_t size = 0; size < sizeof cfg.size; size++) {
+		cfg.size = size;
+		errno = 0;
+		cr_assert_eq(weft_init(&cfg), -1, "size %u accepted", (unsigned)size);
+		cr_assert_eq(errno, EINVAL);
+		cr_assert_eq(weft_main(tiny, &runs, &cfg), -1, "size %u accepted", (unsigned)size);
+		cr_assert_eq(errno, EINVAL);
+	}
+	cr_assert_eq(runs, 0);
+	cr_assert_eq(weft_worker_count(), 0, "nothing left running");
+}
+
+/* A caller built against an older, smaller weft_config: the fields past its
+ * size are never read (here they hold values that would be EINVAL) and take
+ * the environment or the defaults. */
+Test(config, older_smaller_size_defaults_the_rest)
+{
+	weft_config cfg = WEFT_CONFIG_INIT;
+	cfg.workers = 2;
+	cfg.stack_size = 1024;	/* below the minimum */
+	cfg.pin = 2;		/* out of range */
+	cfg.size = offsetof(weft_config, stack_size);
+	setenv("WEFT_WORKERS", "3", 1);
+	cr_assert_eq(weft_init(&cfg), 0, "errno %d", errno);
+	cr_assert_eq(weft_worker_count(), 2, "workers is covered: the field wins");
+	cr_assert_eq(weft_shutdown(), 0);
+
+	cfg.size = sizeof cfg.size;	/* no field at all */
+	cr_assert_eq(weft_init(&cfg), 0, "errno %d", errno);
+	cr_assert_eq(weft_worker_count(), 3, "workers past the size: the environment");
+	cr_assert_eq(weft_shutdown(), 0);
+	unsetenv("WEFT_WORKERS");
+
+	cfg.size = offsetof(weft_config, pin);	/* covers stack_size, not pin */
+	errno = 0;
+	cr_assert_eq(weft_init(&cfg), -1, "stack_size is covered and read");
+	cr_assert_eq(errno, EINVAL);
+	cfg.stack_size = 128 << 10;
+	cr_assert_eq(weft_init(&cfg), 0, "pin past the size is not read: errno %d", errno);
+	cr_assert_eq(weft_shutdown(), 0);
+}
+
+/* A caller built against a later, larger weft_config: the fields this
+ * library does not know are ignored. */
+Test(config, later_larger_size_ignores_unknown_fields)
+{
+	struct {
+		weft_config cfg;
+		uint64_t later_field;
+	} later = { WEFT_CONFIG(.workers = 2), 12345 };
+	later.cfg.size = sizeof later;
+	cr_assert_eq(weft_init(&later.cfg), 0, "errno %d", errno);
+	cr_assert_eq(weft_worker_count(), 2);
+	cr_assert_eq(weft_shutdown(), 0);
+}
+
+/* weft.h's version macros, the library's weft_version() and meson.build's
+ * project version (WEFT_PROJECT_VERSION, from test/meson.build) agree. */
+Test(config, version_matches_the_project)
+{
+	char parts[32];
+	snprintf(parts, sizeof parts, "%d.%d.%d", WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR,
+		 WEFT_VERSION_PATCH);
+	cr_assert_str_eq(parts, WEFT_VERSION);
+	cr_assert_str_eq(WEFT_VERSION, WEFT_PROJECT_VERSION);
+	cr_assert_str_eq(weft_version(), WEFT_PROJECT_VERSION);
+	cr_assert_eq(WEFT_VERSION_NUMBER,
+		     WEFT_VERSION_MAJOR * 10000 + WEFT_VERSION_MINOR * 100 + WEFT_VERSION_PATCH);
 }

@@ -25,7 +25,7 @@ Test(fault, init_fails_cleanly_then_works)
 	unsigned failed = 0;
 	for (unsigned n = 1; n <= 40; n++) {
 		weft__fault_every(n);
-		int r = weft_init(&(weft_config){ .workers = 2 });
+		int r = weft_init(&WEFT_CONFIG(.workers = 2));
 		int e = errno;
 		weft__fault_every(0);
 		if (r == 0) {
@@ -37,7 +37,7 @@ Test(fault, init_fails_cleanly_then_works)
 		cr_assert_eq(weft_worker_count(), 0, "nothing left half-started");
 	}
 	cr_assert_gt(failed, 0, "some init step was made to fail");
-	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
 	cr_assert_eq(weft_shutdown(), 0);
 }
 

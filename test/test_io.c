@@ -94,7 +94,7 @@ static void check_all_eperm(void)
 Test(io, every_call_outside_a_coroutine_is_eperm)
 {
 	check_all_eperm();	/* no runtime */
-	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
 	check_all_eperm();	/* a plain thread, runtime running */
 	cr_assert_eq(weft_shutdown(), 0);
 }
@@ -948,7 +948,7 @@ Test(io, accept_survives_emfile_then_recovers, .timeout = 60)
 		if (setrlimit(RLIMIT_NOFILE, &r) != 0)
 			_exit(3);
 		struct emfile t = { .lfd = -1 };
-		_exit(weft_main(emfile_root, &t, &(weft_config){ .workers = 2 }) == 0 ? 0 : 4);
+		_exit(weft_main(emfile_root, &t, &WEFT_CONFIG(.workers = 2)) == 0 ? 0 : 4);
 	}
 	int status;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);

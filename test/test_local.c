@@ -73,7 +73,7 @@ Test(local, values_follow_coroutines_across_workers, .timeout = 300)
 {
 	shared_key = weft_key_new(count_destroy);
 	destroyed = migrated = 0;
-	cr_assert_eq(weft_main(keepers, NULL, &(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_main(keepers, NULL, &WEFT_CONFIG(.workers = 2)), 0);
 	cr_assert_eq(destroyed, KEEPERS, "one destructor call per value");
 	cr_assert_gt(migrated, 0, "no coroutine moved between workers");
 	weft_key_free(shared_key);
@@ -100,7 +100,7 @@ Test(local, destructors_run_before_join_for_detached_and_at_shutdown)
 {
 	shared_key = weft_key_new(count_destroy);
 	destroyed = 0;
-	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
 	weft_co *co = weft_spawn(set_and_return, &destroyed);
 	cr_assert_eq(weft_join(co), 0);
 	cr_assert_eq(destroyed, 1, "the value is destroyed before join returns");
@@ -156,7 +156,7 @@ Test(local, many_keys_ordered_destructors_bounded_passes)
 	for (int i = 0; i < MANY; i++)
 		cr_assert_not_null(keys[i] = weft_key_new(record_order));
 	norder = late_seen = sticky_runs = 0;
-	cr_assert_eq(weft_main(use_many, NULL, &(weft_config){ .workers = 1 }), 0);
+	cr_assert_eq(weft_main(use_many, NULL, &WEFT_CONFIG(.workers = 1)), 0);
 	cr_assert_eq(norder, MANY);
 	for (int i = 0; i < MANY; i++)
 		cr_assert_eq(order[i], i, "destructor %d ran at position %d", order[i], i);
@@ -201,7 +201,7 @@ static void hold_then_free(void *arg)
 Test(local, key_freed_while_in_use)
 {
 	freed_destroyed = 0;
-	cr_assert_eq(weft_main(hold_then_free, NULL, &(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_main(hold_then_free, NULL, &WEFT_CONFIG(.workers = 2)), 0);
 	cr_assert_eq(freed_destroyed, 0);
 }
 
@@ -215,5 +215,5 @@ static void bad_key(void *arg)
 
 Test(local, null_key)
 {
-	cr_assert_eq(weft_main(bad_key, NULL, &(weft_config){ .workers = 1 }), 0);
+	cr_assert_eq(weft_main(bad_key, NULL, &WEFT_CONFIG(.workers = 1)), 0);
 }

@@ -52,7 +52,7 @@ Test(offload, runs_fn_on_a_helper_thread)
 
 Test(offload, plain_thread_runs_fn_inline_and_bad_args)
 {
-	cr_assert_eq(weft_init(&(weft_config){ .workers = 1 }), 0);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 1)), 0);
 	struct where w = { .worker = 99 };
 	cr_assert_eq(weft_offload(record_where, &w), 0);
 	cr_assert(pthread_equal(w.thread, pthread_self()));

@@ -19,7 +19,7 @@
 
 static void start(unsigned workers)
 {
-	cr_assert_eq(weft_init(&(weft_config){ .workers = workers }), 0, "errno %d", errno);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = workers)), 0, "errno %d", errno);
 }
 
 static void stop(void)
@@ -135,7 +135,7 @@ static void fair_root(void *arg)
 Test(sched, yield_is_round_robin)
 {
 	fair_n = 0;
-	cr_assert_eq(weft_main(fair_root, NULL, &(weft_config){ .workers = 1 }), 0);
+	cr_assert_eq(weft_main(fair_root, NULL, &WEFT_CONFIG(.workers = 1)), 0);
 	cr_assert_eq(fair_n, 3 * ROUNDS);
 	cr_assert(fair_log[0] != fair_log[1] && fair_log[1] != fair_log[2] && fair_log[0] != fair_log[2]);
 	for (unsigned i = 3; i < fair_n; i++)
@@ -406,7 +406,7 @@ static void errno_root(void *arg)
 Test(sched, errno_survives_migration)
 {
 	migrations = 0;
-	cr_assert_eq(weft_main(errno_root, NULL, &(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_main(errno_root, NULL, &WEFT_CONFIG(.workers = 2)), 0);
 	cr_assert_gt(migrations, 0, "coroutines never moved between workers");
 }
 
@@ -561,7 +561,7 @@ Test(sched, a_hundred_thousand_live_past_the_guard_budget, .timeout = 300)
 Test(sched, main_runs_and_returns)
 {
 	counter = 0;
-	cr_assert_eq(weft_main(bump, NULL, &(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_main(bump, NULL, &WEFT_CONFIG(.workers = 2)), 0);
 	cr_assert_eq(counter, 1);
 	cr_assert_eq(weft_worker_count(), 0);
 }

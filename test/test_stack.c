@@ -131,7 +131,7 @@ static void deep_root(void *arg)
 Test(stack, a_coroutine_suspended_deep_gives_back_its_pages)
 {
 	struct deep d = { 0 };
-	cr_assert_eq(weft_main(deep_root, &d, &(weft_config){ .workers = 1 }), 0);
+	cr_assert_eq(weft_main(deep_root, &d, &WEFT_CONFIG(.workers = 1)), 0);
 	cr_assert_eq(d.first, d.second, "the second coroutine reuses the first one's stack");
 	cr_assert_eq(d.resident_below_warm, 0, "%zu pages below the warm top still resident",
 		     d.resident_below_warm);
@@ -157,7 +157,7 @@ static void nothing(void *arg) { (void)arg; }
 static void init_run_shutdown(int cycles)
 {
 	for (int i = 0; i < cycles; i++) {
-		cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+		cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
 		cr_assert_eq(weft_join(weft_spawn(nothing, NULL)), 0);
 		cr_assert_eq(weft_shutdown(), 0);
 	}
@@ -224,7 +224,7 @@ static char *run_child_after(void (*setup)(void), void (*fn)(void *), int *statu
 		close(fds[0]);
 		if (setup)
 			setup();
-		weft_main(fn, NULL, &(weft_config){ .workers = 2 });
+		weft_main(fn, NULL, &WEFT_CONFIG(.workers = 2));
 		_exit(0);
 	}
 	close(fds[1]);

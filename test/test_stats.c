@@ -101,7 +101,7 @@ Test(stats, bad_arguments)
 	errno = 0;
 	cr_assert_eq(weft_stats_get(&st), -1, "not running");
 	cr_assert_eq(errno, ESRCH);
-	cr_assert_eq(weft_init(&(weft_config){ .workers = 1 }), 0);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 1)), 0);
 	st.size = sizeof st - 1;
 	errno = 0;
 	cr_assert_eq(weft_stats_get(&st), -1);
@@ -122,7 +122,7 @@ Test(stats, weft_stats_1_prints_a_table_at_shutdown)
 	char out[8192];
 	setenv("WEFT_STATS", "1", 1);
 	struct stderr_capture cap = stderr_capture_begin();
-	int r = weft_main(nothing, NULL, &(weft_config){ .workers = 2 });
+	int r = weft_main(nothing, NULL, &WEFT_CONFIG(.workers = 2));
 	stderr_capture_end(&cap, out, sizeof out);
 	unsetenv("WEFT_STATS");
 	cr_assert_eq(r, 0);
@@ -171,7 +171,7 @@ static struct stall_run run_spinner(const char *stall_ms, int64_t ms, bool yield
 	struct stall_run r = { .spin = { .ms = ms, .yield_every_ms = yield } };
 	setenv("WEFT_STALL_MS", stall_ms, 1);
 	struct stderr_capture cap = stderr_capture_begin();
-	int rc = weft_main(stall_main, &r, &(weft_config){ .workers = 2 });
+	int rc = weft_main(stall_main, &r, &WEFT_CONFIG(.workers = 2));
 	stderr_capture_end(&cap, out, size);
 	unsetenv("WEFT_STALL_MS");
 	cr_assert_eq(rc, 0);

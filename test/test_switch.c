@@ -115,7 +115,7 @@ static void keep_mode(void *arg)
 
 Test(switch, fp_mode_follows_coroutine)
 {
-	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
 	const int modes[] = { FE_UPWARD, FE_DOWNWARD, FE_TOWARDZERO, FE_TONEAREST };
 	weft_co *co[8];
 	for (int i = 0; i < 8; i++)

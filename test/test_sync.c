@@ -373,7 +373,7 @@ static void wait_for_go(void *arg)
 Test(sync, cond_signal_from_a_plain_thread)
 {
 	struct thread_signal t = { .m = weft_mutex_new(), .c = weft_cond_new() };
-	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
 	weft_co *co = weft_spawn(wait_for_go, &t);
 	cr_assert_not_null(co);
 	cr_assert_eq(weft_cond_wait(t.c, t.m, -1), -1, "waiting needs a coroutine");
@@ -416,7 +416,7 @@ Test(sync, wait_group_across_workers_and_threads)
 	cr_assert_eq(weft_wg_add(wg, -1), -1);
 	cr_assert_eq(errno, EINVAL);
 	cr_assert_eq(weft_wg_wait(wg, -1), 0, "zero: no wait");
-	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
 	enum { N = 500 };
 	cr_assert_eq(weft_wg_add(wg, N), 0);
 	cr_assert_eq(weft_wg_wait(wg, weft_now() + 5 * MS), -1);
@@ -755,7 +755,7 @@ static void co_receiver(void *arg)
 Test(sync, plain_threads_and_coroutines_share_channels, .timeout = 120)
 {
 	struct mixed m = { .ch = weft_chan_new(sizeof(unsigned), 0), .per = scaled(20000, 2000, 500) };
-	cr_assert_eq(weft_init(&(weft_config){ .workers = 2 }), 0);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
 	pthread_t ts[2], tr[2];
 	for (int i = 0; i < 2; i++) {
 		pthread_create(&ts[i], NULL, thread_sender, &m);

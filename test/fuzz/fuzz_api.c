@@ -2136,7 +2136,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_keys_limit();
 	if (h0 & 0x40) {
 		static const weft_config bad[4] = {
-			{ .workers = 1025 }, { .pin = 2 }, { .pin = -2 }, { .stack_size = 4096 }
+			{ .size = sizeof(weft_config), .workers = 1025 },
+			{ .size = sizeof(weft_config), .pin = 2 },
+			{ .size = sizeof(weft_config), .pin = -2 },
+			{ .size = sizeof(weft_config), .stack_size = 4096 },
 		};
 		int r = weft_init(&bad[h3 & 3]);
 		EXPECT_FAIL(r, errno, "weft_init(bad config)", EINVAL);
@@ -2175,7 +2178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		c->prog[c->nprog++] = in;
 	}
 
-	weft_config cfg = { .workers = G.workers, .stack_size = h3 & 4 ? 256 << 10 : 0, .pin = -1 };
+	weft_config cfg = WEFT_CONFIG(.workers = G.workers, .stack_size = h3 & 4 ? 256 << 10 : 0, .pin = -1);
 	if ((h3 & 8) && !G.thread) {	/* the same through weft_main */
 		atomic_store(&run_phase, 2);
 		CHECK(weft_main(main_co, G.mainc, &cfg) == 0, "weft_main: errno %d", errno);

@@ -58,11 +58,12 @@ for tool in clang meson ninja; do
 done
 
 # ------------------------------------------------------------------ build
+# shellcheck disable=SC2086 # WEFT_CI_MESON_ARGS is a list of options (.ci/run)
 if [[ ! -f $build/build.ninja ]]; then
 	CC=clang meson setup "$build" \
 		-Db_sanitize=address,undefined -Db_lundef=false -Dbench=false \
 		-Dtests=false -Dexamples=false \
-		-Dc_args=-fsanitize=fuzzer-no-link >"$build.setup.log" 2>&1 || {
+		-Dc_args=-fsanitize=fuzzer-no-link ${WEFT_CI_MESON_ARGS:-} >"$build.setup.log" 2>&1 || {
 		cat "$build.setup.log" >&2
 		exit 1
 	}
