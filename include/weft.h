@@ -379,9 +379,18 @@ WEFT_EXPORT int weft_stats_get(weft_stats *out);
  * Mutexes, condition variables, wait groups and channels for coroutines on
  * any workers.  Waiting parks the coroutine (its worker runs others); none of
  * them spins an OS thread, and their uncontended paths take no lock and make
- * no syscall.  Objects are freed with their _free call once nobody uses
- * them (freeing an object somebody waits on is undefined).  Creation
- * errors: ENOMEM.  A NULL object is EINVAL.
+ * no syscall.  Creation errors: ENOMEM.  A NULL object is EINVAL.
+ *
+ * Object lifetime (POSIX's rule for pthread objects, for every weft object):
+ * once every call on an object has returned to its caller, or a wait on it
+ * has returned, the object may be freed at once, by anyone, with its _free
+ * call.  So "wait, then free" is safe: weft_wg_wait then weft_wg_free; a
+ * weft_chan_recv (or a select) on a one-shot reply channel then
+ * weft_chan_free, while the sender's call may still be on its way out; the
+ * last user's weft_mutex_unlock then weft_mutex_free; a weft_cond_wait woken
+ * by a broadcast then weft_cond_free.  What stays undefined is freeing an
+ * object while a call on it has not returned: a waiter still parked on it,
+ * or a call that another thread may still make.
  */
 
 typedef struct weft_mutex weft_mutex;

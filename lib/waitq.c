@@ -61,13 +61,6 @@ bool weft__waitq_live(struct weft__waitq *q)
 	return false;
 }
 
-void weft__wakes_add(struct weft__wakes *ws, struct weft__wnode *n, int result)
-{
-	n->result = result;
-	n->next = ws->head;
-	ws->head = n;
-}
-
 void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes *ws)
 {
 	struct weft__wnode *n;
@@ -79,7 +72,7 @@ void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes
  * stack go) at once, so n is read before and never after; a waiter that a
  * deadline or a cancel resumed first waits for the WAKING clear, which is
  * the last touch (release: the reads above happen before it). */
-static void wake_claimed(struct weft__wnode *n)
+void weft__wnode_wake(struct weft__wnode *n)
 {
 	unsigned *claim = n->claim;
 	if (weft__waiter_wake(n->waiter, n->result | WEFT__WAKE_CLAIMED))
@@ -89,12 +82,11 @@ static void wake_claimed(struct weft__wnode *n)
 	at_store_uint(claim, v & ~WAITQ_WAKING);
 }
 
-void weft__wakes_run(struct weft__wakes *ws)
+void weft__wakes_run_list(struct weft__wnode *n)
 {
-	struct weft__wnode *n = ws->head, *next;
-	for (; n; n = next) {
+	for (struct weft__wnode *next; n; n = next) {
 		next = n->next;
-		wake_claimed(n);
+		weft__wnode_wake(n);
 	}
 }
 

@@ -93,13 +93,28 @@ struct weft__wnode *weft__waitq_claim(struct weft__waitq *q);
 /* True if a live (unclaimed) node waits in q. */
 bool weft__waitq_live(struct weft__waitq *q);
 /* Under the lock: completes the claimed node n with result and adds it to
- * ws, to be woken after the lock's release. */
-void weft__wakes_add(struct weft__wakes *ws, struct weft__wnode *n, int result);
+ * ws, to be woken after the lock's release.  (Inline, as is the empty
+ * check below: they sit on every channel operation.) */
+static inline void weft__wakes_add(struct weft__wakes *ws, struct weft__wnode *n, int result)
+{
+	n->result = result;
+	n->next = ws->head;
+	ws->head = n;
+}
 /* Under the lock: claims every live node of q with result, into ws. */
 void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes *ws);
 /* After the lock's release: wakes every node of ws.  It reads only the
  * nodes and their waiters, never the object. */
-void weft__wakes_run(struct weft__wakes *ws);
+void weft__wnode_wake(struct weft__wnode *n);
+void weft__wakes_run_list(struct weft__wnode *head);
+static inline void weft__wakes_run(struct weft__wakes *ws)
+{
+	struct weft__wnode *n = ws->head;
+	if (n && !n->next)
+		weft__wnode_wake(n);	/* the common case: one partner */
+	else if (n)
+		weft__wakes_run_list(n);
+}
 
 /* Under lock: arms x and queues it on q (data: see wnode). */
 void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data);

@@ -15,8 +15,12 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+/* $LIFETIME_ROUNDS overrides the count (to time a build). */
 static unsigned rounds(void)
 {
+	const char *env = getenv("LIFETIME_ROUNDS");
+	if (env)
+		return (unsigned)strtoul(env, NULL, 10);
 	return scaled(200000, 200000, 3000);
 }
 
@@ -189,7 +193,8 @@ Test(lifetime, select_winner_freed_right_after_select, .timeout = 600)
 /* The waiter holds the mutex until it waits; a helper coroutine that takes
  * the mutex next knows the waiter is queued, and only then asks for the
  * broadcast.  The waiter frees the cond (and its mutex) as soon as its wait
- * returns. */
+ * returns.  The helper lives across rounds (a spawn per round would make the
+ * round cost a TSan fiber's creation). */
 struct cond_round {
 	weft_cond *c;
 	weft_mutex *m;
@@ -199,26 +204,36 @@ struct cond_round {
 
 static void ask_broadcast_once_queued(void *arg)
 {
-	struct cond_round *cr = arg;
-	CHECK(weft_mutex_lock(cr->m) == 0);
-	CHECK(weft_mutex_unlock(cr->m) == 0);
-	ask(cr->jobs, JOB_BROADCAST, cr->c, &cr->flag);
+	weft_chan *rounds_in = arg;
+	struct cond_round *cr;
+	while (weft_chan_recv(rounds_in, &cr, -1) == 0 && cr) {
+		CHECK(weft_mutex_lock(cr->m) == 0);
+		CHECK(weft_mutex_unlock(cr->m) == 0);
+		ask(cr->jobs, JOB_BROADCAST, cr->c, &cr->flag);	/* last touch of *cr */
+	}
 }
 
 static void cond_rounds(weft_chan *jobs)
 {
+	weft_chan *to_helper = weft_chan_new(sizeof(struct cond_round *), 0);
+	CHECK(to_helper);
+	weft_co *helper = go(ask_broadcast_once_queued, to_helper);
 	for (unsigned i = 0; i < rounds(); i++) {
 		struct cond_round cr = { .c = weft_cond_new(), .m = weft_mutex_new(), .jobs = jobs };
+		struct cond_round *p = &cr;
 		CHECK(cr.c && cr.m);
 		CHECK(weft_mutex_lock(cr.m) == 0);
-		weft_co *helper = go(ask_broadcast_once_queued, &cr);
+		CHECK(weft_chan_send(to_helper, &p, -1) == 0);
 		while (!atomic_load(&cr.flag))
 			CHECK(weft_cond_wait(cr.c, cr.m, -1) == 0);
 		CHECK(weft_mutex_unlock(cr.m) == 0);
 		weft_cond_free(cr.c);
 		weft_mutex_free(cr.m);
-		join(helper);
 	}
+	struct cond_round *stop = NULL;
+	CHECK(weft_chan_send(to_helper, &stop, -1) == 0);
+	join(helper);
+	weft_chan_free(to_helper);
 }
 
 Test(lifetime, cond_freed_right_after_broadcast, .timeout = 600)
@@ -230,7 +245,8 @@ Test(lifetime, cond_freed_right_after_broadcast, .timeout = 600)
 
 /* The holder unlocks while the other coroutine waits (in normal mode, or
  * handed over in starving mode when the holder kept it over 1 ms); the
- * waiter takes it, unlocks and frees it at once, as the last user. */
+ * waiter takes it, unlocks and frees it at once, as the last user.  The
+ * waiter lives across rounds, as cond's helper does. */
 struct mutex_round {
 	weft_mutex *m;
 	atomic_int waiting;
@@ -238,21 +254,29 @@ struct mutex_round {
 
 static void last_user(void *arg)
 {
-	struct mutex_round *mr = arg;
-	atomic_store(&mr->waiting, 1);
-	CHECK(weft_mutex_lock(mr->m) == 0);
-	CHECK(weft_mutex_unlock(mr->m) == 0);
-	weft_mutex_free(mr->m);
+	weft_chan *rounds_in = arg;
+	struct mutex_round *mr;
+	while (weft_chan_recv(rounds_in, &mr, -1) == 0 && mr) {
+		weft_mutex *m = mr->m;
+		atomic_store(&mr->waiting, 1);	/* last touch of *mr */
+		CHECK(weft_mutex_lock(m) == 0);
+		CHECK(weft_mutex_unlock(m) == 0);
+		weft_mutex_free(m);
+	}
 }
 
 static void mutex_rounds(void *arg)
 {
 	(void)arg;
+	weft_chan *to_waiter = weft_chan_new(sizeof(struct mutex_round *), 0);
+	CHECK(to_waiter);
+	weft_co *waiter = go(last_user, to_waiter);
 	for (unsigned i = 0; i < rounds(); i++) {
 		struct mutex_round mr = { .m = weft_mutex_new() };
+		struct mutex_round *p = &mr;
 		CHECK(mr.m);
 		CHECK(weft_mutex_lock(mr.m) == 0);
-		weft_co *co = go(last_user, &mr);
+		CHECK(weft_chan_send(to_waiter, &p, -1) == 0);
 		while (!atomic_load(&mr.waiting))
 			weft_yield();
 		/* Let it park (or, one round in 64, start starving). */
@@ -260,8 +284,11 @@ static void mutex_rounds(void *arg)
 		while (weft_now() < hold)
 			;
 		CHECK(weft_mutex_unlock(mr.m) == 0);
-		join(co);
 	}
+	struct mutex_round *stop = NULL;
+	CHECK(weft_chan_send(to_waiter, &stop, -1) == 0);
+	join(waiter);
+	weft_chan_free(to_waiter);
 }
 
 Test(lifetime, mutex_freed_by_the_waiter_it_was_handed_to, .timeout = 600)
