@@ -21,6 +21,28 @@ def gnuplot(script: str, who: str = "bench.py") -> bool:
 TERM = "set terminal pngcairo size 900,540 noenhanced font ',10'"
 
 
+def histogram_script(png: Path, dat: Path, ncols: int, title: str,
+                     axes: List[str]) -> str:
+    """The gnuplot script of clustered bars from dat (a header of column
+    titles, then a row per cluster: its label and ncols values, "?" for
+    none), with a dashed line at 1; axes: the lines that set the y axis."""
+    plot = ", ".join(f"'{dat}' using {i + 2}:xtic(1) title columnhead"
+                     for i in range(ncols))
+    return "\n".join([
+        TERM, f"set output '{png}'", f"set title '{title}'",
+        "set datafile missing '?'", "set style data histograms",
+        "set style histogram clustered gap 1",
+        "set style fill solid 0.8 border -1", "set key top left", *axes,
+        "set grid ytics",
+        "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2",
+        f"plot {plot}", ""])
+
+
+def histogram(png: Path, dat: Path, ncols: int, title: str,
+              axes: List[str]) -> bool:
+    return gnuplot(histogram_script(png, dat, ncols, title, axes))
+
+
 def charts(summary: List[dict], ssummary: List[dict], peers: List[Peer],
            speers: List[Peer], workers: List[int], ctx: Ctx) -> List[Path]:
     if shutil.which("gnuplot") is None:
@@ -57,25 +79,12 @@ def charts(summary: List[dict], ssummary: List[dict], peers: List[Peer],
                     vals.append(f"{r['median']:.4f}" if r else "?")
                 f.write(f'"{b}" ' + " ".join(vals) + "\n")
         png = ctx.out_dir / "ratios.png"
-        plot = ", ".join(f"'{dat}' using {i + 2}:xtic(1) title columnhead"
-                         for i in range(len(cols)))
-        ok = gnuplot(f"""{TERM}
-set output '{png}'
-set title 'weft time / peer time (median of pairs; < 1: weft faster)'
-set datafile missing '?'
-set style data histograms
-set style histogram clustered gap 1
-set style fill solid 0.8 border -1
-set key top left
-set logscale y 2
-set yrange [*:*]
-set ylabel 'ratio (log scale: 1/2 and 2 equally far from 1)'
-set xtics rotate by 30 right
-set grid ytics
-set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2
-plot {plot}
-""")
-        if ok:
+        if histogram(png, dat, len(cols), "weft time / peer time (median of "
+                     "pairs; < 1: weft faster)", [
+                         "set logscale y 2", "set yrange [*:*]",
+                         "set ylabel 'ratio (log scale: 1/2 and 2 equally "
+                         "far from 1)'",
+                         "set xtics rotate by 30 right"]):
             made.append(png)
 
     # scaling.png: speed-up vs one worker, per benchmark, weft solid and
@@ -147,23 +156,7 @@ def server_chart(ssummary: List[dict], peers: List[Peer],
                 vals.append(f"{r['median']:.4f}" if r else "?")
             f.write(f'"{s["bench"]}" ' + " ".join(vals) + "\n")
     png = ctx.out_dir / "servers.png"
-    plot = ", ".join(f"'{dat}' using {i + 2}:xtic(1) title columnhead"
-                     for i in range(len(cols)))
-    ok = gnuplot(f"""{TERM}
-set output '{png}'
-set title 'servers on 1 worker: {SUBJECT} / peer (median of run-by-run ratios)'
-set datafile missing '?'
-set style data histograms
-set style histogram clustered gap 1
-set style fill solid 0.8 border -1
-set key top left
-set yrange [0:*]
-set ylabel 'ratio'
-set grid ytics
-set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2
-plot {plot}
-""")
+    ok = histogram(png, dat, len(cols), f"servers on 1 worker: {SUBJECT} / "
+                   "peer (median of run-by-run ratios)",
+                   ["set yrange [0:*]", "set ylabel 'ratio'"])
     return [png] if ok else []
-
-
-# -------------------------------------------------------------------- main
