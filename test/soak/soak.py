@@ -43,12 +43,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# the benchmark runner's helpers (scripts/weftbench): free ports, stopping
+# a process, loadgen's RESULT line, running gnuplot
+sys.path.insert(0, str(ROOT / "scripts"))
+from weftbench.charts import gnuplot  # noqa: E402
+from weftbench.parse import parse_result  # noqa: E402
+from weftbench.procs import free_port, stop  # noqa: E402
 
 
 class Server:
@@ -76,11 +76,7 @@ class Server:
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop(self.proc, timeout=10)
         self.log.close()
 
 
@@ -143,8 +139,7 @@ def loadgen(port: int, build: Path, seconds: int) -> dict:
     out = subprocess.run([str(build / "bench" / "loadgen"), "-c", "50", "-s", "512",
                           "-d", str(seconds), "-w", "1", "-p", str(port), "-i", "weft"],
                          capture_output=True, text=True, timeout=seconds + 60)
-    line = next((l for l in out.stdout.splitlines() if l.startswith("RESULT")), "")
-    rec = dict(kv.split("=", 1) for kv in line.split()[1:])
+    rec = parse_result(out.stdout) or {}
     rec["exit"] = out.returncode
     rec["stderr"] = out.stderr.strip()
     return rec
@@ -230,7 +225,7 @@ set y2tics
 set datafile separator ','
 plot '{csv}' using 1:($2/1024) with lines title 'RSS', '' using 1:3 axes x1y2 with lines title 'fds'
 """
-    subprocess.run(["gnuplot"], input=script, text=True, check=False)
+    gnuplot(script, who="soak")
 
 
 def run_chaos(port: int, http: bool, work):

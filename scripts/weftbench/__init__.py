@@ -1,0 +1,21 @@
+"""weft's benchmark runner (scripts/bench.py is its entry point).
+
+One concept per module:
+    benches    the benchmark rows (in-process and server)
+    peers      the peer runtimes: building, versions, their servers
+    procs      processes and ports (run_out, free_port, server_running)
+    parse      RESULT lines, loadgen's and wrk's output
+    runs       one invocation, the interleaved runs of a point, failures
+    stats      medians, ranges, run-by-run ratios, notes, scaling
+    fmt        numbers as the tables show them
+    progress   stderr progress: status lines, steps and the time left
+    micro      the in-process rows
+    server     the server rows (taskset pinning, loadgen, wrk)
+    floors     the machine's cost floors and the cost model
+    callgrind  instructions per operation (--docs)
+    charts     the gnuplot charts
+    report     tables, footnotes, results.md, metadata, docs/bench.md
+    cli        the options and the main flow
+
+Python 3 standard library only.
+"""

@@ -1,0 +1,80 @@
+"""The benchmark rows: the in-process ones (BENCHMARKS) and the network
+servers (SERVER_BENCHES)."""
+
+import dataclasses
+from typing import List, Optional, Sequence, Tuple
+
+
+@dataclasses.dataclass
+class Bench:
+    name: str
+    title: str
+    per_op: bool  # report ns per op (True) or ms per run (False)
+    unit: str
+    fixed_workers: Optional[int] = None  # run only at this worker count
+    # seconds per invocation whatever the workers (fresh stacks for 100,000
+    # coroutines): --quick runs it at the largest worker count only
+    heavy: bool = False
+    # extra fields of the RESULT line shown in the notes column:
+    # (key, label, divisor) each, e.g. ("rss_kb", "peak RSS MiB", 1024)
+    extra: Sequence[Tuple[str, str, float]] = ()
+    # a reference cost the program measures in the same run, in ns per op:
+    # (key of the RESULT field, label); the notes give its median and the
+    # median of the run-by-run ratios metric / reference
+    versus: Optional[Tuple[str, str]] = None
+
+
+BENCHMARKS: List[Bench] = [
+    Bench("yield", "yield, 2 coroutines x 2M yields, 1 worker", True, "ns/yield",
+          fixed_workers=1),
+    Bench("spawn", "spawn+join 1M, batches of 1000", True, "ns/spawn+join"),
+    Bench("skynet", "skynet, 1M leaves, 10 children/node, join", False, "ms",
+          extra=[("rss_kb", "peak RSS MiB", 1024)]),
+    Bench("fib", "fork-join fib(27), no cutoff", False, "ms"),
+    Bench("sleep", "100k coroutines sleep 1 ms at once, join all", False, "ms", heavy=True,
+          extra=[("rss_kb", "peak RSS MiB", 1024)]),
+    Bench("chan-pingpong", "ping-pong over 2 unbuffered channels, 1 pair x 1M "
+          "round trips", True, "ns/round trip"),
+    Bench("chan-pingpong-1000", "ping-pong over 2 unbuffered channels, 1000 "
+          "pairs x 1000 round trips", True, "ns/round trip"),
+    Bench("mutex", "1000 coroutines x 1000 lock/increment/unlock of one mutex",
+          True, "ns/lock+unlock"),
+    Bench("skynet-chan", "skynet, 1M leaves, 10 children/node, channels",
+          False, "ms"),
+    Bench("parked", "100k coroutines parked on one channel at once, then "
+          "released", False, "ms", heavy=True, extra=[("rss_per_co_b", "RSS bytes per parked coroutine", 1),
+                           ("vm_mib", "virtual MiB", 1), ("maps", "mappings", 1)]),
+    # one coroutine: more workers would only idle
+    Bench("local-get", "weft_local_get (Boost: fiber_specific_ptr::get, "
+          "Tokio: task_local! with) vs a thread-local read, 100M reads each, "
+          "1 coroutine", True, "ns/get", fixed_workers=1,
+          versus=("thread_ns_per_op", "thread-local read")),
+]
+
+
+SERVER_WORKERS = 1  # the servers run on one worker: WEFT_WORKERS / GOMAXPROCS
+
+
+@dataclasses.dataclass
+class ServerBench:
+    """A network row: every peer's server of one kind under one load."""
+    name: str  # the RESULT name
+    group: str  # what --only selects (or the name itself)
+    title: str
+    server: str  # the kind of server the peers run: "echo" or "http"
+    unit: str
+    conns: int
+    size: int = 0  # message bytes, for echo
+
+
+SERVER_BENCHES: List[ServerBench] = [
+    ServerBench(f"echo-{c}-{n}", "echo",
+                f"echo, {c} connections, {n} B messages, closed loop",
+                "echo", "msgs/s", c, n)
+    for c in (100, 1000) for n in (64, 4096)
+] + [
+    ServerBench("http-hello", "http",
+                "HTTP/1.1 hello world under wrk, 100 connections, 1 thread",
+                "http", "req/s", 100),
+]
+GROUPS = list(dict.fromkeys(b.group for b in SERVER_BENCHES))

@@ -1,0 +1,223 @@
+"""The command line (every option of scripts/bench.py) and the main flow:
+build the peers, run the floors, the in-process rows, the server rows and
+callgrind, then print and write the tables, results.json and the charts."""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+from .benches import BENCHMARKS, GROUPS, SERVER_BENCHES, SERVER_WORKERS
+from .callgrind import (CALLGRIND_FOOTNOTE, callgrind_lines, callgrind_steps,
+                        run_callgrind)
+from .charts import charts
+from .floors import (COST_FOOTNOTE, FLOORS, cost_model, cost_table_rows,
+                     floor_footnote, floor_steps, floor_table_rows, run_floors)
+from .micro import micro_steps, run_benches
+from .peers import PEERS, SUBJECT, Ctx, Peer, Skip, build_weft
+from .progress import Progress
+from .report import (BENCH_FOOTNOTE, md_table, metadata, runs_note,
+                     server_footnote, server_table_rows, table_rows,
+                     text_table, update_docs, write_markdown)
+from .server import ECHO_SECONDS, WRK_SECONDS, run_servers, server_steps
+from .stats import add_scaling
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(
+        description="weft benchmarks (scheduler, timers, servers) vs peer runtimes")
+    ap.add_argument("--quick", action="store_true",
+                    help="3 runs per point instead of 5, and the peers "
+                    "other than weft 1, without a warm-up invocation, only at "
+                    "the largest worker count (same sizes; the server rows "
+                    "run shorter)")
+    ap.add_argument("--only", metavar="NAME[,NAME]",
+                    help="only these benchmarks: " +
+                    ", ".join(b.name for b in BENCHMARKS) + ", " +
+                    ", ".join(GROUPS) + " (the server rows; or one row: " +
+                    ", ".join(b.name for b in SERVER_BENCHES) + ")")
+    ap.add_argument("--peers", metavar="NAME[,NAME]",
+                    help="only these peers besides weft: " +
+                    ", ".join(p.name for p in PEERS[1:]))
+    ap.add_argument("--workers", metavar="LIST",
+                    help="worker counts, e.g. 1,2,4 (default: 1 and the CPUs "
+                    "in the affinity mask)")
+    ap.add_argument("--runs", type=int, help="runs per point (default 5)")
+    ap.add_argument("--peer-runs", type=int,
+                    help="runs per point of the peers other than weft "
+                    "(default: --runs; --quick: 1)")
+    ap.add_argument("--peer-workers", metavar="LIST",
+                    help="the worker counts of --workers at which the peers "
+                    "other than weft run (default: all; --quick: the largest)")
+    ap.add_argument("--build-dir", default="build", type=Path,
+                    help="meson build directory (default: build)")
+    ap.add_argument("--json", type=Path,
+                    help="results file (default: BUILD/bench/results.json)")
+    ap.add_argument("--docs", action="store_true",
+                    help="also write the tables and charts into "
+                    "docs/bench.md (without --quick, and with valgrind: also "
+                    "callgrind's instructions per yield and per spawn+join)")
+    ap.add_argument("--timeout", type=float, default=300,
+                    help="seconds per invocation (default 300)")
+    args = ap.parse_args(argv)
+    if args.runs is None:
+        args.runs = 3 if args.quick else 5
+    if args.runs < 1:
+        ap.error("--runs must be at least 1")
+    if args.peer_runs is None:
+        args.peer_runs = 1 if args.quick else args.runs
+    if args.peer_runs < 1:
+        ap.error("--peer-runs must be at least 1")
+    # the peers' warm-up invocation: not in a quick run
+    args.peer_warmup = not args.quick
+
+    def counts(option: str, value: str) -> List[int]:
+        try:
+            ws = sorted({int(x) for x in value.split(",") if x.strip()})
+        except ValueError:
+            ap.error(f"{option}: not a list of integers: {value!r}")
+        if not ws or ws[0] < 1 or ws[-1] > 1024:
+            ap.error(f"{option}: counts must be 1..1024")
+        return ws
+
+    if args.workers:
+        args.workers = counts("--workers", args.workers)
+    else:
+        args.workers = sorted({1, len(os.sched_getaffinity(0))})
+    if args.peer_workers:
+        args.peer_workers = counts("--peer-workers", args.peer_workers)
+        bad = [w for w in args.peer_workers if w not in args.workers]
+        if bad:
+            ap.error(f"--peer-workers: {bad} not in --workers {args.workers}")
+    else:
+        args.peer_workers = args.workers[-1:] if args.quick else args.workers
+    def pick(option: str, value: Optional[str], known: List[str]) -> List[str]:
+        """The comma-separated names of --only / --peers, all known ones if unset."""
+        if not value:
+            return known
+        want = [x.strip() for x in value.split(",") if x.strip()]
+        bad = [x for x in want if x not in known]
+        if bad:
+            ap.error(f"{option}: unknown {', '.join(bad)} "
+                     f"(known: {', '.join(known)})")
+        return want
+
+    args.only = pick("--only", args.only, [b.name for b in BENCHMARKS] +
+                     GROUPS + [b.name for b in SERVER_BENCHES])
+    args.peers = pick("--peers", args.peers, [p.name for p in PEERS[1:]])
+    if not args.build_dir.is_absolute():
+        args.build_dir = (Path.cwd() / args.build_dir).resolve()
+    if args.json is None:
+        args.json = args.build_dir / "bench" / "results.json"
+    return args
+
+
+def build_peers(args, ctx: Ctx) -> List[Peer]:
+    peers: List[Peer] = []
+    for p in PEERS:
+        if p.name != SUBJECT and p.name not in args.peers:
+            continue
+        try:
+            p.program = p.build(ctx)
+        except Skip as e:
+            print(f"bench.py: {p.name} peer skipped: {e}")
+            continue
+        peers.append(p)
+    return peers
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    out_dir = args.build_dir / "bench"
+    ctx = Ctx(args.build_dir, out_dir, [])
+
+    build_weft(ctx)  # fail early, before creating anything
+    out_dir.mkdir(parents=True, exist_ok=True)
+    peers = build_peers(args, ctx)
+    print(f"bench.py: peers: {', '.join(p.name for p in peers)}; workers: "
+          f"{', '.join(map(str, args.workers))}; {runs_note(args)}",
+          file=sys.stderr)
+
+    prog = Progress()
+    prog.plan(floor_steps(args) + micro_steps(args, peers) +
+              server_steps(args, peers) + callgrind_steps(args))
+    failures: List[str] = []
+    t_start = time.monotonic()
+    fpoints, fsummary = run_floors(args, ctx, prog, failures)
+    points, summary = run_benches(args, peers, prog, failures)
+    spoints, ssummary, pins = run_servers(args, peers, ctx, prog, failures)
+    cg = run_callgrind(args, peers[0], prog, failures)
+    prog.done()
+    elapsed = time.monotonic() - t_start
+
+    add_scaling(summary, peers)
+    meta = metadata(args, peers, ctx)
+    meta["elapsed_s"] = round(elapsed, 1)
+    meta["servers"] = pins and {"workers": SERVER_WORKERS, "pinning": pins.note,
+                                "echo_s": ECHO_SECONDS[args.quick],
+                                "wrk_s": WRK_SECONDS[args.quick]}
+
+    text, tables = [], []  # the text tables; (markdown, footnote) pairs
+
+    def add_table(head_rows, note: str):
+        head, rows = head_rows
+        if rows:
+            text.append(text_table(head, rows) + "\n\n" + note)
+            tables.append((md_table(head, rows), note))
+
+    if summary:
+        add_table(table_rows(summary, peers), BENCH_FOOTNOTE)
+    # the peers of the server rows (not those without servers)
+    speers = [p for p in peers if any(p.name in s["peers"] for s in ssummary)]
+    if ssummary:
+        add_table(server_table_rows(ssummary, speers),
+                  server_footnote(args, pins, speers))
+    costs = cost_model(summary, ssummary, points, fsummary)
+    add_table(floor_table_rows(fsummary), floor_footnote(args))
+    add_table(cost_table_rows(costs), COST_FOOTNOTE)
+    lines = callgrind_lines(cg)
+    if lines:
+        text.append(lines + "\n\n" + CALLGRIND_FOOTNOTE)
+        tables.append((lines, CALLGRIND_FOOTNOTE))
+    for t in text:
+        print("\n" + t)
+    print(f"\n{runs_note(args)}; {elapsed:.0f} s in all")
+
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.json, "w") as f:
+        json.dump({"meta": meta,
+                   "benchmarks": [dataclasses.asdict(b) for b in BENCHMARKS
+                                  if b.name in args.only],
+                   "summary": summary, "points": points,
+                   "servers": {
+                       "benchmarks": [dataclasses.asdict(b) for b in
+                                      SERVER_BENCHES if b.name in args.only
+                                      or b.group in args.only],
+                       "summary": ssummary, "points": spoints},
+                   "floors": {
+                       "benchmarks": [dataclasses.asdict(b) for b in FLOORS],
+                       "summary": fsummary, "points": fpoints},
+                   "cost_model": costs, "callgrind": cg,
+                   "failures": failures}, f, indent=1)
+        f.write("\n")
+
+    md = out_dir / "results.md"
+    write_markdown(md, meta, args, tables, failures)
+    made = charts(summary, ssummary, peers, speers, args.workers, ctx)
+    print(f"wrote {args.json}, {md}" +
+          "".join(f", {m}" for m in made))
+    if args.docs:
+        update_docs(md, made)
+    if failures:
+        print(f"bench.py: {len(failures)} failure(s):", file=sys.stderr)
+        for x in failures:
+            print("  " + x, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""The peer runtimes: how each is built (or found) and run, and the
+subject, weft, that the others are measured against."""
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from .procs import run_out
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Skip(Exception):
+    """A peer cannot be built or run here; the message (one line) says why."""
+
+
+@dataclasses.dataclass
+class Peer:
+    name: str
+    title: str
+    # build(ctx) -> path of the program; raises Skip when it cannot be had
+    build: Callable[["Ctx"], Path]
+    # extra environment for a run at `workers`
+    env: Callable[[int], Dict[str, str]] = lambda w: {}
+    # the benchmarks of BENCHMARKS it has no equivalent of -> why (the notes)
+    missing: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # the benchmarks it takes too long at for --quick -> why (the notes)
+    slow: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # server(peer, ctx, kind, port) -> the command of its `kind` server
+    # ("echo", "http"); raises Skip when it has none; None: no servers
+    server: Optional[Callable[["Peer", "Ctx", str, int], List[str]]] = None
+    # version(ctx) -> what it was built with, for the metadata (weft's is
+    # the git description)
+    version: Callable[["Ctx"], Optional[str]] = lambda ctx: None
+    program: Optional[Path] = None  # set once built
+
+    def absent(self, bench: "Bench", quick: bool) -> Optional[str]:
+        """Why it does not run bench (a note), or None if it does."""
+        if bench.name in self.missing:
+            return self.missing[bench.name]
+        return self.slow.get(bench.name) if quick else None
+
+
+@dataclasses.dataclass
+class Ctx:
+    build_dir: Path
+    out_dir: Path
+    log: List[str]
+
+
+def build_step(what: str, cmd: List[str], cwd: Path, log: Path,
+               env: Optional[Dict[str, str]] = None) -> None:
+    """Runs a peer's build command, its output in log; on failure, Skip with
+    the first error line of it."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=900)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise Skip(f"{what} could not run: {e}")
+    log.write_text(" ".join(cmd) + "\n" + p.stdout)
+    if p.returncode != 0:
+        lines = [x.strip() for x in p.stdout.splitlines() if x.strip()]
+        first = next((x for x in lines if re.search(r"\berror\b", x, re.I)),
+                     lines[-1] if lines else "no output")
+        raise Skip(f"{what} failed (exit status {p.returncode}): {first} "
+                   f"(all of it in {log})")
+
+
+def build_weft(ctx: Ctx) -> Path:
+    prog = ctx.build_dir / "bench" / "weft-bench"
+    if not os.access(prog, os.X_OK):
+        raise SystemExit(
+            f"bench.py: {prog} not found; build it first: "
+            f"meson setup {ctx.build_dir} && meson compile -C {ctx.build_dir}")
+    return prog
+
+
+def build_go(ctx: Ctx) -> Path:
+    go = shutil.which("go")
+    if go is None:
+        raise Skip("`go` not found on PATH (apt-get install -y golang-go)")
+    gdir = ctx.out_dir / "go"
+    prog = ctx.out_dir / "go-bench"
+    env = dict(os.environ)
+    env.update({
+        "GOCACHE": str(gdir / "cache"),
+        "GOPATH": str(gdir / "path"),
+        "GOMODCACHE": str(gdir / "path" / "pkg" / "mod"),
+        "GOPROXY": "off",  # no external modules; works offline
+        "GOFLAGS": "",
+        "GO111MODULE": "on",
+        "GOTOOLCHAIN": "local",
+        "CGO_ENABLED": "0",
+    })
+    build_step("go build", [go, "build", "-trimpath", "-o", str(prog), "."],
+               ROOT / "bench" / "peers" / "go", gdir / "build.log", env)
+    return prog
+
+
+BOOST_SRC = ROOT / "bench" / "peers" / "boost" / "boost-bench.cpp"
+
+
+def cxx() -> str:
+    return os.environ.get("CXX") or "g++"
+
+
+def build_boost(ctx: Ctx) -> Path:
+    """g++ on the one source file, redone when the source or the command
+    changed."""
+    if shutil.which(cxx()) is None:
+        raise Skip(f"`{cxx()}` not found on PATH "
+                   "(apt-get install -y g++ libboost-fiber-dev)")
+    prog = ctx.out_dir / "boost-bench"
+    cmd = [cxx(), "-O2", "-std=c++17", "-o", str(prog), str(BOOST_SRC),
+           "-lboost_fiber", "-lboost_context", "-pthread"]
+    stamp = ctx.out_dir / "boost" / "command"
+    if (os.access(prog, os.X_OK) and stamp.exists()
+            and stamp.read_text() == " ".join(cmd)
+            and prog.stat().st_mtime >= BOOST_SRC.stat().st_mtime):
+        return prog
+    build_step(cxx(), cmd, BOOST_SRC.parent, ctx.out_dir / "boost" / "build.log")
+    stamp.write_text(" ".join(cmd))
+    return prog
+
+
+def boost_version(ctx: Ctx) -> Optional[str]:
+    v = None
+    try:
+        m = re.search(r'#define BOOST_LIB_VERSION "([^"]+)"',
+                      Path("/usr/include/boost/version.hpp").read_text())
+        v = m and m[1].replace("_", ".")
+    except OSError:
+        pass
+    cc = run_out([cxx(), "--version"])
+    return f"Boost {v or '?'}, {cc.splitlines()[0] if cc else cxx()}"
+
+
+# Tokio: Debian's cargo and rustc (not a rustup toolchain that may be first
+# on PATH), offline, against the crates Debian packages under DEBIAN_CRATES
+# (librust-tokio-dev and the librust-*-dev it pulls in).
+TOKIO_SRC = ROOT / "bench" / "peers" / "tokio"
+CARGO, RUSTC = Path("/usr/bin/cargo"), Path("/usr/bin/rustc")
+DEBIAN_CRATES = Path("/usr/share/cargo/registry")
+
+
+def build_tokio(ctx: Ctx) -> Path:
+    """cargo build --release --offline of a copy of bench/peers/tokio under
+    BUILD/bench/tokio/crate (so that the Cargo.lock cargo writes stays out
+    of the source tree); cargo itself skips the work when nothing changed."""
+    for tool in (CARGO, RUSTC):
+        if not os.access(tool, os.X_OK):
+            raise Skip(f"{tool} not found (Debian's cargo and rustc: "
+                       "apt-get install -y cargo rustc librust-tokio-dev)")
+    if not any(DEBIAN_CRATES.glob("tokio-1.*")):
+        raise Skip(f"no tokio crate under {DEBIAN_CRATES} "
+                   "(apt-get install -y librust-tokio-dev)")
+    tdir = ctx.out_dir / "tokio"
+    crate = tdir / "crate"
+    for src in TOKIO_SRC.rglob("*"):
+        rel = src.relative_to(TOKIO_SRC)
+        if not src.is_file() or rel.parts[0] in ("target", "Cargo.lock"):
+            continue
+        dst = crate / rel
+        data = src.read_bytes()
+        if not dst.exists() or dst.read_bytes() != data:  # keep cargo's mtimes
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(data)
+    env = dict(os.environ)
+    env.update({"CARGO_HOME": str(tdir / "home"),  # not ~/.cargo's config
+                "CARGO_TARGET_DIR": str(tdir / "target"),
+                "RUSTC": str(RUSTC)})
+    for k in ("RUSTFLAGS", "CARGO_BUILD_TARGET", "RUSTC_WRAPPER"):
+        env.pop(k, None)
+    # resolved anew against what is installed now (offline, instant), so an
+    # upgraded Debian crate does not meet a stale lock; unchanged versions
+    # leave cargo nothing to rebuild
+    (crate / "Cargo.lock").unlink(missing_ok=True)
+    print("bench.py: building the tokio peer (cargo, offline)", file=sys.stderr)
+    build_step("cargo build", [str(CARGO), "build", "--release", "--offline"],
+               crate, tdir / "build.log", env)
+    return tdir / "target" / "release" / "tokio-bench"
+
+
+def tokio_version(ctx: Ctx) -> Optional[str]:
+    v = None
+    try:
+        m = re.search(r'name = "tokio"\nversion = "([^"]+)"',
+                      (ctx.out_dir / "tokio" / "crate" / "Cargo.lock").read_text())
+        v = m and m[1]
+    except OSError:
+        pass
+    return f"Tokio {v or '?'}, {run_out([str(RUSTC), '--version']) or 'rustc'}"
+
+
+def weft_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
+    prog = ctx.build_dir / "examples" / f"weft-{kind}"
+    if not os.access(prog, os.X_OK):
+        raise Skip(f"{prog} not built (meson configure {ctx.build_dir} "
+                   f"-Dexamples=true && meson compile -C {ctx.build_dir})")
+    return [str(prog), str(port)]
+
+
+def go_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
+    return [str(peer.program), f"{kind}-server", str(port)]
+
+
+def tokio_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
+    if kind != "echo":
+        raise Skip("Tokio has no HTTP server of its own (hyper is a "
+                   "separate crate); echo only")
+    return [str(peer.program), "echo-server", str(port)]
+
+
+PEERS: List[Peer] = [
+    # The first peer is the subject: ratios are subject/peer, scaling is its.
+    # The bench programs take their workers as an argument; the servers from
+    # the environment.
+    Peer("weft", "weft", build_weft,
+         env=lambda w: {"WEFT_WORKERS": str(w)}, server=weft_server),
+    Peer("go", "Go goroutines", build_go,
+         env=lambda w: {"GOMAXPROCS": str(w)},
+         missing={"local-get": "Go has no coroutine-local storage"},
+         server=go_server, version=lambda ctx: run_out(["go", "version"])),
+    Peer("boost", "Boost.Fiber, work_stealing", build_boost,
+         slow={b: "skipped by --quick (5-45 s a run here)"
+               for b in ("spawn", "skynet", "fib", "chan-pingpong", "sleep",
+                         "skynet-chan", "parked")},
+         version=boost_version),
+    Peer("tokio", "Tokio, multi-thread runtime", build_tokio,
+         slow={"yield": "skipped by --quick (7 s a run here)"},
+         env=lambda w: {"TOKIO_WORKER_THREADS": str(w)}, server=tokio_server,
+         version=tokio_version),
+]
+
+SUBJECT = PEERS[0].name

@@ -1,0 +1,214 @@
+"""The report: the tables (text and Markdown), their footnotes,
+results.md, the run's metadata, and the generated section of docs/bench.md."""
+
+import datetime
+import os
+import platform
+import shutil
+import socket
+import sys
+from pathlib import Path
+from typing import List, Tuple
+
+from .benches import BENCHMARKS, SERVER_BENCHES, SERVER_WORKERS
+from .fmt import fmt_mr, fmt_num, fmt_ratio
+from .peers import ROOT, SUBJECT, Ctx, Peer
+from .procs import run_out
+from .server import Pins
+
+def table_rows(summary: List[dict], peers: List[Peer]):
+    others = [p for p in peers if p.name != SUBJECT]
+    notes = any(s.get("notes") for s in summary)
+    head = ["benchmark", "unit", "workers", f"{SUBJECT} median (min–max)"]
+    for p in others:
+        head += [f"{p.name} median (min–max)", f"{SUBJECT}/{p.name}"]
+    head += [f"{SUBJECT} scaling"] + (["notes (medians)"] if notes else [])
+    rows = []
+    for s in summary:
+        row = [s["bench"], s["unit"], str(s["workers"]),
+               fmt_mr(s["peers"][SUBJECT], s["peers"][SUBJECT + "_failed"])]
+        for p in others:
+            row += [fmt_mr(s["peers"].get(p.name),
+                           s["peers"].get(p.name + "_failed", 0)),
+                    fmt_ratio(s["ratios"].get(p.name))]
+        sc = s["scaling"].get(SUBJECT)
+        row += ["—" if sc is None or s["workers"] == 1 else f"{sc:.2f}x"]
+        row += [s.get("notes") or "—"] if notes else []
+        rows.append(row)
+    return head, rows
+
+
+def server_table_rows(summary: List[dict], peers: List[Peer]):
+    """Per peer: rate median (min–max), median p50 and p99; then per other
+    peer the two ratios, each saying which way is better."""
+    others = [p for p in peers if p.name != SUBJECT]
+    head = ["benchmark", "unit"]
+    for p in peers:
+        head += [f"{p.name} rate median (min–max)", f"{p.name} p50 µs",
+                 f"{p.name} p99 µs"]
+    for p in others:
+        head += [f"{SUBJECT}/{p.name} rate (higher: {SUBJECT} better)",
+                 f"{SUBJECT}/{p.name} p99 (lower: {SUBJECT} better)"]
+    head += ["notes (medians)"]
+    rows = []
+    for s in summary:
+        row = [s["bench"], s["unit"]]
+        for p in peers:
+            m = s["peers"].get(p.name) or {}
+            failed = s["peers"].get(p.name + "_failed", 0)
+            lat = [m.get(k) for k in ("p50_us", "p99_us")]
+            row += [fmt_mr(m.get("rate"), failed)] + [
+                fmt_num(x["median"]) if x else "—" for x in lat]
+        for p in others:
+            r = s["ratios"].get(p.name) or {}
+            row += [fmt_ratio(r.get("rate")), fmt_ratio(r.get("p99"))]
+        row += [s.get("notes") or "—"]
+        rows.append(row)
+    return head, rows
+
+
+def server_footnote(args, pins: Pins, peers: List[Peer]) -> str:
+    knobs = " / ".join(k for p in peers for k in p.env(SERVER_WORKERS))
+    return (f"Rates (msgs/s, req/s): higher is better; {SUBJECT}/peer rate "
+            f"is the median of run-by-run rate ratios (above 1: {SUBJECT} "
+            f"serves more).  Latencies are round trips in µs, the median "
+            f"over the runs of each run's p50 and p99: lower is better; "
+            f"{SUBJECT}/peer p99 below 1: {SUBJECT}'s tail is shorter.  "
+            f"The slowest connection's echoes as a % of the mean per "
+            f"connection: near 100, the server is fair to its clients; near "
+            f"0, it starves some (which p50 and p99 can hide).  "
+            f"Servers on {SERVER_WORKERS} worker ({knobs}), {pins.note}; "
+            f"{runs_note(args, servers=True)}.")
+
+
+def text_table(head, rows) -> str:
+    w = [max(len(r[i]) for r in [head] + rows) for i in range(len(head))]
+    line = lambda r: "  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip()
+    return "\n".join([line(head), line(["-" * x for x in w])] +
+                     [line(r) for r in rows])
+
+
+def md_table(head, rows) -> str:
+    esc = lambda c: c.replace("|", "\\|")
+    # names and notes left, numbers right
+    left = lambda i: i < 2 or head[i].startswith("notes")
+    out = ["| " + " | ".join(map(esc, head)) + " |",
+           "|" + "|".join("---" if left(i) else "--:"
+                          for i in range(len(head))) + "|"]
+    out += ["| " + " | ".join(map(esc, r)) + " |" for r in rows]
+    return "\n".join(out)
+
+
+BENCH_FOOTNOTE = (f"Lower is better.  Cells are median (min–max) over the "
+                  f"runs; {SUBJECT}/peer is the median of run-by-run time "
+                  f"ratios (below 1: {SUBJECT} is faster); scaling is "
+                  f"{SUBJECT}'s speed-up at that worker count over 1 worker.")
+
+
+def runs_note(args, servers: bool = False) -> str:
+    """E.g. "3 runs per point; the other peers 1, only at 2 workers (or a
+    benchmark's fixed count), without a warm-up invocation"."""
+    others = []
+    if args.peer_runs != args.runs:
+        others.append(str(args.peer_runs))
+    if args.peer_workers != args.workers and not servers:
+        others.append("only at " + ", ".join(map(str, args.peer_workers)) +
+                      " workers (or a benchmark's fixed count)")
+    if not args.peer_warmup and not servers:  # the servers have none
+        others.append("without a warm-up invocation")
+    return (f"{args.runs} runs per {'row' if servers else 'point'}" +
+            (f"; the other peers {', '.join(others)}" if others else "") +
+            ("; --quick: no warm-up invocation of weft either, sleep and "
+             "parked at the largest worker count only"
+             if args.quick and not servers else ""))
+
+
+def write_markdown(md: Path, meta: dict, args, tables: List[Tuple[str, str]],
+                   failures: List[str]):
+    """results.md: where and how, what each row is, then each table (as
+    (table, footnote)) and the failures."""
+    with open(md, "w") as f:
+        f.write(f"<!-- generated by scripts/bench.py on {meta['date']} -->\n")
+        f.write(f"Measured on {meta['cpu'] or 'unknown CPU'}, "
+                f"{meta['cpus_affinity']} CPUs, Linux {meta['kernel']}, "
+                f"weft {meta['git'] or '(no git)'}; "
+                + "".join(f"{v}; " for v in meta["versions"].values() if v)
+                + f"{runs_note(args)}.\n\n")
+        for b in BENCHMARKS + SERVER_BENCHES:
+            if b.name in args.only or getattr(b, "group", None) in args.only:
+                f.write(f"- **{b.name}**: {b.title}\n")
+        for table, footnote in tables:
+            f.write("\n" + table + "\n\n" + footnote + "\n")
+        if failures:
+            f.write("\n**Failures:**\n\n" +
+                    "".join(f"- {x}\n" for x in failures))
+
+
+def metadata(args, peers: List[Peer], ctx: Ctx) -> dict:
+    cpu = None
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"),
+        "host": socket.gethostname(),
+        "kernel": platform.release(),
+        "cpu": cpu,
+        "cpus_online": os.cpu_count(),
+        "cpus_affinity": len(os.sched_getaffinity(0)),
+        "git": run_out(["git", "describe", "--always", "--dirty"], cwd=ROOT),
+        # what each peer was built with
+        "versions": {p.name: p.version(ctx) for p in peers
+                     if p.name != SUBJECT},
+        "runs": args.runs,
+        "peer_runs": args.peer_runs,
+        "workers": args.workers,
+        "peer_workers": args.peer_workers,
+        "peers": [p.name for p in peers],
+        "argv": sys.argv[1:],
+    }
+
+
+DOCS = ROOT / "docs" / "bench.md"
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def replace_section(text: str, body: str) -> str:
+    """text with what lies between the BEGIN and END markers replaced by
+    body (the markers and the prose around them kept); ValueError if a
+    marker is missing."""
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"lacks the {BEGIN} / {END} markers")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return head + BEGIN + "\n" + body + END + tail
+
+
+def chart_links(body: str, charts_made) -> str:
+    """body with a Markdown image line per chart, under bench/."""
+    for chart in charts_made:
+        chart = Path(chart)
+        body += f"\n![{chart.stem}](bench/{chart.name})\n"
+    return body
+
+
+def update_docs(md: Path, charts_made, docs: Path = DOCS) -> None:
+    """Replaces the generated section of docs/bench.md with this run's table
+    and copies the charts to docs/bench/; the prose around it is kept."""
+    text = docs.read_text()
+    try:
+        replace_section(text, "")
+    except ValueError as e:
+        raise SystemExit(f"bench.py: {docs} {e}")
+    img_dir = docs.parent / "bench"
+    img_dir.mkdir(exist_ok=True)
+    for chart in charts_made:
+        shutil.copy(chart, img_dir / Path(chart).name)
+    docs.write_text(replace_section(text, chart_links(md.read_text(),
+                                                      charts_made)))
+    print(f"updated {docs}")

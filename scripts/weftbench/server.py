@@ -1,0 +1,233 @@
+"""The server rows: every peer's echo or HTTP server on a fresh port,
+pinned to one CPU (taskset), under loadgen or wrk pinned to another."""
+
+import dataclasses
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from .benches import SERVER_BENCHES, SERVER_WORKERS, ServerBench
+from .parse import judge, parse_result, wrk_result
+from .peers import Ctx, Peer, Skip
+from .procs import free_port, log_tail, server_running
+from .progress import Progress
+from .runs import interleave, run_counts
+from .stats import summarize_server
+
+ECHO_SECONDS = {False: (5.0, 1.0), True: (0.6, 0.3)}  # quick -> (run, warm-up)
+WRK_SECONDS = {False: 10, True: 2}
+READY_TIMEOUT_S = 10  # for "listening on PORT"
+HELLO = b"Hello, World!"
+
+
+@dataclasses.dataclass
+class Pins:
+    """The CPUs of the server and of its load (None: unpinned), and why."""
+    server: Optional[int]
+    load: Optional[int]
+    note: str
+
+    @staticmethod
+    def choose() -> "Pins":
+        cpus = sorted(os.sched_getaffinity(0))
+        if shutil.which("taskset") is None:
+            return Pins(None, None, "unpinned: taskset not found (util-linux)")
+        if len(cpus) < 2:
+            return Pins(None, None, f"unpinned: only {len(cpus)} CPU")
+        return Pins(cpus[0], cpus[1],
+                    f"server on CPU {cpus[0]}, load on CPU {cpus[1]}")
+
+    @staticmethod
+    def wrap(cmd: List[str], cpu: Optional[int]) -> List[str]:
+        return cmd if cpu is None else ["taskset", "-c", str(cpu)] + cmd
+
+
+def wait_listening(proc: subprocess.Popen, log: Path, port: int) -> Optional[str]:
+    """None once the server says it listens on port, else what went wrong."""
+    want = f"listening on {port}".encode()
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if want in log.read_bytes():
+            return None
+        if proc.poll() is not None:
+            return f"server exited with status {proc.returncode} before listening"
+        time.sleep(0.01)
+    return f"no '{want.decode()}' within {READY_TIMEOUT_S} s"
+
+
+def http_check(port: int) -> Optional[str]:
+    """Two pipelined requests, the second with Connection: close: two 200s
+    with the body, then the end of the connection.  None when all is right,
+    else what is wrong."""
+    req = (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
+           b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    data = b""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(req)
+            while chunk := s.recv(65536):
+                data += chunk
+    except OSError as e:
+        return f"HTTP check: {e}"
+    for i in (1, 2):
+        head, blank, data = data.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        length = [v.strip() for n, _, v in (x.partition(b":") for x in lines[1:])
+                  if n.strip().lower() == b"content-length"]
+        if not blank or not lines[0].startswith(b"HTTP/1.1 200 "):
+            return f"HTTP check: response {i} is not a 200: {head[:60]!r}"
+        if length != [str(len(HELLO)).encode()] or not data.startswith(HELLO):
+            return f"HTTP check: response {i}: body {data[:20]!r}, length {length}"
+        data = data[len(HELLO):]
+    if data:
+        return f"HTTP check: {len(data)} bytes after the second response"
+    return None
+
+
+def load_echo(sb: ServerBench, impl: str, port: int, tool: Path, quick: bool,
+              pins: Pins):
+    run_s, warm_s = ECHO_SECONDS[quick]
+    cmd = [str(tool), "-c", str(sb.conns), "-s", str(sb.size),
+           "-d", str(run_s), "-w", str(warm_s), "-p", str(port),
+           "-i", impl, "-W", str(SERVER_WORKERS)]
+    p = subprocess.run(Pins.wrap(cmd, pins.load), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True,
+                       timeout=run_s + warm_s + 60)
+    return parse_result(p.stdout), p
+
+
+def load_wrk(sb: ServerBench, impl: str, port: int, tool: Path, quick: bool,
+             pins: Pins):
+    secs = WRK_SECONDS[quick]
+    cmd = [str(tool), "-t1", f"-c{sb.conns}", f"-d{secs}s", "--latency",
+           f"http://127.0.0.1:{port}/"]
+    p = subprocess.run(Pins.wrap(cmd, pins.load), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=secs + 60)
+    return wrk_result(p.stdout, sb.name, impl, SERVER_WORKERS), p
+
+
+def find_loadgen(ctx: Ctx) -> Path:
+    prog = ctx.build_dir / "bench" / "loadgen"
+    if not os.access(prog, os.X_OK):
+        raise Skip(f"{prog} not built (meson compile -C {ctx.build_dir})")
+    return prog
+
+
+def find_wrk(ctx: Ctx) -> Path:
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise Skip("`wrk` not found on PATH (apt-get install -y wrk)")
+    return Path(wrk)
+
+
+# group -> (find the load tool, run it, check the server before it)
+LOADS = {
+    "echo": (find_loadgen, load_echo, None),
+    "http": (find_wrk, load_wrk, http_check),
+}
+
+
+def run_server_one(peer: Peer, sb: ServerBench, ctx: Ctx, tool: Path,
+                   quick: bool, pins: Pins) -> dict:
+    port = free_port()
+    cmd = Pins.wrap(peer.server(peer, ctx, sb.server, port), pins.server)
+    env = dict(os.environ)
+    env.update(peer.env(SERVER_WORKERS))
+    log = ctx.out_dir / f"server-{peer.name}-{sb.server}.log"
+    _, load, check = LOADS[sb.group]
+    rec = {"peer": peer.name, "cmd": cmd, "port": port}
+    t0 = time.monotonic()
+    with server_running(cmd, env, log) as srv:
+        err = wait_listening(srv, log, port)
+        if err is None and check is not None:
+            err = check(port)
+        if err is None:
+            try:
+                r, p = load(sb, peer.name, port, tool, quick, pins)
+                rec.update(judge(r, p, sb.name, SERVER_WORKERS))
+            except subprocess.TimeoutExpired as e:
+                err = f"load timed out after {e.timeout:.0f} s"
+        if err is None and srv.poll() is not None:
+            err = f"server exited with status {srv.returncode} during the run"
+        if err is None and rec["ok"] and not all(
+                k in rec["extra"] for k in ("p50_us", "p99_us")):
+            err = "RESULT without p50_us and p99_us"
+    rec["wall_s"] = round(time.monotonic() - t0, 3)
+    if err is not None:
+        rec.update(ok=False, error=err)
+    if not rec["ok"]:
+        rec["stderr"] = (rec.get("stderr", "") + "\nserver: " +
+                         log_tail(log)).strip()
+    return rec
+
+
+def server_peers(sb: ServerBench, peers: List[Peer], ctx: Ctx,
+                 known: Dict[Tuple[str, str], bool]) -> List[Peer]:
+    """The peers that have sb's server; a line for each that has not (once)."""
+    have = []
+    for p in peers:
+        key = (p.name, sb.server)
+        if key not in known:
+            try:
+                if p.server is None:
+                    raise Skip("it has no servers")
+                p.server(p, ctx, sb.server, 0)
+                known[key] = True
+            except Skip as e:
+                print(f"bench.py: skipped the {sb.server} server of "
+                      f"{p.name}: {e}")
+                known[key] = False
+        if known[key]:
+            have.append(p)
+    return have
+
+
+def server_rows(args) -> List[ServerBench]:
+    """The server rows --only selects."""
+    return [b for b in SERVER_BENCHES
+            if b.group in args.only or b.name in args.only]
+
+
+def server_steps(args, peers: List[Peer]) -> List[Tuple[str, int]]:
+    """The progress plan of run_servers: (tag, invocations) per row, for
+    the peers that have servers at all."""
+    want = run_counts([p for p in peers if p.server is not None], args)
+    return [(f"[{sb.name}]", sum(want.values())) for sb in server_rows(args)]
+
+
+def run_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
+                failures: List[str]):
+    """Every selected server row: (points, summary, pins)."""
+    rows = server_rows(args)
+    if not rows:
+        return [], [], None
+    pins = Pins.choose()
+    print(f"bench.py: servers on {SERVER_WORKERS} worker; {pins.note}",
+          file=sys.stderr)
+    tools: Dict[str, Optional[Path]] = {}
+    for group in dict.fromkeys(b.group for b in rows):
+        try:
+            tools[group] = LOADS[group][0](ctx)
+        except Skip as e:
+            print(f"bench.py: skipped {group}: {e}")
+            tools[group] = None
+    known: Dict[Tuple[str, str], bool] = {}
+    points, summary = [], []
+    for sb in rows:
+        speers = server_peers(sb, peers, ctx, known)
+        if tools[sb.group] is None or not speers:
+            continue
+        tag = f"[{sb.name}]"
+        prog.step(tag)
+        runs = interleave(speers, args, tag, prog, failures,
+                          lambda p: run_server_one(p, sb, ctx, tools[sb.group],
+                                                   args.quick, pins))
+        points.append({"bench": sb.name, "workers": SERVER_WORKERS,
+                       "runs": runs})
+        summary.append(summarize_server(sb, runs, speers))
+    return points, summary, pins

@@ -1,0 +1,160 @@
+"""Statistics of the runs: the reported number of a run, medians and
+ranges, run-by-run ratios against the subject, the notes' medians, and
+the scaling over one worker."""
+
+import statistics
+from typing import Callable, Dict, List, Optional, Tuple
+
+from .benches import SERVER_WORKERS, Bench, ServerBench
+from .fmt import fmt_num, fmt_ratio
+from .peers import SUBJECT, Peer
+
+
+def metric(bench: Bench, rec: dict) -> float:
+    """The reported number for one run: ns/op or ms."""
+    if bench.per_op:
+        return rec["ns"] / rec["ops"]
+    return rec["ns"] / 1e6
+
+
+def server_metrics(rec: dict) -> Tuple[float, float, float]:
+    """msgs (requests) per second, p50 and p99 in microseconds."""
+    return (rec["ops"] * 1e9 / rec["ns"], float(rec["extra"]["p50_us"]),
+            float(rec["extra"]["p99_us"]))
+
+
+def med_range(xs: List[float]) -> Optional[dict]:
+    if not xs:
+        return None
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs),
+            "n": len(xs)}
+
+
+def pair_ratios(runs: Dict[str, List[dict]], peers: List[Peer],
+                value: Callable[[dict], float]) -> Dict[str, Optional[dict]]:
+    """Per peer, the median (min-max) of value(subject run i) / value(peer
+    run i) over the runs where both succeeded."""
+    subj = runs.get(SUBJECT, [])
+    out = {}
+    for p in peers:
+        if p.name == SUBJECT:
+            continue
+        other = runs.get(p.name, [])
+        out[p.name] = med_range([value(a) / value(b) for a, b in
+                                 zip(subj, other) if a["ok"] and b["ok"]])
+    return out
+
+
+def extra_note(bench: Bench, runs: Dict[str, List[dict]],
+               peers: List[Peer]) -> Optional[str]:
+    """The notes cell: the median of each of bench.extra per peer, e.g.
+    "peak RSS MiB: weft 402, go 34"."""
+    notes = []
+    for key, label, div in bench.extra:
+        cells = []
+        for p in peers:
+            xs = [float(r["extra"][key]) / div for r in runs.get(p.name, [])
+                  if r["ok"] and key in r["extra"]]
+            if xs:
+                cells.append(f"{p.name} {fmt_num(statistics.median(xs))}")
+        if cells:
+            notes.append(f"{label}: {', '.join(cells)}")
+    return "; ".join(notes) if notes else None
+
+
+def versus(bench: Bench, runs: Dict[str, List[dict]],
+           peers: List[Peer]) -> Dict[str, dict]:
+    """Per peer, for bench.versus: the reference's ns/op ("ref") and the
+    run-by-run ratios of the metric to it ("ratio"), median (min-max)."""
+    key = bench.versus[0]
+    out = {}
+    for p in peers:
+        good = [(metric(bench, r), float(r["extra"][key]))
+                for r in runs.get(p.name, [])
+                if r["ok"] and float(r["extra"].get(key, 0)) > 0]
+        if good:
+            out[p.name] = {"ref": med_range([b for _, b in good]),
+                           "ratio": med_range([a / b for a, b in good])}
+    return out
+
+
+def versus_note(bench: Bench, s: dict) -> Optional[str]:
+    """E.g. "thread-local read in ns, and time/it: weft 0.39, 4.10
+    (3.90–4.30); boost 0.41, 30.2" (each peer against its own)."""
+    if not s.get("versus"):
+        return None
+    return (f"{bench.versus[1]} in ns, and time/it: " +
+            "; ".join(f"{pn} {fmt_num(v['ref']['median'])}, "
+                      f"{fmt_ratio(v['ratio'])}"
+                      for pn, v in s["versus"].items()))
+
+
+def summarize(bench: Bench, workers: int, runs: Dict[str, List[dict]],
+              peers: List[Peer], absent: List[str]) -> dict:
+    """absent: for the peers without an equivalent, "peer: why"."""
+    s = {"bench": bench.name, "workers": workers, "unit": bench.unit,
+         "peers": {}, "ratios": {}}
+    for p in peers:
+        recs = runs.get(p.name, [])
+        good = [metric(bench, r) for r in recs if r["ok"]]
+        s["peers"][p.name] = med_range(good)
+        s["peers"][p.name + "_failed"] = sum(1 for r in recs if not r["ok"])
+    # pair by pair: run i of the subject against run i of the peer
+    s["ratios"] = pair_ratios(runs, peers, lambda r: metric(bench, r))
+    if bench.versus:
+        s["versus"] = versus(bench, runs, peers)
+    notes = absent + [extra_note(bench, runs, peers), versus_note(bench, s)]
+    s["notes"] = "; ".join(n for n in notes if n) or None
+    return s
+
+
+SERVER_METRICS = ("rate", "p50_us", "p99_us")  # the order of server_metrics()
+
+
+def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
+                     peers: List[Peer]) -> dict:
+    """Per peer the median (min-max) of each run's rate, p50 and p99; per
+    other peer the run-by-run ratios of the rates and of the p99s."""
+    s = {"bench": sb.name, "group": sb.group, "workers": SERVER_WORKERS,
+         "unit": sb.unit, "peers": {}, "ratios": {}}
+    for p in peers:
+        recs = runs.get(p.name, [])
+        good = [server_metrics(r) for r in recs if r["ok"]]
+        s["peers"][p.name] = {k: med_range([g[i] for g in good])
+                              for i, k in enumerate(SERVER_METRICS)}
+        s["peers"][p.name + "_failed"] = sum(1 for r in recs if not r["ok"])
+    rate = pair_ratios(runs, peers, lambda r: server_metrics(r)[0])
+    p99 = pair_ratios(runs, peers, lambda r: server_metrics(r)[2])
+    s["ratios"] = {p: {"rate": rate[p], "p99": p99[p]} for p in rate}
+    s["notes"] = fairness_note(sb, runs, peers)
+    return s
+
+
+def fairness_note(sb: ServerBench, runs: Dict[str, List[dict]],
+                  peers: List[Peer]) -> Optional[str]:
+    """For loadgen rows: the echoes of the slowest connection as a % of the
+    mean per connection (median over runs).  Near 100: the server is fair;
+    near 0: it starves some clients, which p50 and p99 can hide."""
+    cells = []
+    for p in peers:
+        xs = [100 * int(r["extra"]["conn_min"]) * sb.conns / r["ops"]
+              for r in runs.get(p.name, [])
+              if r["ok"] and "conn_min" in r["extra"] and r["ops"]]
+        if xs:
+            cells.append(f"{p.name} {statistics.median(xs):.0f}")
+    return ("slowest connection, % of mean: " + ", ".join(cells)
+            if cells else None)
+
+def add_scaling(summary: List[dict], peers: List[Peer]):
+    base = {}
+    for s in summary:
+        if s["workers"] == 1:
+            base[s["bench"]] = s
+    for s in summary:
+        s["scaling"] = {}
+        b = base.get(s["bench"])
+        for p in peers:
+            cur = s["peers"].get(p.name)
+            one = b["peers"].get(p.name) if b else None
+            s["scaling"][p.name] = (one["median"] / cur["median"]
+                                    if cur and one else None)
