@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from .benches import BENCHMARKS
 from .procs import run_out
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -206,7 +207,18 @@ def weft_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
     return [str(prog), str(port)]
 
 
-def go_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
+def build_epoll(ctx: Ctx) -> Path:
+    """The hand-written epoll servers (bench/peers/epoll), built by meson
+    with the rest of bench/."""
+    prog = ctx.build_dir / "bench" / "weft-epoll"
+    if not os.access(prog, os.X_OK):
+        raise Skip(f"{prog} not built (meson compile -C {ctx.build_dir})")
+    return prog
+
+
+def subcommand_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
+    """A program whose servers are its `echo-server` and `http-server`
+    subcommands (Go's, the epoll loop's)."""
     return [str(peer.program), f"{kind}-server", str(port)]
 
 
@@ -226,7 +238,7 @@ PEERS: List[Peer] = [
     Peer("go", "Go goroutines", build_go,
          env=lambda w: {"GOMAXPROCS": str(w)},
          missing={"local-get": "Go has no coroutine-local storage"},
-         server=go_server, version=lambda ctx: run_out(["go", "version"])),
+         server=subcommand_server, version=lambda ctx: run_out(["go", "version"])),
     Peer("boost", "Boost.Fiber, work_stealing", build_boost,
          slow={b: "skipped by --quick (5-45 s a run here)"
                for b in ("spawn", "skynet", "fib", "chan-pingpong", "sleep",
@@ -237,5 +249,13 @@ PEERS: List[Peer] = [
          env=lambda w: {"TOKIO_WORKER_THREADS": str(w)}, server=tokio_server,
          version=tokio_version),
 ]
+
+# The limit of the server rows: one thread on epoll, no scheduler, so it
+# has no equivalent of any scheduler benchmark.
+PEERS.append(Peer(
+    "epoll", "hand-written epoll loop (C, one thread)", build_epoll,
+    missing={b.name: "a server only: one thread on epoll has no scheduler"
+             for b in BENCHMARKS},
+    server=subcommand_server))
 
 SUBJECT = PEERS[0].name
