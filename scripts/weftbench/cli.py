@@ -21,9 +21,11 @@ from .micro import micro_steps, run_benches
 from .peers import PEERS, SUBJECT, Ctx, Peer, Skip, build_weft
 from .progress import Progress
 from .report import (BENCH_FOOTNOTE, md_table, metadata, runs_note,
+                     server_cost_footnote, server_cost_rows,
                      server_footnote, server_table_rows, table_rows,
                      text_table, update_docs, write_markdown)
-from .server import ECHO_SECONDS, WRK_SECONDS, run_servers, server_steps
+from .server import (ECHO_SECONDS, SYSCALL_SECONDS, WRK_SECONDS, run_servers,
+                     server_steps, syscalls_wanted)
 from .stats import add_scaling
 
 def parse_args(argv):
@@ -60,6 +62,10 @@ def parse_args(argv):
                     help="also write the tables and charts into "
                     "docs/bench.md (without --quick, and with valgrind: also "
                     "callgrind's instructions per yield and per spawn+join)")
+    ap.add_argument("--no-syscalls", action="store_true",
+                    help="skip the untimed pass of each server under "
+                    "`strace -c -f` that counts its system calls per message "
+                    "(--quick skips it too)")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds per invocation (default 300)")
     args = ap.parse_args(argv)
@@ -158,7 +164,10 @@ def main(argv=None) -> int:
     meta["elapsed_s"] = round(elapsed, 1)
     meta["servers"] = pins and {"workers": SERVER_WORKERS, "pinning": pins.note,
                                 "echo_s": ECHO_SECONDS[args.quick],
-                                "wrk_s": WRK_SECONDS[args.quick]}
+                                "wrk_s": WRK_SECONDS[args.quick],
+                                "syscall_pass_s": (SYSCALL_SECONDS if
+                                                   syscalls_wanted(args)
+                                                   else None)}
 
     text, tables = [], []  # the text tables; (markdown, footnote) pairs
 
@@ -175,6 +184,8 @@ def main(argv=None) -> int:
     if ssummary:
         add_table(server_table_rows(ssummary, speers),
                   server_footnote(args, pins, speers))
+        add_table(server_cost_rows(ssummary, speers),
+                  server_cost_footnote(args))
     costs = cost_model(summary, ssummary, points, fsummary)
     add_table(floor_table_rows(fsummary), floor_footnote(args))
     add_table(cost_table_rows(costs), COST_FOOTNOTE)

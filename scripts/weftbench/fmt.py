@@ -1,6 +1,6 @@
 """Numbers as the tables show them."""
 
-from typing import Optional
+from typing import Callable, Optional
 
 
 def fmt_num(x: float) -> str:
@@ -11,12 +11,21 @@ def fmt_num(x: float) -> str:
     return f"{x:.2f}"
 
 
-def fmt_mr(mr: Optional[dict], failed: int = 0) -> str:
+def fmt_sig(x: float) -> str:
+    """Three significant digits below 100 (per-message costs can be
+    0.00123), else as fmt_num."""
+    if abs(x) >= 100:
+        return fmt_num(x)
+    return f"{x:.3g}" if x else "0"
+
+
+def fmt_mr(mr: Optional[dict], failed: int = 0,
+           fmt: Callable[[float], str] = fmt_num) -> str:
     if mr is None:
         return "FAILED" if failed else "—"
-    s = fmt_num(mr["median"])
+    s = fmt(mr["median"])
     if mr.get("n", 2) > 1:
-        s += f" ({fmt_num(mr['min'])}–{fmt_num(mr['max'])})"
+        s += f" ({fmt(mr['min'])}–{fmt(mr['max'])})"
     return s + (f" [{failed} failed]" if failed else "")
 
 

@@ -8,13 +8,14 @@ import shutil
 import socket
 import sys
 from pathlib import Path
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from .benches import BENCHMARKS, SERVER_BENCHES, SERVER_WORKERS
-from .fmt import fmt_mr, fmt_num, fmt_ratio
+from .cost import CLK_TCK
+from .fmt import fmt_mr, fmt_num, fmt_ratio, fmt_sig
 from .peers import ROOT, SUBJECT, Ctx, Peer
 from .procs import run_out
-from .server import Pins
+from .server import SYSCALL_SECONDS, Pins
 
 def table_rows(summary: List[dict], peers: List[Peer]):
     others = [p for p in peers if p.name != SUBJECT]
@@ -79,6 +80,75 @@ def server_footnote(args, pins: Pins, peers: List[Peer]) -> str:
             f"0, it starves some (which p50 and p99 can hide).  "
             f"Servers on {SERVER_WORKERS} worker ({knobs}), {pins.note}; "
             f"{runs_note(args, servers=True)}.")
+
+
+def syscall_cell(rec: Optional[dict]) -> str:
+    """The syscall pass's calls per message, or — when it did not run."""
+    if not rec or "per_msg" not in rec:
+        return "—"
+    return fmt_sig(rec["per_msg"])
+
+
+def server_cost_rows(summary: List[dict], peers: List[Peer]):
+    """The server cost per message: per peer its CPU µs, voluntary context
+    switches and system calls per message; per other peer weft/peer CPU
+    per message; notes: why a syscall count is missing."""
+    others = [p for p in peers if p.name != SUBJECT]
+    head = ["benchmark", "unit"]
+    for p in peers:
+        head += [f"{p.name} CPU µs/msg", f"{p.name} vol. switches/msg",
+                 f"{p.name} syscalls/msg"]
+    head += [f"{SUBJECT}/{p.name} cpu (lower: {SUBJECT} cheaper)"
+             for p in others]
+    rows, notes = [], []
+    for s in summary:
+        # msgs/s -> per msg, req/s -> per req
+        row = [s["bench"], "per " + s["unit"].split("/")[0].rstrip("s")]
+        sc = s.get("syscalls") or {}
+        for p in peers:
+            m = s["peers"].get(p.name) or {}
+            row += [fmt_mr(m.get("cpu_us_per_msg"), fmt=fmt_sig),
+                    fmt_mr(m.get("vcsw_per_msg"), fmt=fmt_sig),
+                    syscall_cell(sc.get(p.name))]
+            why = (sc.get(p.name) or {})
+            why = why.get("skipped") or why.get("error")
+            if why:
+                notes.append(f"{p.name}: {why}")
+        row += [fmt_ratio((s["ratios"].get(p.name) or {}).get("cpu"))
+                for p in others]
+        rows.append(row + ["; ".join(dict.fromkeys(notes)) or "—"])
+        notes = []
+    if all(r[-1] == "—" for r in rows):
+        rows = [r[:-1] for r in rows]
+    else:
+        head.append("notes")
+    return head, rows
+
+
+def server_cost_footnote(args) -> str:
+    if args.quick:
+        sys_note = "not counted under --quick"
+    elif getattr(args, "no_syscalls", False):
+        sys_note = "not counted (--no-syscalls)"
+    else:
+        sys_note = (f"the `total` calls of `strace -c -f -p PID` (every "
+                    f"thread) in a separate, untimed pass (a fresh server, "
+                    f"the same load for {SYSCALL_SECONDS:g} s, one pass per "
+                    f"peer and row), over the messages that load completed; "
+                    f"traced servers run slower, which can change how much "
+                    f"each call carries")
+    return (f"Per message (request) the load completed in its timed window, "
+            f"medians (min–max) over the runs; lower is cheaper.  CPU µs: "
+            f"utime+stime of the server process (all its threads; fields 14 "
+            f"and 15 of /proc/PID/stat, in clock ticks of "
+            f"{CLK_TCK} Hz) from the end of the load's warm-up (loadgen: "
+            f"-w s after it starts; wrk, which has none: its start) to its "
+            f"end.  Voluntary switches: the sum over /proc/PID/task/*/status "
+            f"of voluntary_ctxt_switches at the same two instants (threads "
+            f"that exit in between are lost).  Syscalls: {sys_note}.  "
+            f"{SUBJECT}/peer cpu: median of run-by-run ratios of CPU per "
+            f"message; {SUBJECT}/epoll is {SUBJECT}'s cost over the "
+            f"hand-written loop's, the limit.")
 
 
 def text_table(head, rows) -> str:

@@ -9,8 +9,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
+from .cost import (attach_ok, per_msg, sample, strace_skip, strace_start,
+                   strace_stop, syscall_summary)
 from .benches import SERVER_BENCHES, SERVER_WORKERS, ServerBench
 from .parse import judge, parse_result, wrk_result
 from .peers import Ctx, Peer, Skip
@@ -89,26 +91,63 @@ def http_check(port: int) -> Optional[str]:
     return None
 
 
-def load_echo(sb: ServerBench, impl: str, port: int, tool: Path, quick: bool,
-              pins: Pins):
-    run_s, warm_s = ECHO_SECONDS[quick]
+@dataclasses.dataclass
+class Load:
+    """A load's command, its warm-up (seconds after its start that its
+    timed window opens), its timeout, and how to read its stdout."""
+    cmd: List[str]
+    warm_s: float
+    timeout: float
+    parse: Callable[[str], Optional[Dict[str, str]]]
+
+
+def load_echo(sb: ServerBench, impl: str, port: int, tool: Path,
+              run_s: float, warm_s: float) -> Load:
     cmd = [str(tool), "-c", str(sb.conns), "-s", str(sb.size),
            "-d", str(run_s), "-w", str(warm_s), "-p", str(port),
            "-i", impl, "-W", str(SERVER_WORKERS)]
-    p = subprocess.run(Pins.wrap(cmd, pins.load), stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True,
-                       timeout=run_s + warm_s + 60)
-    return parse_result(p.stdout), p
+    return Load(cmd, warm_s, run_s + warm_s + 60, parse_result)
 
 
-def load_wrk(sb: ServerBench, impl: str, port: int, tool: Path, quick: bool,
-             pins: Pins):
-    secs = WRK_SECONDS[quick]
-    cmd = [str(tool), "-t1", f"-c{sb.conns}", f"-d{secs}s", "--latency",
+def load_wrk(sb: ServerBench, impl: str, port: int, tool: Path,
+             run_s: float, warm_s: float) -> Load:
+    # wrk has no warm-up: its window is the whole run
+    cmd = [str(tool), "-t1", f"-c{sb.conns}", f"-d{run_s:g}s", "--latency",
            f"http://127.0.0.1:{port}/"]
-    p = subprocess.run(Pins.wrap(cmd, pins.load), stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, text=True, timeout=secs + 60)
-    return wrk_result(p.stdout, sb.name, impl, SERVER_WORKERS), p
+    return Load(cmd, 0.0, run_s + 60,
+                lambda out: wrk_result(out, sb.name, impl, SERVER_WORKERS))
+
+
+def load_seconds(sb: ServerBench, quick: bool) -> Tuple[float, float]:
+    """(run, warm-up) seconds of the timed runs of sb."""
+    if sb.group == "http":
+        return float(WRK_SECONDS[quick]), 0.0
+    return ECHO_SECONDS[quick]
+
+
+def run_load(load: Load, pins: Pins, server_pid: int):
+    """Runs the load (pinned); samples the server when the load's warm-up
+    ends and when the load is over.  (RESULT fields or None, the completed
+    process, the two samples)."""
+    p = subprocess.Popen(Pins.wrap(load.cmd, pins.load),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    try:
+        if load.warm_s > 0:
+            time.sleep(load.warm_s)
+        before = sample(server_pid)
+        out, err = p.communicate(timeout=load.timeout)
+        after = sample(server_pid)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise subprocess.TimeoutExpired(load.cmd, load.timeout)
+    except BaseException:
+        p.kill()
+        p.wait()
+        raise
+    done = subprocess.CompletedProcess(load.cmd, p.returncode, out, err)
+    return load.parse(out), done, before, after
 
 
 def find_loadgen(ctx: Ctx) -> Path:
@@ -148,8 +187,12 @@ def run_server_one(peer: Peer, sb: ServerBench, ctx: Ctx, tool: Path,
             err = check(port)
         if err is None:
             try:
-                r, p = load(sb, peer.name, port, tool, quick, pins)
+                r, p, before, after = run_load(
+                    load(sb, peer.name, port, tool, *load_seconds(sb, quick)),
+                    pins, srv.pid)
                 rec.update(judge(r, p, sb.name, SERVER_WORKERS))
+                if rec["ok"]:
+                    rec["cost"] = per_msg(before, after, rec["ops"])
             except subprocess.TimeoutExpired as e:
                 err = f"load timed out after {e.timeout:.0f} s"
         if err is None and srv.poll() is not None:
@@ -164,6 +207,57 @@ def run_server_one(peer: Peer, sb: ServerBench, ctx: Ctx, tool: Path,
         rec["stderr"] = (rec.get("stderr", "") + "\nserver: " +
                          log_tail(log)).strip()
     return rec
+
+
+SYSCALL_SECONDS = 1.0  # the load of the syscall pass, without a warm-up
+
+
+def syscalls_wanted(args) -> bool:
+    """The untimed syscall pass: not under --quick nor --no-syscalls."""
+    return not args.quick and not getattr(args, "no_syscalls", False)
+
+
+def syscall_pass(peer: Peer, sb: ServerBench, ctx: Ctx, tool: Path,
+                 pins: Pins) -> dict:
+    """Once per peer and row, untimed: a fresh server under `strace -c -f`
+    for SYSCALL_SECONDS of the same load; its system calls per message
+    ({"skipped": why} or {"error": why} when there are none)."""
+    why = strace_skip()
+    if why is not None:
+        return {"skipped": why}
+    port = free_port()
+    cmd = Pins.wrap(peer.server(peer, ctx, sb.server, port), pins.server)
+    env = dict(os.environ)
+    env.update(peer.env(SERVER_WORKERS))
+    log = ctx.out_dir / f"server-{peer.name}-{sb.server}-strace.log"
+    out = ctx.out_dir / f"strace-{peer.name}-{sb.name}.txt"
+    out.unlink(missing_ok=True)
+    _, load, _ = LOADS[sb.group]
+    with server_running(cmd, env, log) as srv:
+        err = wait_listening(srv, log, port)
+        if err is not None:
+            return {"error": err}
+        st = strace_start(srv.pid, out)
+        err = attach_ok(st)
+        if err is not None:
+            strace_stop(st, out)
+            return {"skipped": f"strace could not attach: {err}"}
+        try:
+            r, p, _, _ = run_load(load(sb, peer.name, port, tool,
+                                       SYSCALL_SECONDS, 0.0), pins, srv.pid)
+        except subprocess.TimeoutExpired as e:
+            strace_stop(st, out)
+            return {"error": f"load timed out after {e.timeout:.0f} s"}
+        except BaseException:
+            strace_stop(st, out)
+            raise
+        calls = strace_stop(st, out)
+    rec = judge(r, p, sb.name, SERVER_WORKERS)
+    if not rec["ok"]:
+        return {"error": f"load under strace: {rec['error']}"}
+    res = syscall_summary(calls, rec["ops"])
+    res["file"] = str(out)
+    return res
 
 
 def server_peers(sb: ServerBench, peers: List[Peer], ctx: Ctx,
@@ -197,7 +291,9 @@ def server_steps(args, peers: List[Peer]) -> List[Tuple[str, int]]:
     """The progress plan of run_servers: (tag, invocations) per row, for
     the peers that have servers at all."""
     want = run_counts([p for p in peers if p.server is not None], args)
-    return [(f"[{sb.name}]", sum(want.values())) for sb in server_rows(args)]
+    passes = len(want) if syscalls_wanted(args) else 0
+    return [(f"[{sb.name}]", sum(want.values()) + passes)
+            for sb in server_rows(args)]
 
 
 def run_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
@@ -227,7 +323,17 @@ def run_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
         runs = interleave(speers, args, tag, prog, failures,
                           lambda p: run_server_one(p, sb, ctx, tools[sb.group],
                                                    args.quick, pins))
+        sys_calls = {}
+        if syscalls_wanted(args):
+            for p in speers:
+                prog.show(f"{tag} {p.name} under strace -c -f (untimed)")
+                sys_calls[p.name] = syscall_pass(p, sb, ctx, tools[sb.group],
+                                                 pins)
+                what = sys_calls[p.name].get("error")
+                if what is not None:
+                    prog.say(f"bench.py: {tag} {p.name}: no syscall count: "
+                             f"{what}")
         points.append({"bench": sb.name, "workers": SERVER_WORKERS,
-                       "runs": runs})
-        summary.append(summarize_server(sb, runs, speers))
+                       "runs": runs, "syscalls": sys_calls})
+        summary.append(summarize_server(sb, runs, speers, sys_calls))
     return points, summary, pins

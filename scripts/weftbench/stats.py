@@ -5,6 +5,7 @@ the scaling over one worker."""
 import statistics
 from typing import Callable, Dict, List, Optional, Tuple
 
+from .cost import costs_of
 from .benches import SERVER_WORKERS, Bench, ServerBench
 from .fmt import fmt_num, fmt_ratio
 from .peers import SUBJECT, Peer
@@ -31,17 +32,21 @@ def med_range(xs: List[float]) -> Optional[dict]:
 
 
 def pair_ratios(runs: Dict[str, List[dict]], peers: List[Peer],
-                value: Callable[[dict], float]) -> Dict[str, Optional[dict]]:
+                value: Callable[[dict], Optional[float]]
+                ) -> Dict[str, Optional[dict]]:
     """Per peer, the median (min-max) of value(subject run i) / value(peer
-    run i) over the runs where both succeeded."""
+    run i) over the runs where both succeeded (and both have a value, the
+    peer's not 0)."""
     subj = runs.get(SUBJECT, [])
     out = {}
     for p in peers:
         if p.name == SUBJECT:
             continue
         other = runs.get(p.name, [])
-        out[p.name] = med_range([value(a) / value(b) for a, b in
-                                 zip(subj, other) if a["ok"] and b["ok"]])
+        pairs = [(value(a), value(b)) for a, b in zip(subj, other)
+                 if a["ok"] and b["ok"]]
+        out[p.name] = med_range([x / y for x, y in pairs
+                                 if x is not None and y])
     return out
 
 
@@ -111,10 +116,18 @@ def summarize(bench: Bench, workers: int, runs: Dict[str, List[dict]],
 SERVER_METRICS = ("rate", "p50_us", "p99_us")  # the order of server_metrics()
 
 
+def cpu_per_msg(rec: dict) -> Optional[float]:
+    """The server's CPU µs per message in a run, None if unmeasured."""
+    return (rec.get("cost") or {}).get("cpu_us_per_msg")
+
+
 def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
-                     peers: List[Peer]) -> dict:
-    """Per peer the median (min-max) of each run's rate, p50 and p99; per
-    other peer the run-by-run ratios of the rates and of the p99s."""
+                     peers: List[Peer],
+                     syscalls: Optional[Dict[str, dict]] = None) -> dict:
+    """Per peer the median (min-max) of each run's rate, p50 and p99, and of
+    the server's CPU µs and voluntary switches per message; per other peer
+    the run-by-run ratios of the rates, of the p99s and of the CPU per
+    message.  syscalls: per peer, the untimed strace pass's record."""
     s = {"bench": sb.name, "group": sb.group, "workers": SERVER_WORKERS,
          "unit": sb.unit, "peers": {}, "ratios": {}}
     for p in peers:
@@ -122,10 +135,15 @@ def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
         good = [server_metrics(r) for r in recs if r["ok"]]
         s["peers"][p.name] = {k: med_range([g[i] for g in good])
                               for i, k in enumerate(SERVER_METRICS)}
+        s["peers"][p.name].update({k: med_range(v) for k, v in
+                                   costs_of(recs).items()})
         s["peers"][p.name + "_failed"] = sum(1 for r in recs if not r["ok"])
     rate = pair_ratios(runs, peers, lambda r: server_metrics(r)[0])
     p99 = pair_ratios(runs, peers, lambda r: server_metrics(r)[2])
-    s["ratios"] = {p: {"rate": rate[p], "p99": p99[p]} for p in rate}
+    cpu = pair_ratios(runs, peers, cpu_per_msg)
+    s["ratios"] = {p: {"rate": rate[p], "p99": p99[p], "cpu": cpu[p]}
+                   for p in rate}
+    s["syscalls"] = syscalls or {}
     s["notes"] = fairness_note(sb, runs, peers)
     return s
 
