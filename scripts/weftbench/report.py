@@ -107,8 +107,9 @@ def server_cost_rows(summary: List[dict], peers: List[Peer]):
         sc = s.get("syscalls") or {}
         for p in peers:
             m = s["peers"].get(p.name) or {}
-            row += [fmt_mr(m.get("cpu_us_per_msg"), fmt=fmt_sig),
-                    fmt_mr(m.get("vcsw_per_msg"), fmt=fmt_sig),
+            failed = s["peers"].get(p.name + "_failed", 0)
+            row += [fmt_mr(m.get("cpu_us_per_msg"), failed, fmt_sig),
+                    fmt_mr(m.get("vcsw_per_msg"), failed, fmt_sig),
                     syscall_cell(sc.get(p.name))]
             why = (sc.get(p.name) or {})
             why = why.get("skipped") or why.get("error")
@@ -134,7 +135,9 @@ def server_cost_footnote(args) -> str:
         sys_note = (f"the `total` calls of `strace -c -f -p PID` (every "
                     f"thread) in a separate, untimed pass (a fresh server, "
                     f"the same load for {SYSCALL_SECONDS:g} s, one pass per "
-                    f"peer and row), over the messages that load completed; "
+                    f"peer and row; it counts the connections' setup too, an "
+                    f"accept4 and a few socket calls per connection), over "
+                    f"the messages that load completed; "
                     f"traced servers run slower, which can change how much "
                     f"each call carries")
     return (f"Per message (request) the load completed in its timed window, "
