@@ -11,6 +11,7 @@ One concept per module:
     progress   stderr progress: status lines, steps and the time left
     micro      the in-process rows
     server     the server rows (taskset pinning, loadgen, wrk)
+    cost       a server's CPU, switches (/proc) and syscalls (strace) per message
     floors     the machine's cost floors and the cost model
     callgrind  instructions per operation (--docs)
     charts     the gnuplot charts
