@@ -29,6 +29,7 @@
 
 #include "atomic.h"
 #include "coro.h"
+#include "errors.h"
 #include "fault.h"
 #include "waitq.h"
 #include "weft.h"

@@ -17,6 +17,7 @@
 
 #include "atomic.h"
 #include "context.h"
+#include "errors.h"
 #include "local.h"
 #include "overflow.h"
 #include "park.h"

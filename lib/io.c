@@ -19,6 +19,7 @@
 
 #include "atomic.h"
 #include "coro.h"
+#include "errors.h"
 #include "fault.h"
 #include "fdtable.h"
 #include "loop.h"

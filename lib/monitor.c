@@ -65,6 +65,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "errors.h"
 #include "fault.h"
 #include "loop.h"
 #include "runtime.h"

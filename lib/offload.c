@@ -27,10 +27,10 @@
 
 #include "atomic.h"
 #include "coro.h"
+#include "errors.h"
 #include "park.h"
 #include "runtime.h"
 #include "weft.h"
-#include "worker.h"
 
 enum { IDLE_EXIT_S = 10 };
 

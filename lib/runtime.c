@@ -21,6 +21,7 @@
 
 #include "atomic.h"
 #include "config.h"
+#include "errors.h"
 #include "fault.h"
 #include "fdtable.h"
 #include "monitor.h"

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "errors.h"
 #include "monitor.h"
 #include "offload.h"
 #include "runtime.h"

@@ -87,6 +87,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "errors.h"
 #include "fault.h"
 #include "loop.h"
 #include "overflow.h"
@@ -122,34 +123,10 @@ struct weft__runtime weft__rt = {
 static __thread struct weft__worker *tls_worker __attribute__((tls_model("initial-exec")));
 static uint64_t next_id_block = 1;	/* atomic: process-wide, never reset */
 
-#if defined(__clang__)
-#define WEFT_OPAQUE __attribute__((noinline))
-#else
-#define WEFT_OPAQUE __attribute__((noinline, noipa))
-#endif
-
-WEFT_OPAQUE struct weft__worker *weft__worker_self(void)
+WEFT__ERRORS_OPAQUE struct weft__worker *weft__worker_self(void)
 {
 	__asm__ volatile("" ::: "memory");
 	return tls_worker;
-}
-
-WEFT_OPAQUE int weft__fail(int e)
-{
-	errno = e;
-	return -1;
-}
-
-WEFT_OPAQUE int *weft_errno_location(void)
-{
-	__asm__ volatile("" ::: "memory");
-	return &errno;
-}
-
-WEFT_OPAQUE int weft__errno(void)
-{
-	__asm__ volatile("" ::: "memory");
-	return errno;
 }
 
 uint64_t weft__next_id(struct weft__worker *w)

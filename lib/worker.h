@@ -134,10 +134,4 @@ bool weft__all_finished(void);
 /* A fresh coroutine id (unique in the process). */
 uint64_t weft__next_id(struct weft__worker *w);
 
-/* Reports errno = e on the calling thread and returns -1 (out of line). */
-int weft__fail(int e);
-/* The calling thread's errno, read through a fresh thread-local address
- * (out of line: safe after a suspension moved the coroutine). */
-int weft__errno(void);
-
 #endif
