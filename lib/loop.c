@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "clock.h"
 #include "fdtable.h"
 #include "monitor.h"
 #include "park.h"
@@ -203,11 +203,7 @@ static int sleep_timeout_ms(struct weft__worker *w)
 	int64_t next = weft__timers_next(&w->timers);
 	if (next == INT64_MAX)
 		return -1;
-	int64_t left = next - weft_now();
-	if (left <= 0)
-		return 0;
-	int64_t ms = (left + 999999) / 1000000;	/* round up: never early */
-	return ms > INT_MAX ? INT_MAX : (int)ms;
+	return weft__clock_timeout_ms(next - weft_now());	/* never early */
 }
 
 void weft__loop_take_token(struct weft__worker *w)

@@ -55,7 +55,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -65,6 +64,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "clock.h"
 #include "errors.h"
 #include "fault.h"
 #include "loop.h"
@@ -196,7 +196,7 @@ static int tick(void)
 	}
 	if (!awake)
 		return -1;
-	return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+	return weft__clock_timeout_ms(next - now);
 }
 
 /* Everyone asleep in its loop: sleep until a worker wakes (see above). */
@@ -216,10 +216,10 @@ static int deep_sleep_timeout(void)
 		if (!mon.stacks_cached)
 			return -1;
 		int64_t left = mon.next_trim - weft_now();	/* kicked awake or not */
-		return left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+		return weft__clock_timeout_ms(left);
 	}
 	at_store_uint(&mon.sleeping, 0);
-	return (int)(TICK_NS / 1000000);
+	return weft__clock_timeout_ms(TICK_NS);
 }
 
 static void *monitor_main(void *arg)

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "clock.h"
 #include "coro.h"
 #include "timer.h"
 #include "weft.h"
@@ -56,17 +57,12 @@ int weft__waiter_disarm(struct weft__waiter *w)
 	return r;
 }
 
-static bool expired(int64_t deadline)
-{
-	return deadline >= 0 && deadline <= weft_now();
-}
-
 static int thread_wait(struct weft__waiter *w, int64_t deadline)
 {
 	struct timespec ts = { deadline / 1000000000, deadline % 1000000000 };
 	uint32_t v;
 	while (!((v = at_load_uint((unsigned *)&w->futex)) & THREAD_WOKEN)) {
-		if (expired(deadline)) {
+		if (weft__deadline_passed(deadline)) {
 			weft__waiter_wake(w, ETIMEDOUT);	/* loses to an earlier waker */
 			continue;
 		}
@@ -88,7 +84,7 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 		at_fence_store_load();
 	if (w->cancellable && at_load_uint(&co->cancelled))
 		weft__waiter_wake(w, ECANCELED);
-	else if (expired(deadline))
+	else if (weft__deadline_passed(deadline))
 		weft__waiter_wake(w, ETIMEDOUT);
 	else if (deadline >= 0) {
 		w->deadline = deadline;

@@ -152,13 +152,6 @@ int weft_main(void (*fn)(void *), void *arg, const weft_config *cfg)
 	return e ? weft__fail(e) : 0;
 }
 
-int64_t weft_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int weft_worker_id(void)
 {
 	struct weft__worker *w = weft__worker_self();

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 
 #include "atomic.h"
+#include "clock.h"
 #include "coro.h"
 #include "errors.h"
 #include "fault.h"

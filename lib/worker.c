@@ -87,6 +87,7 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "clock.h"
 #include "errors.h"
 #include "fault.h"
 #include "loop.h"
