@@ -29,7 +29,7 @@
 #include "coro.h"
 #include "errors.h"
 #include "park.h"
-#include "runtime.h"
+#include "thread.h"
 #include "weft.h"
 
 enum { IDLE_EXIT_S = 10 };

@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,7 +21,6 @@
 #include "atomic.h"
 #include "config.h"
 #include "errors.h"
-#include "fault.h"
 #include "fdtable.h"
 #include "monitor.h"
 #include "offload.h"
@@ -39,29 +37,6 @@ static bool print_stats;	/* $WEFT_STATS=1 */
 bool weft__runtime_accepting(void)
 {
 	return at_load_uint(&weft__rt.running) != 0;
-}
-
-int weft__thread_start(pthread_t *t, bool faults, void *(*fn)(void *), void *arg)
-{
-	pthread_attr_t attr;
-	if (weft__fault() || pthread_attr_init(&attr) != 0)
-		return EAGAIN;
-	pthread_t detached;
-	if (!t) {
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		t = &detached;
-	}
-	sigset_t block, old;
-	sigfillset(&block);
-	if (faults) {
-		sigdelset(&block, SIGSEGV);
-		sigdelset(&block, SIGBUS);
-	}
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	int err = pthread_create(t, &attr, fn, arg) ? EAGAIN : 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	return err;
 }
 
 static int init_locked(const weft_config *cfg)

@@ -93,7 +93,7 @@
 #include "loop.h"
 #include "overflow.h"
 #include "park.h"
-#include "runtime.h"
+#include "thread.h"
 #include "weft.h"
 
 enum {
