@@ -12,16 +12,14 @@
 #include "runtime.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "atomic.h"
 #include "config.h"
 #include "errors.h"
 #include "fdtable.h"
+#include "futex.h"
 #include "monitor.h"
 #include "offload.h"
 #include "overflow.h"
@@ -87,7 +85,7 @@ static void wait_all_finished(void)
 		if (weft__all_finished())
 			break;
 		/* Woken when a worker goes idle; the timeout is a safety net. */
-		syscall(SYS_futex, &weft__rt.quiesce, FUTEX_WAIT_PRIVATE, seen, &tick, NULL, 0);
+		weft__futex_wait(&weft__rt.quiesce, seen, &tick);
 	}
 }
 

@@ -77,12 +77,10 @@
 #include "worker.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,6 +88,7 @@
 #include "clock.h"
 #include "errors.h"
 #include "fault.h"
+#include "futex.h"
 #include "loop.h"
 #include "overflow.h"
 #include "park.h"
@@ -624,7 +623,7 @@ static void signal_quiesce(void)
 	if (!at_load_uint(&weft__rt.draining))
 		return;
 	at_faa_uint((unsigned *)&weft__rt.quiesce, 1);
-	syscall(SYS_futex, &weft__rt.quiesce, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	weft__futex_wake(&weft__rt.quiesce, 1);
 }
 
 /* Returns when there may be work again (or the runtime is stopping). */
