@@ -22,7 +22,6 @@
 #include "local.h"
 #include "overflow.h"
 #include "park.h"
-#include "runtime.h"
 #include "worker.h"
 
 #define JOIN_DETACHED ((void *)1)

@@ -9,8 +9,6 @@
  * serialises init and shutdown against each other; nothing on a hot path
  * takes it.
  */
-#include "runtime.h"
-
 #include <errno.h>
 #include <pthread.h>
 #include <time.h>
@@ -31,11 +29,6 @@
 static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool started;	/* under lifecycle_lock */
 static bool print_stats;	/* $WEFT_STATS=1 */
-
-bool weft__runtime_accepting(void)
-{
-	return at_load_uint(&weft__rt.running) != 0;
-}
 
 static int init_locked(const weft_config *cfg)
 {

@@ -20,7 +20,6 @@
 #include "errors.h"
 #include "monitor.h"
 #include "offload.h"
-#include "runtime.h"
 #include "stack.h"
 #include "weft.h"
 #include "worker.h"

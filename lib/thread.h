@@ -8,7 +8,7 @@
  * refuse a thread (fault.h), as the system may.
  *
  * A leaf: libc headers and fault.h only, so a module that starts a thread
- * does not depend on the runtime's life cycle (runtime.h) for it.
+ * does not depend on the runtime's life cycle (runtime.c) for it.
  */
 #ifndef WEFT_THREAD_H
 #define WEFT_THREAD_H

@@ -130,6 +130,11 @@ WEFT__ERRORS_OPAQUE struct weft__worker *weft__worker_self(void)
 	return tls_worker;
 }
 
+bool weft__runtime_accepting(void)
+{
+	return at_load_uint(&weft__rt.running) != 0;
+}
+
 uint64_t weft__next_id(struct weft__worker *w)
 {
 	if (!w)

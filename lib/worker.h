@@ -101,6 +101,10 @@ struct weft__runtime {
 
 extern struct weft__runtime weft__rt;
 
+/* True between weft_init and the end of weft_shutdown's drain (runtime.c
+ * sets weft__rt.running). */
+bool weft__runtime_accepting(void);
+
 /* The worker this thread is, or NULL.  Never cached across a suspension:
  * out of line, so the thread-local's address is computed afresh. */
 struct weft__worker *weft__worker_self(void);
