@@ -34,10 +34,12 @@ struct weft__counters {
 
 /* A locked FIFO of coroutines (fifo.h), with a lock-free emptiness check:
  * the injection queue, and each worker's queue of coroutines woken by its
- * loop.  q is touched only under lock.  len is written under lock and read
- * without it (relaxed atomics): a pop that reads a stale 0 finds nothing and
- * goes on; the pusher's wake (weft__schedule's StoreLoad fence and idle
- * check) makes up for it, as for any work published after a look. */
+ * loop.  q is touched only under lock, whose acquire and release order
+ * the items' links and contents.  len is written under lock and read
+ * without it (relaxed single-copy-atomic loads and stores, atomic.h): a
+ * reader that sees 0 skips the lock and the FIFO; work it missed is covered
+ * as any published work is, by the pusher's notify_work (a StoreLoad fence,
+ * then the idle check) or by the pushing worker itself (worker.c). */
 struct weft__locked_fifo {
 	pthread_mutex_t lock;
 	WEFT__FIFO(struct weft_co) q;
