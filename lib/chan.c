@@ -28,7 +28,9 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "clock.h"
 #include "coro.h"
+#include "errors.h"
 #include "fault.h"
 #include "waitq.h"
 #include "weft.h"
@@ -297,7 +299,7 @@ int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
 	lock_all(chs, k);
 	long i = select_ready(cases, n, &ws);
 	int err = ETIMEDOUT;
-	if (i >= 0 || (deadline >= 0 && deadline <= weft_now())) {
+	if (i >= 0 || weft__deadline_passed(deadline)) {
 		unlock_all(chs, k);
 		weft__wakes_run(&ws);
 	} else {	/* nothing was ready: ws is empty */

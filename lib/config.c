@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "worker.h"
+#include "errors.h"
 
 static int bad_env(const char *name, const char *value, const char *range)
 {

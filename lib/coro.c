@@ -17,10 +17,11 @@
 
 #include "atomic.h"
 #include "context.h"
+#include "errors.h"
+#include "fifo.h"
 #include "local.h"
 #include "overflow.h"
 #include "park.h"
-#include "runtime.h"
 #include "worker.h"
 
 #define JOIN_DETACHED ((void *)1)
@@ -67,12 +68,7 @@ static void co_finish(struct weft__worker *w, struct weft_co *co)
 
 static void push_yielder(struct weft__worker *w, struct weft_co *co)
 {
-	co->next = NULL;
-	if (w->yield_tail)
-		w->yield_tail->next = co;
-	else
-		w->yield_head = co;
-	w->yield_tail = co;
+	WEFT__FIFO_PUSH(&w->yielders, co);
 }
 
 /* After co's switch-out, on the stack it switched to (the scheduler's or a

@@ -18,7 +18,9 @@
 #include <unistd.h>
 
 #include "atomic.h"
+#include "clock.h"
 #include "coro.h"
+#include "errors.h"
 #include "fault.h"
 #include "fdtable.h"
 #include "loop.h"
@@ -174,7 +176,7 @@ static int io_retry(struct io *io, int e, int events, int64_t deadline)
 static int park_if_drained(struct io *io, int64_t deadline)
 {
 	if (!io->e->drained || !(io->e->flags & FD_STREAM) || at_load_uint(&io->e->hangup) ||
-	    (deadline >= 0 && deadline <= weft_now()))
+	    weft__deadline_passed(deadline))
 		return 0;
 	int r = io_park(io, WEFT_IN, deadline);
 	return r < 0 ? -r : 0;
@@ -377,7 +379,7 @@ int weft_sleep(int64_t deadline)
 		return weft__fail(EPERM);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
-	if (deadline >= 0 && deadline <= weft_now())
+	if (weft__deadline_passed(deadline))
 		return 0;
 	struct weft__waiter w;
 	weft__waiter_init(&w);

@@ -34,8 +34,8 @@
 
 #include "atomic.h"
 #include "coro.h"
+#include "errors.h"
 #include "fault.h"
-#include "worker.h"
 
 enum { WEFT_KEYS_MAX = 1024, WEFT_KEY_PASSES = 4, TABLE_MIN = 8 };
 

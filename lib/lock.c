@@ -3,10 +3,7 @@
  */
 #include "lock.h"
 
-#include <linux/futex.h>
-#include <stddef.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+#include "futex.h"
 
 enum { SPINS = 100 };
 
@@ -18,10 +15,10 @@ void weft__lock_contended(struct weft__lock *l)
 			return;
 	}
 	while (at_swap_uint(&l->word, 2) != 0)
-		syscall(SYS_futex, &l->word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+		weft__futex_wait(&l->word, 2, NULL);
 }
 
 void weft__lock_wake(struct weft__lock *l)
 {
-	syscall(SYS_futex, &l->word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	weft__futex_wake(&l->word, 1);
 }

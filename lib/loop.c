@@ -6,15 +6,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <sched.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "atomic.h"
+#include "clock.h"
+#include "eventfd.h"
 #include "fdtable.h"
 #include "monitor.h"
 #include "park.h"
@@ -35,7 +35,7 @@ int weft__loop_init(struct weft__worker *w)
 {
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
 	w->waitfd = epoll_create1(EPOLL_CLOEXEC);
-	w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	w->evfd = weft__eventfd_open();
 	if (w->epfd < 0 || w->waitfd < 0 || w->evfd < 0 || weft__timers_init(&w->timers, w) != 0)
 		return -1;
 	w->timers_ready = true;
@@ -203,18 +203,12 @@ static int sleep_timeout_ms(struct weft__worker *w)
 	int64_t next = weft__timers_next(&w->timers);
 	if (next == INT64_MAX)
 		return -1;
-	int64_t left = next - weft_now();
-	if (left <= 0)
-		return 0;
-	int64_t ms = (left + 999999) / 1000000;	/* round up: never early */
-	return ms > INT_MAX ? INT_MAX : (int)ms;
+	return weft__clock_timeout_ms(next - weft_now());	/* never early */
 }
 
 void weft__loop_take_token(struct weft__worker *w)
 {
-	uint64_t v;
-	while (read(w->evfd, &v, sizeof v) < 0 && errno == EINTR)
-		;
+	weft__eventfd_drain(w->evfd);
 }
 
 void weft__loop_wait(struct weft__worker *w)
@@ -231,7 +225,5 @@ void weft__loop_wait(struct weft__worker *w)
 
 void weft__loop_wake(struct weft__worker *w)
 {
-	uint64_t one = 1;
-	while (write(w->evfd, &one, sizeof one) < 0 && errno == EINTR)
-		;
+	weft__eventfd_signal(w->evfd);
 }

@@ -55,20 +55,21 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "atomic.h"
+#include "clock.h"
+#include "errors.h"
+#include "eventfd.h"
 #include "fault.h"
 #include "loop.h"
-#include "runtime.h"
 #include "stack.h"
+#include "thread.h"
 #include "timer.h"
 #include "weft.h"
 #include "worker.h"
@@ -103,9 +104,7 @@ void weft__monitor_worker_awake(void)
 	at_fence_store_load();
 	if (!at_load_uint(&mon.sleeping))
 		return;
-	uint64_t one = 1;
-	while (write(mon.evfd, &one, sizeof one) < 0 && errno == EINTR)
-		;
+	weft__eventfd_signal(mon.evfd);
 }
 
 static void adopt(unsigned i, bool on)
@@ -195,7 +194,7 @@ static int tick(void)
 	}
 	if (!awake)
 		return -1;
-	return next <= now ? 0 : (int)((next - now + 999999) / 1000000);
+	return weft__clock_timeout_ms(next - now);
 }
 
 /* Everyone asleep in its loop: sleep until a worker wakes (see above). */
@@ -215,10 +214,10 @@ static int deep_sleep_timeout(void)
 		if (!mon.stacks_cached)
 			return -1;
 		int64_t left = mon.next_trim - weft_now();	/* kicked awake or not */
-		return left <= 0 ? 0 : (int)((left + 999999) / 1000000);
+		return weft__clock_timeout_ms(left);
 	}
 	at_store_uint(&mon.sleeping, 0);
-	return (int)(TICK_NS / 1000000);
+	return weft__clock_timeout_ms(TICK_NS);
 }
 
 static void *monitor_main(void *arg)
@@ -234,9 +233,7 @@ static void *monitor_main(void *arg)
 		for (int i = 0; i < n; i++) {
 			uint32_t who = ev[i].data.u32;
 			if (who == HUB_KICK) {
-				uint64_t v;
-				while (read(mon.evfd, &v, sizeof v) < 0 && errno == EINTR)
-					;
+				weft__eventfd_drain(mon.evfd);
 			} else {
 				int got = weft__loop_poll(&weft__rt.workers[who]);
 				weft__count(&mon.polls);
@@ -258,7 +255,7 @@ int weft__monitor_start(unsigned stall_ms)
 	mon.stacks_cached = false;
 	mon.watch = weft__fault() ? NULL : calloc(weft__rt.nworkers, sizeof *mon.watch);
 	mon.hub = epoll_create1(EPOLL_CLOEXEC);
-	mon.evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	mon.evfd = weft__eventfd_open();
 	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = HUB_KICK };
 	int err = !mon.watch ? ENOMEM : 0;
 	if (!err && (mon.hub < 0 || mon.evfd < 0 || epoll_ctl(mon.hub, EPOLL_CTL_ADD, mon.evfd, &ev) != 0))
@@ -282,9 +279,7 @@ void weft__monitor_stop(void)
 {
 	if (mon.running) {
 		at_store_uint(&mon.stop, 1);
-		uint64_t one = 1;
-		while (write(mon.evfd, &one, sizeof one) < 0 && errno == EINTR)
-			;
+		weft__eventfd_signal(mon.evfd);
 		pthread_join(mon.thread, NULL);
 		mon.running = false;
 	}

@@ -27,10 +27,11 @@
 
 #include "atomic.h"
 #include "coro.h"
+#include "errors.h"
+#include "fifo.h"
 #include "park.h"
-#include "runtime.h"
+#include "thread.h"
 #include "weft.h"
-#include "worker.h"
 
 enum { IDLE_EXIT_S = 10 };
 
@@ -45,8 +46,8 @@ static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t work;	/* a call was queued, or stopping (work_init) */
 	pthread_cond_t gone;	/* a helper exited */
-	struct call *head, *tail;
-	unsigned queued;	/* calls in the FIFO */
+	WEFT__FIFO(struct call) q;	/* calls waiting for a helper */
+	unsigned queued;	/* calls in q */
 	unsigned threads;	/* helpers alive */
 	unsigned idle;		/* helpers waiting for a call */
 	unsigned max;
@@ -74,10 +75,8 @@ static void work_init(void)
 
 static struct call *take_call(void)
 {
-	struct call *c = pool.head;
-	pool.head = c->next;
-	if (!pool.head)
-		pool.tail = NULL;
+	struct call *c;
+	WEFT__FIFO_POP(&pool.q, c);
 	pool.queued--;
 	return c;
 }
@@ -89,14 +88,14 @@ static struct call *next_call(void)
 	struct timespec until;
 	clock_gettime(CLOCK_MONOTONIC, &until);	/* pool.work's clock */
 	until.tv_sec += IDLE_EXIT_S;
-	while (!pool.head && !pool.stopping) {
+	while (WEFT__FIFO_EMPTY(&pool.q) && !pool.stopping) {
 		pool.idle++;
 		int r = pthread_cond_timedwait(&pool.work, &pool.lock, &until);
 		pool.idle--;
-		if (r == ETIMEDOUT && !pool.head)
+		if (r == ETIMEDOUT && WEFT__FIFO_EMPTY(&pool.q))
 			return NULL;
 	}
-	return pool.head ? take_call() : NULL;
+	return WEFT__FIFO_EMPTY(&pool.q) ? NULL : take_call();
 }
 
 static void *helper_main(void *unused)
@@ -136,12 +135,7 @@ static int submit(struct call *c)
 		pthread_mutex_unlock(&pool.lock);
 		return EAGAIN;
 	}
-	c->next = NULL;
-	if (pool.tail)
-		pool.tail->next = c;
-	else
-		pool.head = c;
-	pool.tail = c;
+	WEFT__FIFO_PUSH(&pool.q, c);
 	pool.queued++;
 	pthread_cond_signal(&pool.work);
 	pthread_mutex_unlock(&pool.lock);

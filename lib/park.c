@@ -4,23 +4,16 @@
 #include "park.h"
 
 #include <errno.h>
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "atomic.h"
+#include "clock.h"
 #include "coro.h"
+#include "futex.h"
 #include "timer.h"
 #include "weft.h"
 #include "worker.h"
 
 enum { THREAD_WOKEN = 0x80000000u };
-
-static void futex_wake(uint32_t *word)
-{
-	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
 
 void weft__waiter_init(struct weft__waiter *w)
 {
@@ -56,23 +49,15 @@ int weft__waiter_disarm(struct weft__waiter *w)
 	return r;
 }
 
-static bool expired(int64_t deadline)
-{
-	return deadline >= 0 && deadline <= weft_now();
-}
-
 static int thread_wait(struct weft__waiter *w, int64_t deadline)
 {
-	struct timespec ts = { deadline / 1000000000, deadline % 1000000000 };
 	uint32_t v;
 	while (!((v = at_load_uint((unsigned *)&w->futex)) & THREAD_WOKEN)) {
-		if (expired(deadline)) {
+		if (weft__deadline_passed(deadline)) {
 			weft__waiter_wake(w, ETIMEDOUT);	/* loses to an earlier waker */
 			continue;
 		}
-		/* BITSET waits take an absolute CLOCK_MONOTONIC timeout. */
-		syscall(SYS_futex, &w->futex, FUTEX_WAIT_BITSET_PRIVATE, v,
-			deadline >= 0 ? &ts : NULL, NULL, FUTEX_BITSET_MATCH_ANY);
+		weft__futex_wait_until(&w->futex, v, deadline);
 	}
 	return (int)(v & 0xffff);
 }
@@ -88,7 +73,7 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 		at_fence_store_load();
 	if (w->cancellable && at_load_uint(&co->cancelled))
 		weft__waiter_wake(w, ECANCELED);
-	else if (expired(deadline))
+	else if (weft__deadline_passed(deadline))
 		weft__waiter_wake(w, ETIMEDOUT);
 	else if (deadline >= 0) {
 		w->deadline = deadline;
@@ -155,7 +140,7 @@ static bool wake(struct weft__waiter *w, int result, struct weft__worker *ready_
 			return false;
 		/* w may be gone once the thread sees the word; a wake on a stale
 		 * address is harmless, every futex wait here loops. */
-		futex_wake(&w->futex);
+		weft__futex_wake(&w->futex, 1);
 		return true;
 	}
 	return wake_co(w->co, w->gen, false, result, ready_on);
@@ -193,7 +178,7 @@ bool weft__park_finish(struct weft_co *co)
 #define CLAIMED ((uintptr_t)1)	/* low bit on a waiter pointer */
 
 /* Wakes the claimed waiter w and stores COMPLETE after the last access to
- * w.  A thread waiter is marked woken first and kicked (futex_wake) after
+ * w.  A thread waiter is marked woken first and kicked (weft__futex_wake) after
  * COMPLETE: it would otherwise spin in completion_settle for the length of
  * the syscall; a kick on a stale address is harmless (see wake). */
 static void complete_waiter(void **word, struct weft__waiter *w)
@@ -209,7 +194,7 @@ static void complete_waiter(void **word, struct weft__waiter *w)
 	at_fence_release();
 	at_store_ptr(word, WEFT__COMPLETE);
 	if (won)
-		futex_wake(futex);
+		weft__futex_wake(futex, 1);
 }
 
 bool weft__complete(void **word, void *other)

@@ -9,20 +9,15 @@
  * serialises init and shutdown against each other; nothing on a hot path
  * takes it.
  */
-#include "runtime.h"
-
 #include <errno.h>
-#include <linux/futex.h>
 #include <pthread.h>
-#include <signal.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "atomic.h"
 #include "config.h"
-#include "fault.h"
+#include "errors.h"
 #include "fdtable.h"
+#include "futex.h"
 #include "monitor.h"
 #include "offload.h"
 #include "overflow.h"
@@ -34,34 +29,6 @@
 static pthread_mutex_t lifecycle_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool started;	/* under lifecycle_lock */
 static bool print_stats;	/* $WEFT_STATS=1 */
-
-bool weft__runtime_accepting(void)
-{
-	return at_load_uint(&weft__rt.running) != 0;
-}
-
-int weft__thread_start(pthread_t *t, bool faults, void *(*fn)(void *), void *arg)
-{
-	pthread_attr_t attr;
-	if (weft__fault() || pthread_attr_init(&attr) != 0)
-		return EAGAIN;
-	pthread_t detached;
-	if (!t) {
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		t = &detached;
-	}
-	sigset_t block, old;
-	sigfillset(&block);
-	if (faults) {
-		sigdelset(&block, SIGSEGV);
-		sigdelset(&block, SIGBUS);
-	}
-	pthread_sigmask(SIG_BLOCK, &block, &old);
-	int err = pthread_create(t, &attr, fn, arg) ? EAGAIN : 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_attr_destroy(&attr);
-	return err;
-}
 
 static int init_locked(const weft_config *cfg)
 {
@@ -111,7 +78,7 @@ static void wait_all_finished(void)
 		if (weft__all_finished())
 			break;
 		/* Woken when a worker goes idle; the timeout is a safety net. */
-		syscall(SYS_futex, &weft__rt.quiesce, FUTEX_WAIT_PRIVATE, seen, &tick, NULL, 0);
+		weft__futex_wait(&weft__rt.quiesce, seen, &tick);
 	}
 }
 
@@ -149,13 +116,6 @@ int weft_main(void (*fn)(void *), void *arg, const weft_config *cfg)
 		weft_join(co);
 	weft_shutdown();
 	return e ? weft__fail(e) : 0;
-}
-
-int64_t weft_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 int weft_worker_id(void)

@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "errors.h"
 #include "monitor.h"
 #include "offload.h"
-#include "runtime.h"
 #include "stack.h"
 #include "weft.h"
 #include "worker.h"

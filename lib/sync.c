@@ -28,7 +28,9 @@
 #include <stdlib.h>
 
 #include "atomic.h"
+#include "clock.h"
 #include "coro.h"
+#include "errors.h"
 #include "fault.h"
 #include "waitq.h"
 #include "weft.h"

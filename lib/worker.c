@@ -77,21 +77,23 @@
 #include "worker.h"
 
 #include <errno.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "atomic.h"
+#include "clock.h"
+#include "errors.h"
 #include "fault.h"
+#include "fifo.h"
+#include "futex.h"
 #include "loop.h"
 #include "overflow.h"
 #include "park.h"
-#include "runtime.h"
+#include "thread.h"
 #include "weft.h"
 
 enum {
@@ -122,34 +124,15 @@ struct weft__runtime weft__rt = {
 static __thread struct weft__worker *tls_worker __attribute__((tls_model("initial-exec")));
 static uint64_t next_id_block = 1;	/* atomic: process-wide, never reset */
 
-#if defined(__clang__)
-#define WEFT_OPAQUE __attribute__((noinline))
-#else
-#define WEFT_OPAQUE __attribute__((noinline, noipa))
-#endif
-
-WEFT_OPAQUE struct weft__worker *weft__worker_self(void)
+WEFT__ERRORS_OPAQUE struct weft__worker *weft__worker_self(void)
 {
 	__asm__ volatile("" ::: "memory");
 	return tls_worker;
 }
 
-WEFT_OPAQUE int weft__fail(int e)
+bool weft__runtime_accepting(void)
 {
-	errno = e;
-	return -1;
-}
-
-WEFT_OPAQUE int *weft_errno_location(void)
-{
-	__asm__ volatile("" ::: "memory");
-	return &errno;
-}
-
-WEFT_OPAQUE int weft__errno(void)
-{
-	__asm__ volatile("" ::: "memory");
-	return errno;
+	return at_load_uint(&weft__rt.running) != 0;
 }
 
 uint64_t weft__next_id(struct weft__worker *w)
@@ -165,29 +148,22 @@ uint64_t weft__next_id(struct weft__worker *w)
 
 /* ------------------------------------------------------ locked FIFOs */
 
-static void fifo_push(struct weft__fifo *q, struct weft_co *co)
+static void fifo_push(struct weft__locked_fifo *q, struct weft_co *co)
 {
-	co->next = NULL;
 	pthread_mutex_lock(&q->lock);
-	if (q->tail)
-		q->tail->next = co;
-	else
-		q->head = co;
-	q->tail = co;
+	WEFT__FIFO_PUSH(&q->q, co);
 	at_store_64(&q->len, at_load_64(&q->len) + 1);
 	pthread_mutex_unlock(&q->lock);
 }
 
-static struct weft_co *fifo_pop(struct weft__fifo *q)
+static struct weft_co *fifo_pop(struct weft__locked_fifo *q)
 {
 	if (at_load_64(&q->len) == 0)
 		return NULL;
 	pthread_mutex_lock(&q->lock);
-	struct weft_co *co = q->head;
+	struct weft_co *co;
+	WEFT__FIFO_POP(&q->q, co);
 	if (co) {
-		q->head = co->next;
-		if (!q->head)
-			q->tail = NULL;
 		at_store_64(&q->len, at_load_64(&q->len) - 1);
 	}
 	pthread_mutex_unlock(&q->lock);
@@ -365,16 +341,14 @@ static struct weft_co *steal_from(struct weft__deque *d)
  */
 static struct weft_co *pop_yielder(struct weft__worker *w)
 {
-	struct weft_co *co = w->yield_head;
+	struct weft_co *co;
+	WEFT__FIFO_POP(&w->yielders, co);
 	if (!co)
 		return NULL;
-	w->yield_head = co->next;
-	if (!w->yield_head)
-		w->yield_tail = NULL;
-	if (weft__rt.nworkers == 1 || !w->yield_head)
+	if (weft__rt.nworkers == 1 || WEFT__FIFO_EMPTY(&w->yielders))
 		return co;
-	struct weft_co *rev = NULL, *p = w->yield_head;
-	w->yield_head = w->yield_tail = NULL;
+	struct weft_co *rev = NULL, *p;
+	WEFT__FIFO_TAKE_ALL(&w->yielders, p);
 	while (p) {
 		struct weft_co *next = p->next;
 		p->next = rev;
@@ -646,7 +620,7 @@ static void signal_quiesce(void)
 	if (!at_load_uint(&weft__rt.draining))
 		return;
 	at_faa_uint((unsigned *)&weft__rt.quiesce, 1);
-	syscall(SYS_futex, &weft__rt.quiesce, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	weft__futex_wake(&weft__rt.quiesce, 1);
 }
 
 /* Returns when there may be work again (or the runtime is stopping). */
@@ -767,7 +741,7 @@ int weft__workers_start(unsigned n, int pin)
 	weft__rt.nworkers = n;
 	weft__rt.nr_spinning = weft__rt.nr_idle = 0;
 	weft__rt.stopping = weft__rt.draining = 0;
-	weft__rt.inject.head = weft__rt.inject.tail = NULL;
+	WEFT__FIFO_INIT(&weft__rt.inject.q);
 	weft__rt.inject.len = weft__rt.ext_spawned = weft__rt.ext_wakeups = 0;
 	weft__rt.workers = aligned_alloc(64, sizeof(struct weft__worker) * n);
 	weft__rt.idle = weft__fault() ? NULL : calloc(n, sizeof *weft__rt.idle);

@@ -13,6 +13,7 @@
 #include "atomic.h"
 #include "coro.h"
 #include "deque.h"
+#include "fifo.h"
 #include "sanitize.h"
 #include "stack.h"
 #include "timer.h"
@@ -31,18 +32,24 @@ struct weft__counters {
 	uint64_t stalls;		/* written by the monitor only */
 };
 
-/* A locked FIFO of coroutines, with a lock-free emptiness check: the
- * injection queue, and each worker's queue of coroutines woken by its loop. */
-struct weft__fifo {
+/* A locked FIFO of coroutines (fifo.h), with a lock-free emptiness check:
+ * the injection queue, and each worker's queue of coroutines woken by its
+ * loop.  q is touched only under lock, whose acquire and release order
+ * the items' links and contents.  len is written under lock and read
+ * without it (relaxed single-copy-atomic loads and stores, atomic.h): a
+ * reader that sees 0 skips the lock and the FIFO; work it missed is covered
+ * as any published work is, by the pusher's notify_work (a StoreLoad fence,
+ * then the idle check) or by the pushing worker itself (worker.c). */
+struct weft__locked_fifo {
 	pthread_mutex_t lock;
-	struct weft_co *head, *tail;
+	WEFT__FIFO(struct weft_co) q;
 	uint64_t len;			/* atomic */
 };
 
 struct weft__worker {
 	struct weft__deque deque;
 	struct weft_co *runnext;	/* atomic: what runs next (worker.c) */
-	struct weft__fifo ready;	/* woken by readiness or a deadline, in order */
+	struct weft__locked_fifo ready;	/* woken by readiness or a deadline, in order */
 	unsigned index;
 	int epfd;			/* its loop: the fds it owns (loop.h) */
 	int waitfd;			/* what it sleeps on: evfd and epfd */
@@ -62,8 +69,7 @@ struct weft__worker {
 	uint64_t current_id;		/* atomic: its id and entry, for the */
 	void *current_fn;		/* monitor's stall report (not through co) */
 	int *errno_slot;		/* this worker thread's errno (the thread never changes) */
-	struct weft_co *yield_head;	/* owner-only FIFO of yielders */
-	struct weft_co *yield_tail;
+	WEFT__FIFO(struct weft_co) yielders;	/* owner-only FIFO of yielders */
 	struct weft__stack_cache stacks;
 	uint64_t rng;
 	unsigned tick;
@@ -88,7 +94,7 @@ struct weft__runtime {
 	unsigned nr_idle;		/* atomic: workers announced idle */
 	pthread_mutex_t idle_lock;	/* guards idle[] */
 	unsigned *idle;			/* stack of idle worker indices */
-	struct weft__fifo inject;	/* spawns and wakes from plain threads */
+	struct weft__locked_fifo inject;	/* spawns and wakes from plain threads */
 	uint64_t ext_spawned;		/* atomic: spawns from plain threads */
 	uint64_t ext_wakeups;		/* atomic: wakes won by plain threads */
 	uint32_t quiesce;		/* futex: bumped when a worker goes idle while draining */
@@ -96,6 +102,10 @@ struct weft__runtime {
 };
 
 extern struct weft__runtime weft__rt;
+
+/* True between weft_init and the end of weft_shutdown's drain (runtime.c
+ * sets weft__rt.running). */
+bool weft__runtime_accepting(void);
 
 /* The worker this thread is, or NULL.  Never cached across a suspension:
  * out of line, so the thread-local's address is computed afresh. */
@@ -133,11 +143,5 @@ bool weft__all_finished(void);
 
 /* A fresh coroutine id (unique in the process). */
 uint64_t weft__next_id(struct weft__worker *w);
-
-/* Reports errno = e on the calling thread and returns -1 (out of line). */
-int weft__fail(int e);
-/* The calling thread's errno, read through a fresh thread-local address
- * (out of line: safe after a suspension moved the coroutine). */
-int weft__errno(void);
 
 #endif

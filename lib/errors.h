@@ -1,0 +1,32 @@
+/*
+ * errors.h — reporting and reading errno from inside the library.
+ *
+ * A coroutine may resume on another worker thread after any call that can
+ * suspend, and glibc declares __errno_location const, so the compiler may
+ * reuse an &errno computed before the suspension: the old thread's errno.
+ * These calls are out of line and opaque to interprocedural analysis
+ * (WEFT__ERRORS_OPAQUE), so every use computes the thread-local's address
+ * afresh.  weft_errno_location is the public form (weft.h).
+ *
+ * A leaf: it includes only libc headers, so every file can report an error
+ * without depending on the scheduler (worker.h) for it.
+ */
+#ifndef WEFT_ERRORS_H
+#define WEFT_ERRORS_H
+
+/* Out of line and invisible to the callers' optimiser: what the function
+ * reads (a thread-local) is read afresh at each call.  weft__worker_self
+ * (worker.c) is defined the same way, for the same reason. */
+#if defined(__clang__)
+#define WEFT__ERRORS_OPAQUE __attribute__((noinline))
+#else
+#define WEFT__ERRORS_OPAQUE __attribute__((noinline, noipa))
+#endif
+
+/* Reports errno = e on the calling thread and returns -1 (out of line). */
+int weft__fail(int e);
+/* The calling thread's errno, read through a fresh thread-local address
+ * (out of line: safe after a suspension moved the coroutine). */
+int weft__errno(void);
+
+#endif
