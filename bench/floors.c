@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * floors — the machine's cost floors, measured by the suite itself: what the
  * cheapest possible version of each thing weft does costs here, so that the

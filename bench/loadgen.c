@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * loadgen — a closed-loop load generator for echo servers.  Plain C11 and
  * epoll, no weft: it measures weft's servers and their peers alike.

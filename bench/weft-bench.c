@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft-bench — the scheduler benchmarks, `sleep` (timers), the
  * synchronisation benchmarks (channels, mutex) and `local-get`

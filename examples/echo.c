@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft-echo — an echo server: a coroutine per connection, writing back
  * whatever the client sends.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft-graceful — an echo server that shuts down gracefully on SIGINT or
  * SIGTERM, leaving no coroutine behind.  docs/embedding.md walks through it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft-http — a minimal HTTP/1.1 server answering every request with
  * "200 OK" and the 13-byte body "Hello, World!".

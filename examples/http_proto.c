@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http_proto.c — parsing and answering of weft-http's protocol (see
  * http_proto.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * http_proto.h — the HTTP/1.1 "hello" protocol of weft-http, without its
  * I/O: requests are parsed from a connection's input buffer and answered

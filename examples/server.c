@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * server.c — the listening socket and the accept loop of the example
  * servers (see server.h).

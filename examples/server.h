@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * server.h — what the example servers share: the listening socket, the
  * accept loop and a coroutine per connection.  See echo.c and http.c.

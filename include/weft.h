@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft — an M:N runtime of stackful coroutines on work-stealing workers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * atomic.h — the orderings weft's lock-free code uses, named by what they do.
  *

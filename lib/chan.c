@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * chan.c — channels of fixed-size elements, bounded or rendezvous, and
  * select, on the wait queues of waitq.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clock.h — the library's one clock and the two questions asked of it.
  *

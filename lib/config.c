@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * config.c — resolving weft_config against the environment and defaults.
  *

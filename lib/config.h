@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * config.h — the runtime's configuration: weft_config, the environment and
  * the defaults, resolved once by weft_init.  docs/tuning.md lists them all.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * context.c — forging the first frame of a new context (see context.h).
  * The frame layouts are documented in switch_x86_64.S and switch_aarch64.S.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * context.h — the machine context switch (switch_x86_64.S, switch_aarch64.S).
  *

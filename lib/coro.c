@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * coro.c — coroutines: spawn, run, yield, exit, join and detach.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * coro.h — the coroutine control block and its life cycle.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deque.c — Chase-Lev deque (see deque.h).
  *

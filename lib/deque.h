@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deque.h — the Chase-Lev work-stealing deque of runnable coroutines.
  *

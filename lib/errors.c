@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * errors.c — weft__fail, weft__errno and the public weft_errno_location
  * (errors.h).  WEFT_ERRNO_GUARD is not defined here: `errno` is glibc's.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * errors.h — reporting and reading errno from inside the library.
  *

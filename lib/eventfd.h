@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * eventfd.h — the wake-up eventfds of the workers' loops (loop.c) and of the
  * monitor (monitor.c), as inline wrappers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fault.c — the counter behind weft__fault (fault.h); built only with the
  * meson option fault_injection.  One shared atomic counter: fault builds

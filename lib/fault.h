@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fault.h — fault injection for the reliability tests (meson option
  * fault_injection).  Every internal allocation and thread creation asks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fdtable.c — the chunked fd table and its waiter-slot protocol
  * (see fdtable.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fdtable.h — the fd table: per fd, which loop owns it and who waits on it.
  *

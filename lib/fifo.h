@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fifo.h — the intrusive FIFO: a head and a tail pointer, the items linked
  * through their own `next` field (as BSD's STAILQ).  No allocation, O(1)

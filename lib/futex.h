@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * futex.h — the futex calls of the library, as inline wrappers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * io.c — weft_wait, weft_read, weft_write, weft_accept, weft_connect,
  * weft_close and weft_sleep.

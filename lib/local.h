@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * local.h — coroutine-local storage (local.c): per-coroutine values for
  * process-wide keys.

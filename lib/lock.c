@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lock.c — the contended half of the internal lock (lock.h).
  */

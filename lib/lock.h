@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lock.h — the short internal lock of the synchronisation objects and
  * channels (their queues and buffers, held for a few dozen instructions).

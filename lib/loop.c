@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * loop.c — per-worker epoll loops (see loop.h), fd registration and the
  * readiness side of the fd slot protocol (fdtable.h).

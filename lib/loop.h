@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * loop.h — a worker's event loop: its epoll instance, its timers, and how
  * fds come to be registered there.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * monitor.c — serving the loops of workers stuck in a long coroutine.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * monitor.h — the monitor thread: it keeps a stuck worker's loop served.
  */

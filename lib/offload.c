@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * offload.c — weft_offload: blocking calls on helper threads.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * offload.h — the pool of helper threads behind weft_offload.
  */

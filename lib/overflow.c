@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * overflow.c — the stack-overflow reporter (see overflow.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * overflow.h — reporting stack overflows instead of mysterious crashes.
  *

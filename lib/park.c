@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * park.c — the park/wake protocol (see park.h for the states and orderings).
  */

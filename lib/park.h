@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * park.h — the one park/wake protocol.  Join, I/O, sleeps and (later)
  * mutexes, condition variables and channels all use these calls.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * runtime.c — weft_init, weft_shutdown, weft_main and the small queries.
  *

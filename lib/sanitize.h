@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sanitize.h — telling ASan, TSan and valgrind about our stack switches.
  *

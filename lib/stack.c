@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stack.c — the coroutine stack pool (see stack.h for the layout and tiers).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stats.c — weft_stats_get and the WEFT_STATS=1 table.
  *

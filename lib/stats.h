@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stats.h — the runtime's counters (weft_stats_get, stats.c).
  */

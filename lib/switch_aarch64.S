@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * AArch64 (AAPCS64) context switch.  See context.h for the contract.
  *

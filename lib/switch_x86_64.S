@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * x86-64 System V context switch.  See context.h for the contract.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sync.c — mutex, condition variable and wait group, on the wait queues of
  * waitq.h (and so on the one park/wake protocol).

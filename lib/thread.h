@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * thread.h — starting the runtime's own threads (workers, the monitor,
  * offload helpers).

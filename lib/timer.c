@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * timer.c — the per-worker deadline heap (see timer.h for the protocol).
  */

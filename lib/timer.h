@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * timer.h — a worker's deadlines: a binary min-heap of parked waiters.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * waitq.c — FIFO queues of parked waiters (see waitq.h for the protocol).
  * Every function here runs under the owning object's lock.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * waitq.h — FIFO queues of parked waiters, for the synchronisation objects
  * (mutex, condition variable, wait group, channel).

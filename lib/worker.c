@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * worker.c — the scheduler: workers, stealing, idling and waking.
  *

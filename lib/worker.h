@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * worker.h — workers, the runtime that owns them, and scheduling.
  * The design is explained at the top of worker.c.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Runs weft's benchmarks against peer runtimes and tabulates them.
 
     python3 scripts/bench.py [--quick] [--only NAME[,NAME]] [--workers 1,2]

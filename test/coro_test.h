@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * coro_test.h — what the coroutine-level suites (io, sync, cancel) share:
  * checks that work inside coroutines, runtime start-up, and sizes scaled

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # gdb shows a clean backtrace inside a coroutine: the user's frames, the
 # coroutine's entry, and the trampoline as the outermost frame (its CFI marks
 # the return address undefined), with no garbage frames or errors after it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A program for test/gdb_coroutines.sh (tools/gdb/weft.py): the main
  * coroutine spawns four coroutines with distinct entry functions, names two

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # tools/gdb/weft.py in batch mode, on test/gdb_coroutines.c stopped in
 # weft_test_stop_here(): `info weft-coroutines` lists every coroutine with
 # the right id, state, worker, entry function and name; `weft-bt` shows a

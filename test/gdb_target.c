@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A program for test/gdb_backtrace.sh: a breakpoint in leaf() is hit inside
  * a coroutine, three frames above the coroutine's entry. */
 #include <stdio.h>

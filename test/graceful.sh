@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # examples/graceful.c: echo works, then SIGTERM with clients connected (one
 # idle, one mid-conversation) shuts the server down cleanly: exit 0 within
 # 10 s, every connection cancelled, no coroutine left, the clients see EOF.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * harness.c — the stand-in for Criterion's runner in TSan builds (see
  * harness.h).  Each test runs in a forked child of a single-threaded parent;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* weft_cancel: every kind of blocking call returns ECANCELED at once and
  * every later one too; joiners leave their target joinable; cancelling a
  * finished coroutine is a no-op; from plain threads; racing wakes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Configuration: the environment, explicit fields, defaults, and every bad
  * value; init/shutdown cycles. */
 #include "harness.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Chase-Lev deque: sequential semantics, growth, and one owner against
  * several thieves on separate threads, every item taken exactly once. */
 #include "harness.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Fault injection (meson -Dfault_injection=true): every Nth internal
  * allocation or thread creation fails.  Each failure must surface as
  * NULL/-1 with ENOMEM or EAGAIN, lose nothing already running, and leave a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* I/O and timers: echo over loopback, deadlines, close, fd reuse, the
  * readiness/deadline/close races, many sleeps, a stuck worker's loop,
  * accept under EMFILE, and every call outside a coroutine. */

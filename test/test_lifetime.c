@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Object lifetime: every weft object may be freed as soon as the last call
  * on it has returned (weft.h, "Object lifetime").  Each test repeats "wait,
  * then free at once" many times while another context is the waker: a plain

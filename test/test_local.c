@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Coroutine-local storage: values follow coroutines across workers,
  * destructors run once per value, keys come and go safely. */
 #include "harness.h"

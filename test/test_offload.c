@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* weft_offload: blocking calls on helper threads while the workers keep
  * serving coroutines; cancellation waits for fn; the helper limit. */
 #define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */

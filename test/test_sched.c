@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Scheduler: spawn/join/detach/yield semantics, fairness, migration, and
  * the park/wake protocol hammered across workers and plain threads. */
 #include "harness.h"

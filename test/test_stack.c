@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Stack pool: reuse, guard pages, RSS release, and the overflow report. */
 #include "harness.h"
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* weft_stats_get (counters add up and move), $WEFT_STATS=1's table, and the
  * stall detector ($WEFT_STALL_MS). */
 #define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */

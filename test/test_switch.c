@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Context switch: round trips, register and FP-control preservation. */
 #include "harness.h"
 #include <fenv.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Synchronisation: mutex (exact counts, FIFO hand-off, errors), condition
  * variables with deadlines, wait groups across workers and threads,
  * channels (bounded and rendezvous, many producers and consumers, close,

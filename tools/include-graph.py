@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The include graph of lib/ at the module level, and its cycles.
 
 A module is foo.c and foo.h together (either may be missing).  An edge

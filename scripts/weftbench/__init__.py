@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """weft's benchmark runner (scripts/bench.py is its entry point).
 
 One concept per module:

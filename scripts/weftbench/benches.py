@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The benchmark rows: the in-process ones (BENCHMARKS) and the network
 servers (SERVER_BENCHES)."""
 

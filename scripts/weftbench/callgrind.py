@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """--docs: instructions per operation of weft's yield and spawn+join,
 counted by callgrind."""
 

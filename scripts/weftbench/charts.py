@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The charts (gnuplot): ratios.png, scaling.png, servers.png."""
 
 import shutil

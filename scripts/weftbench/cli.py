@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The command line (every option of scripts/bench.py) and the main flow:
 build the peers, run the floors, the in-process rows, the server rows and
 callgrind, then print and write the tables, results.json and the charts."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """What a server spends per message: its CPU time and its voluntary
 context switches over the load's timed window (from /proc), and its
 system calls (from `strace -c -f`, in a separate untimed pass)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The machine's cost floors (bench/floors.c, `floors NAME`) and the cost
 model: what the cheapest version of each thing weft does costs here, per
 operation, and for each benchmark row the floors it chases."""

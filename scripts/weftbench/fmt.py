@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Numbers as the tables show them."""
 
 from typing import Callable, Optional

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The in-process benchmark rows: per benchmark and worker count, a
 warm-up invocation of every peer, then the interleaved runs."""
 

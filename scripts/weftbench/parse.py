@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Reading results: the RESULT lines of the bench programs and of loadgen,
 and wrk's report in the same shape."""
 

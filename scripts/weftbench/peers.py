@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The peer runtimes: how each is built (or found) and run, and the
 subject, weft, that the others are measured against."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Processes and ports: a command's output, a free port, a server process
 started and stopped, the tail of its log."""
 

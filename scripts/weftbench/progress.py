@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Progress on stderr: a status line per invocation (overwritten on a
 terminal), lines that stay, and, on long runs, a line per step:
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The report: the tables (text and Markdown), their footnotes,
 results.md, the run's metadata, and the generated section of docs/bench.md."""
 

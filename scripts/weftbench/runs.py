@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Running the bench programs: one invocation, the rounds of a point
 (interleaved peers), and the failures they report."""
 

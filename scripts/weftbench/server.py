@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The server rows: every peer's echo or HTTP server on a fresh port,
 pinned to one CPU (taskset), under loadgen or wrk pinned to another."""
 

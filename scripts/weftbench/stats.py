@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Statistics of the runs: the reported number of a run, medians and
 ranges, run-by-run ratios against the subject, the notes' medians, and
 the scaling over one worker."""

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A tiny program built against an installed weft (pkg-config) and against
  * weft as a meson subproject (scripts/check-install). */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // A C++17 program built against an installed weft: scripts/check-install
 // builds it with g++ and clang++ (-std=c++17 -Wall -Wextra -Werror) and via
 // CMake (test/consumer/CMakeLists.txt).  A pipeline on two workers: a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_api.c — libFuzzer harness for weft's public API (include/weft.h).
  *

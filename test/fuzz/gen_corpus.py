@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Writes the seed inputs of test/fuzz/corpus/ (the encoding: README.md).
 
     test/fuzz/gen_corpus.py [DIR]      default: test/fuzz/corpus next to this file

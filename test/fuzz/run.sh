@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds the API fuzzer (test/fuzz/fuzz_api.c) against an ASan+UBSan build of
 # the library and runs it.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # test/models/check.sh -- exhaustive spin safety checks of the Promela models
 # (see README.md).  Every good configuration must report 0 errors over a
 # complete search; every seeded bug (and each documented finding) must make

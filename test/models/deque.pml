@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * deque.pml -- the Chase-Lev work-stealing deque (lib/deque.c, deque.h),
  * with growth, one owner and NTHIEVES thieves.

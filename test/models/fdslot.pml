@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fdslot.pml -- one fd waiter slot (lib/fdtable.h/.c) under the park word
  * (lib/park.c), as weft_read uses it (lib/io.c), racing against readiness

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * park.pml -- the park/wake protocol (lib/park.c, lib/coro.c) together with
  * the scheduler's spinning/idle handshake (lib/worker.c).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Soak and chaos: weft's example servers under steady load while a chaos
 client misbehaves, with resident memory and open fds sampled throughout.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # weft.py: gdb support for the weft coroutine runtime.
 #
 # Commands:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // boost-bench: the Boost.Fiber peer of bench/weft-bench.c.  The same
 // benchmarks, sizes and checks, and the same RESULT line, so that
 // scripts/bench.py compares it with weft pair by pair.

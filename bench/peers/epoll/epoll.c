@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * weft-epoll — the limit the server rows are measured against: the echo and
  * HTTP "hello" servers a careful C programmer writes without coroutines, one

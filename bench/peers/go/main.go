@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 // Command go-bench is the Go peer of weft-bench: the same benchmarks, the
 // same sizes, the same verification and the same RESULT line, so that
 // scripts/bench.py can compare the two pair by pair.  It is also the Go peer

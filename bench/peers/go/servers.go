@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 // The Go peers of weft's example servers (examples/echo.c, examples/http.c),
 // run by scripts/bench.py under bench/loadgen and wrk:
 //

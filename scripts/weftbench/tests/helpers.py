@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Records and peers as the runner makes them, for the tests."""
 
 import subprocess

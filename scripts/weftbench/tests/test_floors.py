@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 import unittest
 
 from weftbench.floors import cost_model, cost_table_rows

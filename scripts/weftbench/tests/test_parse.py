@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 import unittest
 
 from weftbench.parse import judge, parse_result, wrk_result

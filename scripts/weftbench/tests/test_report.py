@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 import unittest
 
 from weftbench.fmt import fmt_mr, fmt_num, fmt_ratio

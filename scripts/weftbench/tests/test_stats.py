@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 import unittest
 
 from weftbench.benches import Bench, ServerBench

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: MIT
+
 //! tokio-bench: the Tokio peer of bench/weft-bench.c.  The same benchmarks,
 //! sizes and checks, and the same RESULT line, so that scripts/bench.py
 //! compares it with weft pair by pair.  It is also the Tokio peer of weft's
