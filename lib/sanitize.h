@@ -17,15 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "atomic.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define WEFT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define WEFT_ASAN 1
-#endif
-#endif
+#include "atomic.h"	/* WEFT_ASAN and WEFT_TSAN */
 
 #ifdef WEFT_ASAN
 #include <sanitizer/asan_interface.h>

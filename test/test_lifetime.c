@@ -189,13 +189,51 @@ Test(lifetime, select_winner_freed_right_after_select, .timeout = 600)
 	both_wakers(select_rounds);
 }
 
+/* ------------------------------------------------------ helpers */
+
+/* A coroutine that lives across rounds and runs fn on each round handed to
+ * it (a spawn per round would make each round cost a TSan fiber's
+ * creation). */
+struct helper {
+	weft_chan *in;
+	weft_co *co;
+	void (*fn)(void *round);
+};
+
+static void helper_main(void *arg)
+{
+	struct helper *h = arg;
+	void *round;
+	while (weft_chan_recv(h->in, &round, -1) == 0 && round)
+		h->fn(round);
+}
+
+static void helper_start(struct helper *h, void (*fn)(void *round))
+{
+	h->fn = fn;
+	h->in = weft_chan_new(sizeof(void *), 0);
+	CHECK(h->in);
+	h->co = go(helper_main, h);
+}
+
+static void helper_give(struct helper *h, void *round)
+{
+	CHECK(weft_chan_send(h->in, &round, -1) == 0);
+}
+
+static void helper_stop(struct helper *h)
+{
+	helper_give(h, NULL);
+	join(h->co);
+	weft_chan_free(h->in);
+}
+
 /* ------------------------------------------------------ condition variable */
 
-/* The waiter holds the mutex until it waits; a helper coroutine that takes
- * the mutex next knows the waiter is queued, and only then asks for the
+/* The waiter holds the mutex until it waits; the helper takes the mutex
+ * next, so it knows the waiter is queued, and only then asks for the
  * broadcast.  The waiter frees the cond (and its mutex) as soon as its wait
- * returns.  The helper lives across rounds (a spawn per round would make the
- * round cost a TSan fiber's creation). */
+ * returns. */
 struct cond_round {
 	weft_cond *c;
 	weft_mutex *m;
@@ -203,38 +241,30 @@ struct cond_round {
 	atomic_int flag;
 };
 
-static void ask_broadcast_once_queued(void *arg)
+static void ask_broadcast_once_queued(void *round)
 {
-	weft_chan *rounds_in = arg;
-	struct cond_round *cr;
-	while (weft_chan_recv(rounds_in, &cr, -1) == 0 && cr) {
-		CHECK(weft_mutex_lock(cr->m) == 0);
-		CHECK(weft_mutex_unlock(cr->m) == 0);
-		ask(cr->jobs, JOB_BROADCAST, cr->c, &cr->flag);	/* last touch of *cr */
-	}
+	struct cond_round *cr = round;
+	CHECK(weft_mutex_lock(cr->m) == 0);
+	CHECK(weft_mutex_unlock(cr->m) == 0);
+	ask(cr->jobs, JOB_BROADCAST, cr->c, &cr->flag);	/* last touch of *cr */
 }
 
 static void cond_rounds(weft_chan *jobs)
 {
-	weft_chan *to_helper = weft_chan_new(sizeof(struct cond_round *), 0);
-	CHECK(to_helper);
-	weft_co *helper = go(ask_broadcast_once_queued, to_helper);
+	struct helper h;
+	helper_start(&h, ask_broadcast_once_queued);
 	for (unsigned i = 0; i < rounds(); i++) {
 		struct cond_round cr = { .c = weft_cond_new(), .m = weft_mutex_new(), .jobs = jobs };
-		struct cond_round *p = &cr;
 		CHECK(cr.c && cr.m);
 		CHECK(weft_mutex_lock(cr.m) == 0);
-		CHECK(weft_chan_send(to_helper, &p, -1) == 0);
+		helper_give(&h, &cr);
 		while (!atomic_load(&cr.flag))
 			CHECK(weft_cond_wait(cr.c, cr.m, -1) == 0);
 		CHECK(weft_mutex_unlock(cr.m) == 0);
 		weft_cond_free(cr.c);
 		weft_mutex_free(cr.m);
 	}
-	struct cond_round *stop = NULL;
-	CHECK(weft_chan_send(to_helper, &stop, -1) == 0);
-	join(helper);
-	weft_chan_free(to_helper);
+	helper_stop(&h);
 }
 
 Test(lifetime, cond_freed_right_after_broadcast, .timeout = 600)
@@ -244,40 +274,34 @@ Test(lifetime, cond_freed_right_after_broadcast, .timeout = 600)
 
 /* ------------------------------------------------------ mutex */
 
-/* The holder unlocks while the other coroutine waits (in normal mode, or
- * handed over in starving mode when the holder kept it over 1 ms); the
- * waiter takes it, unlocks and frees it at once, as the last user.  The
- * waiter lives across rounds, as cond's helper does. */
+/* The holder unlocks while the helper waits (in normal mode, or handed over
+ * in starving mode when the holder kept it over 1 ms); the helper takes it,
+ * unlocks and frees it at once, as the last user. */
 struct mutex_round {
 	weft_mutex *m;
 	atomic_int waiting;
 };
 
-static void last_user(void *arg)
+static void last_user(void *round)
 {
-	weft_chan *rounds_in = arg;
-	struct mutex_round *mr;
-	while (weft_chan_recv(rounds_in, &mr, -1) == 0 && mr) {
-		weft_mutex *m = mr->m;
-		atomic_store(&mr->waiting, 1);	/* last touch of *mr */
-		CHECK(weft_mutex_lock(m) == 0);
-		CHECK(weft_mutex_unlock(m) == 0);
-		weft_mutex_free(m);
-	}
+	struct mutex_round *mr = round;
+	weft_mutex *m = mr->m;
+	atomic_store(&mr->waiting, 1);	/* last touch of *mr */
+	CHECK(weft_mutex_lock(m) == 0);
+	CHECK(weft_mutex_unlock(m) == 0);
+	weft_mutex_free(m);
 }
 
 static void mutex_rounds(void *arg)
 {
 	(void)arg;
-	weft_chan *to_waiter = weft_chan_new(sizeof(struct mutex_round *), 0);
-	CHECK(to_waiter);
-	weft_co *waiter = go(last_user, to_waiter);
+	struct helper h;
+	helper_start(&h, last_user);
 	for (unsigned i = 0; i < rounds(); i++) {
 		struct mutex_round mr = { .m = weft_mutex_new() };
-		struct mutex_round *p = &mr;
 		CHECK(mr.m);
 		CHECK(weft_mutex_lock(mr.m) == 0);
-		CHECK(weft_chan_send(to_waiter, &p, -1) == 0);
+		helper_give(&h, &mr);
 		while (!atomic_load(&mr.waiting))
 			weft_yield();
 		/* Let it park (or, one round in 64, start starving). */
@@ -286,10 +310,7 @@ static void mutex_rounds(void *arg)
 			;
 		CHECK(weft_mutex_unlock(mr.m) == 0);
 	}
-	struct mutex_round *stop = NULL;
-	CHECK(weft_chan_send(to_waiter, &stop, -1) == 0);
-	join(waiter);
-	weft_chan_free(to_waiter);
+	helper_stop(&h);
 }
 
 Test(lifetime, mutex_freed_by_the_waiter_it_was_handed_to, .timeout = 600)
