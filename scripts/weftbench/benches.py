@@ -53,7 +53,28 @@ BENCHMARKS: List[Bench] = [
 ]
 
 
-SERVER_WORKERS = 1  # the servers run on one worker: WEFT_WORKERS / GOMAXPROCS
+# The worker counts of the server rows (WEFT_WORKERS / GOMAXPROCS /
+# TOKIO_WORKER_THREADS): 1, the server pinned to one CPU and its load to
+# another; and 2, server and load unpinned, sharing the CPUs, so that the
+# multi-worker I/O path is measured too.  --workers overrides it.
+SERVER_WORKERS = (1, 2)
+SHARING = "sharing CPUs"
+
+
+def server_sharing(workers: int) -> bool:
+    """Whether a server row at `workers` runs unpinned, sharing the CPUs
+    with its load generator (every count but 1)."""
+    return workers != 1
+
+
+def server_label(name: str, workers: int,
+                 sharing: Optional[bool] = None) -> str:
+    """A server row's name in the tables: "echo-100-64 @1", and for the
+    rows that share the CPUs "echo-100-64 @2 (sharing CPUs)" (sharing
+    None: as server_sharing(workers) says)."""
+    if sharing is None:
+        sharing = server_sharing(workers)
+    return f"{name} @{workers}" + (f" ({SHARING})" if sharing else "")
 
 
 @dataclasses.dataclass

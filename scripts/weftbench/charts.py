@@ -155,9 +155,11 @@ def server_chart(ssummary: List[dict], peers: List[Peer],
             for p, k in cols:
                 r = (s["ratios"].get(p) or {}).get(k)
                 vals.append(f"{r['median']:.4f}" if r else "?")
-            f.write(f'"{s["bench"]}" ' + " ".join(vals) + "\n")
+            f.write(f'"{s["bench"]} @{s["workers"]}'
+                    f'{" sharing" if s.get("sharing") else ""}" ' +
+                    " ".join(vals) + "\n")
     png = ctx.out_dir / "servers.png"
-    ok = histogram(png, dat, len(cols), f"servers on 1 worker: {SUBJECT} / "
+    ok = histogram(png, dat, len(cols), f"servers (@N: workers): {SUBJECT} / "
                    "peer (median of run-by-run ratios)",
                    ["set yrange [0:*]", "set ylabel 'ratio'"])
     return [png] if ok else []

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-from .benches import BENCHMARKS, GROUPS, SERVER_BENCHES, SERVER_WORKERS
+from .benches import BENCHMARKS, GROUPS, SERVER_BENCHES
 from .callgrind import (CALLGRIND_FOOTNOTE, callgrind_lines, callgrind_steps,
                         run_callgrind)
 from .charts import charts
@@ -26,7 +26,7 @@ from .report import (BENCH_FOOTNOTE, md_table, metadata, runs_note,
                      server_footnote, server_table_rows, table_rows,
                      text_table, update_docs, write_markdown)
 from .server import (ECHO_SECONDS, SYSCALL_SECONDS, WRK_SECONDS, run_servers,
-                     server_steps, syscalls_wanted)
+                     server_steps, server_worker_counts, syscalls_wanted)
 from .stats import add_scaling
 
 def parse_args(argv):
@@ -36,7 +36,7 @@ def parse_args(argv):
                     help="3 runs per point instead of 5, and the peers "
                     "other than weft 1, without a warm-up invocation, only at "
                     "the largest worker count (same sizes; the server rows "
-                    "run shorter)")
+                    "run shorter, at 1 worker only)")
     ap.add_argument("--only", metavar="NAME[,NAME]",
                     help="only these benchmarks: " +
                     ", ".join(b.name for b in BENCHMARKS) + ", " +
@@ -47,7 +47,10 @@ def parse_args(argv):
                     ", ".join(p.name for p in PEERS[1:]))
     ap.add_argument("--workers", metavar="LIST",
                     help="worker counts, e.g. 1,2,4 (default: 1 and the CPUs "
-                    "in the affinity mask)")
+                    "in the affinity mask); the server rows run at these "
+                    "too (default: 1, pinned, and 2, sharing the CPUs with "
+                    "the load; --quick: 1): 1 pinned, every other count "
+                    "unpinned, sharing the CPUs")
     ap.add_argument("--runs", type=int, help="runs per point (default 5)")
     ap.add_argument("--peer-runs", type=int,
                     help="runs per point of the peers other than weft "
@@ -90,6 +93,9 @@ def parse_args(argv):
             ap.error(f"{option}: counts must be 1..1024")
         return ws
 
+    # the server rows' counts: --workers if given, else their own
+    args.server_workers = server_worker_counts(
+        args.workers and counts("--workers", args.workers), args.quick)
     if args.workers:
         args.workers = counts("--workers", args.workers)
     else:
@@ -163,7 +169,9 @@ def main(argv=None) -> int:
     add_scaling(summary, peers)
     meta = metadata(args, peers, ctx)
     meta["elapsed_s"] = round(elapsed, 1)
-    meta["servers"] = pins and {"workers": SERVER_WORKERS, "pinning": pins.note,
+    meta["servers"] = pins and {"workers": args.server_workers,
+                                "pinning": {w: p.note for w, p in pins.items()},
+                                "sharing": {w: p.sharing for w, p in pins.items()},
                                 "echo_s": ECHO_SECONDS[args.quick],
                                 "wrk_s": WRK_SECONDS[args.quick],
                                 "syscall_pass_s": (SYSCALL_SECONDS if

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .benches import BENCHMARKS, Bench
+from .benches import BENCHMARKS, SHARING, Bench
 from .fmt import fmt_mr, fmt_num
 from .peers import SUBJECT, Ctx, Peer, Skip
 from .progress import Progress
@@ -190,6 +190,7 @@ def cost_model(summary: List[dict], ssummary: List[dict],
                       ops.get((s["bench"], s["workers"])))
         if got:
             rows.append({"bench": s["bench"], "workers": s["workers"],
+                         "sharing": s.get("sharing", False),
                          "unit": s["unit"], SUBJECT: m["median"],
                          "model": " + ".join(f"{k} × {f}" if k > 1 else f
                                              for k, f in cost.terms),
@@ -201,7 +202,8 @@ def cost_model(summary: List[dict], ssummary: List[dict],
 def cost_table_rows(rows: List[dict]):
     head = ["benchmark", "unit", "workers", f"{SUBJECT} median", "floor",
             f"{SUBJECT}/floor", "notes (the floor it chases)"]
-    return head, [[r["bench"], r["unit"], str(r["workers"]),
+    return head, [[r["bench"] + (f" ({SHARING})" if r.get("sharing") else ""),
+                   r["unit"], str(r["workers"]),
                    fmt_num(r[SUBJECT]), fmt_num(r["floor"]),
                    f"{r['ratio']:.2f}", f"{r['model']}: {r['why']}"]
                   for r in rows]

@@ -40,6 +40,8 @@ class Peer:
     # the git description)
     version: Callable[["Ctx"], Optional[str]] = lambda ctx: None
     program: Optional[Path] = None  # set once built
+    # its server runs one thread whatever the worker count (epoll)
+    one_thread: bool = False
 
     def absent(self, bench: "Bench", quick: bool) -> Optional[str]:
         """Why it does not run bench (a note), or None if it does."""
@@ -257,6 +259,6 @@ PEERS.append(Peer(
     "epoll", "hand-written epoll loop (C, one thread)", build_epoll,
     missing={b.name: "a server only: one thread on epoll has no scheduler"
              for b in BENCHMARKS},
-    server=subcommand_server))
+    server=subcommand_server, one_thread=True))
 
 SUBJECT = PEERS[0].name

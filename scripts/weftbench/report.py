@@ -9,9 +9,9 @@ import shutil
 import socket
 import sys
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
-from .benches import BENCHMARKS, SERVER_BENCHES, SERVER_WORKERS
+from .benches import BENCHMARKS, SERVER_BENCHES, SHARING, server_label
 from .cost import CLK_TCK
 from .fmt import fmt_mr, fmt_num, fmt_ratio, fmt_sig
 from .peers import ROOT, SUBJECT, Ctx, Peer
@@ -54,7 +54,7 @@ def server_table_rows(summary: List[dict], peers: List[Peer]):
     head += ["notes (medians)"]
     rows = []
     for s in summary:
-        row = [s["bench"], s["unit"]]
+        row = [row_label(s), s["unit"]]
         for p in peers:
             m = s["peers"].get(p.name) or {}
             failed = s["peers"].get(p.name + "_failed", 0)
@@ -69,8 +69,41 @@ def server_table_rows(summary: List[dict], peers: List[Peer]):
     return head, rows
 
 
-def server_footnote(args, pins: Pins, peers: List[Peer]) -> str:
-    knobs = " / ".join(k for p in peers for k in p.env(SERVER_WORKERS))
+def row_label(s: dict) -> str:
+    """A server summary's name in the tables, with its worker count and
+    whether it shared the CPUs: "echo-100-64 @2 (sharing CPUs)"."""
+    return server_label(s["bench"], s["workers"], s.get("sharing"))
+
+
+def workers_note(pins: Dict[int, Pins], peers: List[Peer],
+                 quick: bool = False) -> str:
+    """The footnote's sentences on the worker counts of the server rows
+    and their pinning (pins: per worker count)."""
+    knobs = " / ".join(k for p in peers for k in p.env(1))
+    counts = sorted(pins)
+    out = [f"Servers on {' and '.join(map(str, counts))} "
+           f"worker{'s' if counts != [1] else ''} ({knobs}), the row "
+           f"names saying which (@N)."]
+    for w in counts:
+        out.append(f"@{w}: {pins[w].note}.")
+    if any(p.sharing for p in pins.values()):
+        out.append(f"\"{SHARING}\": server and load generator unpinned on "
+                   f"the same CPUs, so the server's rate includes its "
+                   f"competition with its own load for them (at 1 worker "
+                   f"each has a CPU of its own): a regression of the "
+                   f"multi-worker I/O path shows there, but the rows are not "
+                   f"a measure of scaling.")
+    one = [p.name for p in peers if p.one_thread]
+    if one and counts[-1] > 1:
+        out.append(f"{', '.join(one)} runs one thread at any worker count: "
+                   f"at more it is still the limit of one thread.")
+    if quick and counts == [1]:
+        out.append("--quick runs the server rows at 1 worker only "
+                   "(without it: also at 2, sharing the CPUs).")
+    return "  ".join(out)
+
+
+def server_footnote(args, pins: Dict[int, Pins], peers: List[Peer]) -> str:
     return (f"Rates (msgs/s, req/s): higher is better; {SUBJECT}/peer rate "
             f"is the median of run-by-run rate ratios (above 1: {SUBJECT} "
             f"serves more).  Latencies are round trips in µs, the median "
@@ -79,7 +112,7 @@ def server_footnote(args, pins: Pins, peers: List[Peer]) -> str:
             f"The slowest connection's echoes as a % of the mean per "
             f"connection: near 100, the server is fair to its clients; near "
             f"0, it starves some (which p50 and p99 can hide).  "
-            f"Servers on {SERVER_WORKERS} worker ({knobs}), {pins.note}; "
+            f"{workers_note(pins, peers, args.quick)}  "
             f"{runs_note(args, servers=True)}.")
 
 
@@ -104,7 +137,7 @@ def server_cost_rows(summary: List[dict], peers: List[Peer]):
     rows, notes = [], []
     for s in summary:
         # msgs/s -> per msg, req/s -> per req
-        row = [s["bench"], "per " + s["unit"].split("/")[0].rstrip("s")]
+        row = [row_label(s), "per " + s["unit"].split("/")[0].rstrip("s")]
         sc = s.get("syscalls") or {}
         for p in peers:
             m = s["peers"].get(p.name) or {}
@@ -152,7 +185,8 @@ def server_cost_footnote(args) -> str:
             f"that exit in between are lost).  Syscalls: {sys_note}.  "
             f"{SUBJECT}/peer cpu: median of run-by-run ratios of CPU per "
             f"message; {SUBJECT}/epoll is {SUBJECT}'s cost over the "
-            f"hand-written loop's, the limit.")
+            f"hand-written loop's, the limit.  Rows \"{SHARING}\": as in "
+            f"the table above, server and load shared the CPUs.")
 
 
 def text_table(head, rows) -> str:

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The server rows: every peer's echo or HTTP server on a fresh port,
-pinned to one CPU (taskset), under loadgen or wrk pinned to another."""
+on 1 worker pinned to one CPU (taskset) under loadgen or wrk pinned to
+another, and on 2 workers with server and load unpinned, sharing the CPUs."""
 
 import dataclasses
 import os
@@ -14,7 +15,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .cost import (attach_ok, per_msg, sample, strace_skip, strace_start,
                    strace_stop, syscall_summary)
-from .benches import SERVER_BENCHES, SERVER_WORKERS, ServerBench
+from .benches import (SERVER_BENCHES, SERVER_WORKERS, ServerBench,
+                      server_sharing)
 from .parse import judge, parse_result, wrk_result
 from .peers import Ctx, Peer, Skip
 from .procs import free_port, log_tail, server_running
@@ -23,6 +25,8 @@ from .runs import interleave, run_counts
 from .stats import summarize_server
 
 ECHO_SECONDS = {False: (5.0, 1.0), True: (0.6, 0.3)}  # quick -> (run, warm-up)
+# --quick's server worker counts (CI): see server_worker_counts
+QUICK_SERVER_WORKERS = (1,)
 WRK_SECONDS = {False: 10, True: 2}
 READY_TIMEOUT_S = 10  # for "listening on PORT"
 HELLO = b"Hello, World!"
@@ -34,10 +38,16 @@ class Pins:
     server: Optional[int]
     load: Optional[int]
     note: str
+    sharing: bool = False  # unpinned on purpose: server and load share CPUs
 
     @staticmethod
-    def choose() -> "Pins":
+    def choose(workers: int = 1) -> "Pins":
+        """1 worker: the server on the first CPU, its load on the second;
+        more: both unpinned, sharing the CPUs."""
         cpus = sorted(os.sched_getaffinity(0))
+        if server_sharing(workers):
+            return Pins(None, None, f"server and load unpinned, sharing the "
+                        f"{len(cpus)} CPUs", sharing=True)
         if shutil.which("taskset") is None:
             return Pins(None, None, "unpinned: taskset not found (util-linux)")
         if len(cpus) < 2:
@@ -102,21 +112,21 @@ class Load:
     parse: Callable[[str], Optional[Dict[str, str]]]
 
 
-def load_echo(sb: ServerBench, impl: str, port: int, tool: Path,
-              run_s: float, warm_s: float) -> Load:
+def load_echo(sb: ServerBench, impl: str, workers: int, port: int,
+              tool: Path, run_s: float, warm_s: float) -> Load:
     cmd = [str(tool), "-c", str(sb.conns), "-s", str(sb.size),
            "-d", str(run_s), "-w", str(warm_s), "-p", str(port),
-           "-i", impl, "-W", str(SERVER_WORKERS)]
+           "-i", impl, "-W", str(workers)]
     return Load(cmd, warm_s, run_s + warm_s + 60, parse_result)
 
 
-def load_wrk(sb: ServerBench, impl: str, port: int, tool: Path,
-             run_s: float, warm_s: float) -> Load:
+def load_wrk(sb: ServerBench, impl: str, workers: int, port: int,
+             tool: Path, run_s: float, warm_s: float) -> Load:
     # wrk has no warm-up: its window is the whole run
     cmd = [str(tool), "-t1", f"-c{sb.conns}", f"-d{run_s:g}s", "--latency",
            f"http://127.0.0.1:{port}/"]
     return Load(cmd, 0.0, run_s + 60,
-                lambda out: wrk_result(out, sb.name, impl, SERVER_WORKERS))
+                lambda out: wrk_result(out, sb.name, impl, workers))
 
 
 def load_seconds(sb: ServerBench, quick: bool) -> Tuple[float, float]:
@@ -172,12 +182,12 @@ LOADS = {
 }
 
 
-def run_server_one(peer: Peer, sb: ServerBench, ctx: Ctx, tool: Path,
-                   quick: bool, pins: Pins) -> dict:
+def run_server_one(peer: Peer, sb: ServerBench, workers: int, ctx: Ctx,
+                   tool: Path, quick: bool, pins: Pins) -> dict:
     port = free_port()
     cmd = Pins.wrap(peer.server(peer, ctx, sb.server, port), pins.server)
     env = dict(os.environ)
-    env.update(peer.env(SERVER_WORKERS))
+    env.update(peer.env(workers))
     log = ctx.out_dir / f"server-{peer.name}-{sb.server}.log"
     _, load, check = LOADS[sb.group]
     rec = {"peer": peer.name, "cmd": cmd, "port": port}
@@ -189,9 +199,10 @@ def run_server_one(peer: Peer, sb: ServerBench, ctx: Ctx, tool: Path,
         if err is None:
             try:
                 r, p, before, after = run_load(
-                    load(sb, peer.name, port, tool, *load_seconds(sb, quick)),
+                    load(sb, peer.name, workers, port, tool,
+                         *load_seconds(sb, quick)),
                     pins, srv.pid)
-                rec.update(judge(r, p, sb.name, SERVER_WORKERS))
+                rec.update(judge(r, p, sb.name, workers))
                 if rec["ok"]:
                     rec["cost"] = per_msg(before, after, rec["ops"])
             except subprocess.TimeoutExpired as e:
@@ -218,8 +229,8 @@ def syscalls_wanted(args) -> bool:
     return not args.quick and not getattr(args, "no_syscalls", False)
 
 
-def syscall_pass(peer: Peer, sb: ServerBench, ctx: Ctx, tool: Path,
-                 pins: Pins) -> dict:
+def syscall_pass(peer: Peer, sb: ServerBench, workers: int, ctx: Ctx,
+                 tool: Path, pins: Pins) -> dict:
     """Once per peer and row, untimed: a fresh server under `strace -c -f`
     for SYSCALL_SECONDS of the same load; its system calls per message
     ({"skipped": why} or {"error": why} when there are none)."""
@@ -229,9 +240,9 @@ def syscall_pass(peer: Peer, sb: ServerBench, ctx: Ctx, tool: Path,
     port = free_port()
     cmd = Pins.wrap(peer.server(peer, ctx, sb.server, port), pins.server)
     env = dict(os.environ)
-    env.update(peer.env(SERVER_WORKERS))
+    env.update(peer.env(workers))
     log = ctx.out_dir / f"server-{peer.name}-{sb.server}-strace.log"
-    out = ctx.out_dir / f"strace-{peer.name}-{sb.name}.txt"
+    out = ctx.out_dir / f"strace-{peer.name}-{sb.name}-w{workers}.txt"
     out.unlink(missing_ok=True)
     _, load, _ = LOADS[sb.group]
     with server_running(cmd, env, log) as srv:
@@ -244,7 +255,7 @@ def syscall_pass(peer: Peer, sb: ServerBench, ctx: Ctx, tool: Path,
             strace_stop(st, out)
             return {"skipped": f"strace could not attach: {err}"}
         try:
-            r, p, _, _ = run_load(load(sb, peer.name, port, tool,
+            r, p, _, _ = run_load(load(sb, peer.name, workers, port, tool,
                                        SYSCALL_SECONDS, 0.0), pins, srv.pid)
         except subprocess.TimeoutExpired as e:
             strace_stop(st, out)
@@ -253,7 +264,7 @@ def syscall_pass(peer: Peer, sb: ServerBench, ctx: Ctx, tool: Path,
             strace_stop(st, out)
             raise
         calls = strace_stop(st, out)
-    rec = judge(r, p, sb.name, SERVER_WORKERS)
+    rec = judge(r, p, sb.name, workers)
     if not rec["ok"]:
         return {"error": f"load under strace: {rec['error']}"}
     res = syscall_summary(calls, rec["ops"])
@@ -288,24 +299,40 @@ def server_rows(args) -> List[ServerBench]:
             if b.group in args.only or b.name in args.only]
 
 
+def server_worker_counts(workers: Optional[List[int]], quick: bool
+                         ) -> List[int]:
+    """The worker counts of the server rows: --workers when given (None:
+    not given), else SERVER_WORKERS, under --quick QUICK_SERVER_WORKERS."""
+    if workers:
+        return list(workers)
+    return list(QUICK_SERVER_WORKERS if quick else SERVER_WORKERS)
+
+
+def server_tag(sb: ServerBench, workers: int) -> str:
+    """The progress tag of a server row at a worker count."""
+    return f"[{sb.name} w={workers}]"
+
+
 def server_steps(args, peers: List[Peer]) -> List[Tuple[str, int]]:
-    """The progress plan of run_servers: (tag, invocations) per row, for
-    the peers that have servers at all."""
+    """The progress plan of run_servers: (tag, invocations) per row and
+    worker count, for the peers that have servers at all."""
     want = run_counts([p for p in peers if p.server is not None], args)
     passes = len(want) if syscalls_wanted(args) else 0
-    return [(f"[{sb.name}]", sum(want.values()) + passes)
-            for sb in server_rows(args)]
+    return [(server_tag(sb, w), sum(want.values()) + passes)
+            for sb in server_rows(args) for w in args.server_workers]
 
 
 def run_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
                 failures: List[str]):
-    """Every selected server row: (points, summary, pins)."""
+    """Every selected server row at each worker count of
+    args.server_workers: (points, summary, pins per worker count)."""
     rows = server_rows(args)
     if not rows:
         return [], [], None
-    pins = Pins.choose()
-    print(f"bench.py: servers on {SERVER_WORKERS} worker; {pins.note}",
-          file=sys.stderr)
+    pins = {w: Pins.choose(w) for w in args.server_workers}
+    for w, pn in pins.items():
+        print(f"bench.py: servers on {w} worker{'s' if w > 1 else ''}: "
+              f"{pn.note}", file=sys.stderr)
     tools: Dict[str, Optional[Path]] = {}
     for group in dict.fromkeys(b.group for b in rows):
         try:
@@ -319,22 +346,26 @@ def run_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
         speers = server_peers(sb, peers, ctx, known)
         if tools[sb.group] is None or not speers:
             continue
-        tag = f"[{sb.name}]"
-        prog.step(tag)
-        runs = interleave(speers, args, tag, prog, failures,
-                          lambda p: run_server_one(p, sb, ctx, tools[sb.group],
-                                                   args.quick, pins))
-        sys_calls = {}
-        if syscalls_wanted(args):
-            for p in speers:
-                prog.show(f"{tag} {p.name} under strace -c -f (untimed)")
-                sys_calls[p.name] = syscall_pass(p, sb, ctx, tools[sb.group],
-                                                 pins)
-                what = sys_calls[p.name].get("error")
-                if what is not None:
-                    prog.say(f"bench.py: {tag} {p.name}: no syscall count: "
-                             f"{what}")
-        points.append({"bench": sb.name, "workers": SERVER_WORKERS,
-                       "runs": runs, "syscalls": sys_calls})
-        summary.append(summarize_server(sb, runs, speers, sys_calls))
+        for w in args.server_workers:
+            tag = server_tag(sb, w)
+            prog.step(tag)
+            runs = interleave(
+                speers, args, tag, prog, failures,
+                lambda p: run_server_one(p, sb, w, ctx, tools[sb.group],
+                                         args.quick, pins[w]))
+            sys_calls = {}
+            if syscalls_wanted(args):
+                for p in speers:
+                    prog.show(f"{tag} {p.name} under strace -c -f (untimed)")
+                    sys_calls[p.name] = syscall_pass(p, sb, w, ctx,
+                                                     tools[sb.group], pins[w])
+                    what = sys_calls[p.name].get("error")
+                    if what is not None:
+                        prog.say(f"bench.py: {tag} {p.name}: no syscall "
+                                 f"count: {what}")
+            points.append({"bench": sb.name, "workers": w,
+                           "sharing": pins[w].sharing, "pinning": pins[w].note,
+                           "runs": runs, "syscalls": sys_calls})
+            summary.append(summarize_server(sb, runs, speers, sys_calls, w,
+                                            pins[w].sharing))
     return points, summary, pins

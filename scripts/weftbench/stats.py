@@ -7,7 +7,7 @@ import statistics
 from typing import Callable, Dict, List, Optional, Tuple
 
 from .cost import costs_of
-from .benches import SERVER_WORKERS, Bench, ServerBench
+from .benches import Bench, ServerBench, server_sharing
 from .fmt import fmt_num, fmt_ratio
 from .peers import SUBJECT, Peer
 
@@ -124,13 +124,19 @@ def cpu_per_msg(rec: dict) -> Optional[float]:
 
 def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
                      peers: List[Peer],
-                     syscalls: Optional[Dict[str, dict]] = None) -> dict:
+                     syscalls: Optional[Dict[str, dict]] = None,
+                     workers: int = 1,
+                     sharing: Optional[bool] = None) -> dict:
     """Per peer the median (min-max) of each run's rate, p50 and p99, and of
     the server's CPU µs and voluntary switches per message; per other peer
     the run-by-run ratios of the rates, of the p99s and of the CPU per
-    message.  syscalls: per peer, the untimed strace pass's record."""
-    s = {"bench": sb.name, "group": sb.group, "workers": SERVER_WORKERS,
-         "unit": sb.unit, "peers": {}, "ratios": {}}
+    message.  syscalls: per peer, the untimed strace pass's record.
+    workers: the servers' worker count; sharing: whether server and load
+    shared the CPUs (None: as server_sharing(workers) says)."""
+    if sharing is None:
+        sharing = server_sharing(workers)
+    s = {"bench": sb.name, "group": sb.group, "workers": workers,
+         "sharing": sharing, "unit": sb.unit, "peers": {}, "ratios": {}}
     for p in peers:
         recs = runs.get(p.name, [])
         good = [server_metrics(r) for r in recs if r["ok"]]
@@ -145,7 +151,10 @@ def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
     s["ratios"] = {p: {"rate": rate[p], "p99": p99[p], "cpu": cpu[p]}
                    for p in rate}
     s["syscalls"] = syscalls or {}
-    s["notes"] = fairness_note(sb, runs, peers)
+    notes = [fairness_note(sb, runs, peers)] + [
+        f"{p.name}: one thread at any worker count" for p in peers
+        if p.one_thread and workers > 1]
+    s["notes"] = "; ".join(n for n in notes if n) or None
     return s
 
 

@@ -172,14 +172,14 @@ class Summary(unittest.TestCase):
 
 
 COST_SUMMARY = [
-    {"bench": "echo-100-64", "unit": "msgs/s",
+    {"bench": "echo-100-64", "workers": 1, "sharing": False, "unit": "msgs/s",
      "peers": {"weft": {"cpu_us_per_msg": mr(15.14, 14.0, 16.0, 3),
                         "vcsw_per_msg": mr(0.02104, 0.02, 0.03, 3)},
                "epoll": {"cpu_us_per_msg": mr(13.3, 13.3, 13.3, 1),
                          "vcsw_per_msg": mr(0.00539, 0.00539, 0.00539, 1)}},
      "ratios": {"epoll": {"cpu": mr(1.139, 1.139, 1.139, 1)}},
      "syscalls": {"weft": {"per_msg": 2.309}, "epoll": {"per_msg": 2.068}}},
-    {"bench": "http-hello", "unit": "req/s",
+    {"bench": "http-hello", "workers": 1, "sharing": False, "unit": "req/s",
      "peers": {"weft": {"cpu_us_per_msg": mr(20.0, 20.0, 20.0, 1),
                         "vcsw_per_msg": mr(0, 0, 0, 1)},
                "epoll": {"cpu_us_per_msg": None, "vcsw_per_msg": None},
@@ -206,9 +206,9 @@ class CostTable(unittest.TestCase):
             "| epoll vol. switches/msg | epoll syscalls/msg "
             "| weft/epoll cpu (lower: weft cheaper) | notes |",
             "|---|---|--:|--:|--:|--:|--:|--:|--:|---|",
-            "| echo-100-64 | per msg | 15.1 (14–16) | 0.021 (0.02–0.03) "
+            "| echo-100-64 @1 | per msg | 15.1 (14–16) | 0.021 (0.02–0.03) "
             "| 2.31 | 13.3 | 0.00539 | 2.07 | 1.14 | — |",
-            "| http-hello | per req | 20 | 0 | — | FAILED | FAILED | — | — "
+            "| http-hello @1 | per req | 20 | 0 | — | FAILED | FAILED | — | — "
             "| weft: strace could not attach: EPERM |"]))
 
     def test_no_notes_column_without_notes(self):
@@ -216,7 +216,7 @@ class CostTable(unittest.TestCase):
         self.assertEqual(head, ["benchmark", "unit", "weft CPU µs/msg",
                                 "weft vol. switches/msg",
                                 "weft syscalls/msg"])
-        self.assertEqual(rows, [["echo-100-64", "per msg", "15.1 (14–16)",
+        self.assertEqual(rows, [["echo-100-64 @1", "per msg", "15.1 (14–16)",
                                  "0.021 (0.02–0.03)", "2.31"]])
 
     def test_footnote_names_the_sources(self):
