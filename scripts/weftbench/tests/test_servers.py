@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: MIT
+"""The server rows at more than one worker count: their names, the
+sharing mark, the summaries keyed by worker count, the tables and the
+progress plan."""
+import unittest
+
+from weftbench.benches import (SERVER_BENCHES, ServerBench, server_label,
+                               server_sharing)
+from weftbench.cli import parse_args
+from weftbench.floors import cost_table_rows
+from weftbench.peers import Peer
+from weftbench.report import (server_cost_rows, server_footnote,
+                              server_table_rows, workers_note)
+from weftbench.server import Pins, server_steps, server_worker_counts
+from weftbench.stats import summarize_server
+
+from .helpers import args, rec
+
+def serve(peer, ctx, kind, port):
+    return ["server", kind, str(port)]
+
+
+WEFT = Peer("weft", "weft", build=lambda ctx: None, server=serve,
+            env=lambda w: {"WEFT_WORKERS": str(w)})
+EPOLL = Peer("epoll", "epoll", build=lambda ctx: None, server=serve,
+             one_thread=True)
+SB = ServerBench("echo-100-64", "echo", "t", "echo", "msgs/s", 100, 64)
+PINS = {1: Pins(0, 1, "server on CPU 0, load on CPU 1"),
+        2: Pins(None, None, "server and load unpinned, sharing the 2 CPUs",
+                sharing=True)}
+
+
+def runs(weft_ops, epoll_ops):
+    lat = dict(p50_us=10, p99_us=40, conn_min=1)
+    return {"weft": [rec("weft", 1_000_000_000, ops=weft_ops, **lat)],
+            "epoll": [rec("epoll", 1_000_000_000, ops=epoll_ops, **lat)]}
+
+
+class Naming(unittest.TestCase):
+    def test_sharing(self):
+        self.assertEqual([server_sharing(w) for w in (1, 2, 4)],
+                         [False, True, True])
+
+    def test_label(self):
+        self.assertEqual(server_label("echo-100-64", 1), "echo-100-64 @1")
+        self.assertEqual(server_label("echo-100-64", 2),
+                         "echo-100-64 @2 (sharing CPUs)")
+        # unpinned for want of taskset: not marked as sharing on purpose
+        self.assertEqual(server_label("http-hello", 2, False),
+                         "http-hello @2")
+
+
+class Counts(unittest.TestCase):
+    def test_defaults_quick_and_workers(self):
+        self.assertEqual(server_worker_counts(None, False), [1, 2])
+        self.assertEqual(server_worker_counts(None, True), [1])
+        self.assertEqual(server_worker_counts([1, 4], True), [1, 4])
+
+    def test_parse_args(self):
+        self.assertEqual(parse_args([]).server_workers, [1, 2])
+        self.assertEqual(parse_args(["--quick"]).server_workers, [1])
+        self.assertEqual(parse_args(["--workers", "2,1,2"]).server_workers,
+                         [1, 2])
+        self.assertEqual(parse_args(["--workers", "4"]).server_workers, [4])
+
+    def test_pins(self):
+        p = Pins.choose(2)
+        self.assertEqual((p.server, p.load, p.sharing), (None, None, True))
+        self.assertIn("sharing the", p.note)
+        self.assertFalse(Pins.choose(1).sharing)
+
+    def test_progress_plan(self):
+        a = args(only=["echo-100-64", "http-hello"], runs=3, peer_runs=1,
+                 server_workers=[1, 2], no_syscalls=True)
+        self.assertEqual(server_steps(a, [WEFT, EPOLL]),
+                         [("[echo-100-64 w=1]", 4), ("[echo-100-64 w=2]", 4),
+                          ("[http-hello w=1]", 4), ("[http-hello w=2]", 4)])
+        # with the syscall pass, a pass per peer and worker count
+        a.no_syscalls = False
+        a.server_workers = [2]
+        self.assertEqual(server_steps(a, [WEFT, EPOLL]),
+                         [("[echo-100-64 w=2]", 6), ("[http-hello w=2]", 6)])
+
+    def test_every_row_known(self):
+        self.assertIn("echo-100-64", [b.name for b in SERVER_BENCHES])
+
+
+class Summaries(unittest.TestCase):
+    def test_keyed_by_workers(self):
+        one = summarize_server(SB, runs(2000, 4000), [WEFT, EPOLL], None, 1)
+        two = summarize_server(SB, runs(3000, 4000), [WEFT, EPOLL], None, 2)
+        self.assertEqual((one["workers"], one["sharing"]), (1, False))
+        self.assertEqual((two["workers"], two["sharing"]), (2, True))
+        self.assertEqual(one["ratios"]["epoll"]["rate"]["median"], 0.5)
+        self.assertEqual(two["ratios"]["epoll"]["rate"]["median"], 0.75)
+        self.assertEqual(one["notes"],
+                         "slowest connection, % of mean: weft 5, epoll 2")
+        self.assertEqual(two["notes"],
+                         "slowest connection, % of mean: weft 3, epoll 2; "
+                         "epoll: one thread at any worker count")
+
+    def test_sharing_given(self):
+        s = summarize_server(SB, runs(1, 1), [WEFT], None, 2, False)
+        self.assertEqual((s["workers"], s["sharing"]), (2, False))
+
+
+class Tables(unittest.TestCase):
+    def setUp(self):
+        self.summary = [
+            summarize_server(SB, runs(2000, 4000), [WEFT, EPOLL], None, 1),
+            summarize_server(SB, runs(3000, 4000), [WEFT, EPOLL], None, 2)]
+
+    def test_server_table(self):
+        head, rows = server_table_rows(self.summary, [WEFT, EPOLL])
+        self.assertEqual(head[:3], ["benchmark", "unit",
+                                    "weft rate median (min–max)"])
+        self.assertEqual(rows, [
+            ["echo-100-64 @1", "msgs/s", "2000", "10.00", "40.00", "4000",
+             "10.00", "40.00", "0.50", "1.00",
+             "slowest connection, % of mean: weft 5, epoll 2"],
+            ["echo-100-64 @2 (sharing CPUs)", "msgs/s", "3000", "10.00",
+             "40.00", "4000", "10.00", "40.00", "0.75", "1.00",
+             "slowest connection, % of mean: weft 3, epoll 2; epoll: one "
+             "thread at any worker count"]])
+
+    def test_cost_table(self):
+        _, rows = server_cost_rows(self.summary, [WEFT, EPOLL])
+        self.assertEqual([r[0] for r in rows],
+                         ["echo-100-64 @1", "echo-100-64 @2 (sharing CPUs)"])
+
+    def test_cost_model_table(self):
+        row = {"bench": "echo-100-64", "unit": "msgs/s", "weft": 3000.0,
+               "model": "m", "floor": 9000.0, "ratio": 3.0, "why": "w"}
+        _, rows = cost_table_rows([dict(row, workers=1, sharing=False),
+                                   dict(row, workers=2, sharing=True)])
+        self.assertEqual([r[:3] for r in rows],
+                         [["echo-100-64", "msgs/s", "1"],
+                          ["echo-100-64 (sharing CPUs)", "msgs/s", "2"]])
+
+    def test_footnote(self):
+        self.assertEqual(
+            workers_note(PINS, [WEFT, EPOLL]),
+            "Servers on 1 and 2 workers (WEFT_WORKERS), the row names saying which (@N)."
+            "  @1: server on CPU 0, load on CPU 1.  @2: server and load "
+            "unpinned, sharing the 2 CPUs.  \"sharing CPUs\": server and "
+            "load generator unpinned on the same CPUs, so the server's rate "
+            "includes its competition with its own load for them (at 1 "
+            "worker each has a CPU of its own): a regression of the "
+            "multi-worker I/O path shows there, but the rows are not a "
+            "measure of scaling.  epoll runs one thread at any worker "
+            "count: at more it is still the limit of one thread.")
+        quick = workers_note({1: PINS[1]}, [WEFT], quick=True)
+        self.assertEqual(
+            quick, "Servers on 1 worker (WEFT_WORKERS), the row names saying which "
+            "(@N).  @1: server on CPU 0, load on CPU 1.  --quick runs the "
+            "server rows at 1 worker only (without it: also at 2, sharing "
+            "the CPUs).")
+        self.assertIn("\"sharing CPUs\"",
+                      server_footnote(args(), PINS, [WEFT, EPOLL]))
+
+
+if __name__ == "__main__":
+    unittest.main()
