@@ -169,7 +169,7 @@ def server_cost_footnote(args) -> str:
         sys_note = (f"the `total` calls of `strace -c -f -p PID` (every "
                     f"thread) in a separate, untimed pass (a fresh server, "
                     f"the same load for {SYSCALL_SECONDS:g} s, one pass per "
-                    f"peer and row; it counts the connections' setup too, an "
+                    f"peer, row and worker count; it counts the connections' setup too, an "
                     f"accept4 and a few socket calls per connection), over "
                     f"the messages that load completed; "
                     f"traced servers run slower, which can change how much "
