@@ -36,7 +36,7 @@ def parse_args(argv):
                     help="3 runs per point instead of 5, and the peers "
                     "other than weft 1, without a warm-up invocation, only at "
                     "the largest worker count (same sizes; the server rows "
-                    "run shorter, at 1 worker only)")
+                    "run shorter and, without --workers, at 1 worker only)")
     ap.add_argument("--only", metavar="NAME[,NAME]",
                     help="only these benchmarks: " +
                     ", ".join(b.name for b in BENCHMARKS) + ", " +
