@@ -20,6 +20,12 @@
  * Assert what the design relies on and a bug would break silently, never
  * what a caller can get wrong (that is an errno).
  *
+ * A function called only inside assertions must be marked
+ * __attribute__((unused)): in a release build only sizeof names it, and
+ * clang reports it otherwise (-Wunneeded-internal-declaration).  And since
+ * lib/ is on the include path, `#include <assert.h>` in a file built with
+ * it would find this file, not libc's: nothing here uses libc's assert.
+ *
  * A leaf: system headers only.
  */
 #ifndef WEFT_ASSERT_H
