@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "assert.h"
 #include "atomic.h"
 #include "context.h"
 #include "errors.h"
@@ -33,6 +34,9 @@
 static void enter(struct weft__worker *w, struct weft_co *co)
 {
 	uint64_t word = at_load_64(&co->park_word);
+	/* Queued once per wait, by the winner of its park word: runnable, or
+	 * a yielder back from its FIFO. */
+	WEFT_ASSERT(park_state(word) == CO_RUNNABLE || park_state(word) == CO_YIELDING);
 	at_store_64(&co->park_word, park_word(park_gen(word), park_result(word), CO_RUNNING));
 	co->worker = w;
 	weft__count(&w->c.dispatches);	/* every dispatch, direct or not, comes here */
@@ -155,6 +159,7 @@ static void co_main(void *arg)
 	if (co->locals)
 		weft__locals_destroy(co);
 	uint64_t word = at_load_64(&co->park_word);
+	WEFT_ASSERT(park_state(word) == CO_RUNNING);
 	at_store_64(&co->park_word, park_word(park_gen(word), 0, CO_EXITING));
 	weft__co_switch_out(co, 1);
 	abort();	/* never resumed */
@@ -252,6 +257,7 @@ void weft_yield(void)
 		return;
 	}
 	uint64_t word = at_load_64(&co->park_word);
+	WEFT_ASSERT(park_state(word) == CO_RUNNING);
 	at_store_64(&co->park_word, park_word(park_gen(word), 0, CO_YIELDING));
 	weft__co_switch_out(co, 0);
 }

@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "assert.h"
 #include "atomic.h"
 #include "fault.h"
 
@@ -103,11 +104,14 @@ int weft__deque_push(struct weft__deque *d, void *item)
 	int64_t t = at_load_i64(&d->top);
 	at_fence_acquire();
 	struct weft__deque_array *a = at_load_ptr((void **)&d->array);
+	/* Outside a take, thieves move top only up to bottom. */
+	WEFT_ASSERT(t <= b);
 	if (b - t > a->mask) {
 		a = grow(d, a, t, b);
 		if (!a)
 			return -1;
 	}
+	WEFT_ASSERT(b - t <= a->mask);	/* a free slot for the item */
 	slot_put(a, b, item);
 	at_fence_release();
 	at_store_i64(&d->bottom, b + 1);
@@ -121,6 +125,8 @@ void *weft__deque_take(struct weft__deque *d)
 	at_store_i64(&d->bottom, b);
 	at_fence_store_load();
 	int64_t t = at_load_i64(&d->top);
+	/* At most one thief got past our lowered bottom: it took the last. */
+	WEFT_ASSERT(t <= b + 1);
 	if (t > b) {
 		at_store_i64(&d->bottom, b + 1);
 		return NULL;

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "assert.h"
 #include "atomic.h"
 #include "clock.h"
 #include "coro.h"
@@ -38,6 +39,13 @@ struct io {
 	unsigned gen;
 	struct weft__fd *e;
 };
+
+/* Drops a reference taken in io_begin. */
+static inline void ref_drop(struct weft__fd *e)
+{
+	unsigned old = at_fas_uint(&e->refs, 1);
+	WEFT_ASSERT(old > 0);	/* never below zero: one drop per reference */
+}
 
 /*
  * Starts a call on fd: takes a reference on its entry, notes the generation
@@ -71,12 +79,12 @@ static int io_begin(struct io *io, int fd)
 		return weft__fail(ECANCELED);
 	at_faa_uint(&e->refs, 1);
 	if (at_load_uint(&e->gen) != gen) {
-		at_fas_uint(&e->refs, 1);
+		ref_drop(e);
 		return weft__fail(ECANCELED);
 	}
 	if (weft__loop_register(e, fd) != 0) {
 		int err = weft__errno();
-		at_fas_uint(&e->refs, 1);
+		ref_drop(e);
 		return weft__fail(err);
 	}
 	io->fd = fd;
@@ -87,7 +95,7 @@ static int io_begin(struct io *io, int fd)
 
 static void io_end(struct io *io)
 {
-	at_fas_uint(&io->e->refs, 1);
+	ref_drop(io->e);
 }
 
 static bool io_closed(struct io *io)
@@ -361,7 +369,10 @@ int weft_close(int fd)
 		return weft__fail(EPERM);
 	struct weft__fd *e = weft__fd_find(fd);
 	if (e) {
-		at_faa_uint(&e->gen, 1);	/* odd: closing */
+		/* gen is odd only inside weft_close (two closes of one fd at
+		 * once are a caller's double close, which this would catch). */
+		unsigned gen = at_faa_uint(&e->gen, 1);	/* odd: closing */
+		WEFT_ASSERT((gen & 1) == 0);
 		weft__fd_slot_wake(&e->slot[FD_SLOT_IN], ECANCELED, false);
 		weft__fd_slot_wake(&e->slot[FD_SLOT_OUT], ECANCELED, false);
 		while (at_load_uint(&e->refs) != 0)
@@ -369,7 +380,8 @@ int weft_close(int fd)
 		/* no registration is under way: each is made under a reference */
 		if (at_load_uint(&e->owner))
 			weft__loop_unregister(e, fd);
-		at_faa_uint(&e->gen, 1);	/* even: the next fd with this number */
+		gen = at_faa_uint(&e->gen, 1);	/* even: the next fd with this number */
+		WEFT_ASSERT((gen & 1) == 1);
 	}
 	return close(fd);
 }

@@ -27,6 +27,7 @@
 #ifndef WEFT_LOCK_H
 #define WEFT_LOCK_H
 
+#include "assert.h"
 #include "atomic.h"
 
 struct weft__lock {
@@ -44,7 +45,9 @@ static inline void weft__lock_acquire(struct weft__lock *l)
 
 static inline void weft__lock_release(struct weft__lock *l)
 {
-	if (at_swap_uint(&l->word, 0) == 2)
+	unsigned old = at_swap_uint(&l->word, 0);
+	WEFT_ASSERT(old != 0);	/* it was held */
+	if (old == 2)
 		weft__lock_wake(l);
 }
 

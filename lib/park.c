@@ -6,6 +6,7 @@
 
 #include <errno.h>
 
+#include "assert.h"
 #include "atomic.h"
 #include "clock.h"
 #include "coro.h"
@@ -37,6 +38,13 @@ void weft__waiter_init(struct weft__waiter *w)
 	at_store_64(&co->park_word, park_word(gen, 0, CO_PARKING));
 }
 
+/* For the assertions: a park word armed for wait gen, possibly woken. */
+__attribute__((unused)) static inline bool armed_for(uint64_t word, uint32_t gen)
+{
+	return park_gen(word) == gen &&
+	       (park_state(word) == CO_PARKING || park_state(word) == CO_NOTIFIED);
+}
+
 int weft__waiter_disarm(struct weft__waiter *w)
 {
 	if (!w->co) {
@@ -45,6 +53,7 @@ int weft__waiter_disarm(struct weft__waiter *w)
 	}
 	/* No waker can reach w, so nobody else writes the word now. */
 	uint64_t word = at_load_64(&w->co->park_word);
+	WEFT_ASSERT(armed_for(word, w->gen));
 	int r = park_state(word) == CO_NOTIFIED ? park_result(word) : WEFT__NOT_WOKEN;
 	at_store_64(&w->co->park_word, park_word(w->gen, 0, CO_RUNNING));
 	return r;
@@ -67,6 +76,9 @@ static int thread_wait(struct weft__waiter *w, int64_t deadline)
 static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 {
 	struct weft_co *co = w->co;
+	/* Armed by weft__waiter_init, and no other wait since: a waker may only
+	 * have made it NOTIFIED. */
+	WEFT_ASSERT(armed_for(at_load_64(&co->park_word), w->gen));
 	/* StoreLoad: the arming store before the flag load; weft_cancel
 	 * stores the flag before it loads the park word (Dekker).  A caller
 	 * that published w with an RMW (a full fence, atomic.h) has one. */
@@ -88,7 +100,10 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 		weft__co_switch_out(co, 0);
 	if (w->timers)
 		weft__timer_remove(w);
-	return park_result(at_load_64(&co->park_word));
+	uint64_t done = at_load_64(&co->park_word);
+	/* Resumed once, by a wake of this wait (enter() made it RUNNING). */
+	WEFT_ASSERT(park_gen(done) == w->gen && park_state(done) == CO_RUNNING);
+	return park_result(done);
 }
 
 int weft__waiter_wait(struct weft__waiter *w, int64_t deadline)
@@ -136,6 +151,7 @@ static bool wake_co(struct weft_co *co, uint32_t gen, bool any_gen, int result,
 
 static bool wake(struct weft__waiter *w, int result, struct weft__worker *ready_on)
 {
+	WEFT_ASSERT(result >= 0 && result <= 0xffff);	/* it travels in 16 bits */
 	if (!w->co) {
 		if (!at_cas_uint((unsigned *)&w->futex, 0, THREAD_WOKEN | ((unsigned)result & 0xffff)))
 			return false;
@@ -166,10 +182,12 @@ bool weft__park_finish(struct weft_co *co)
 {
 	uint64_t word = at_load_64(&co->park_word);
 	uint32_t gen = park_gen(word);
+	WEFT_ASSERT(park_state(word) == CO_PARKING || park_state(word) == CO_NOTIFIED);
 	if (at_cas_64(&co->park_word, park_word(gen, 0, CO_PARKING), park_word(gen, 0, CO_PARKED)))
 		return false;
 	/* A waker came first (NOTIFIED): the coroutine is ours to queue. */
 	word = at_load_64(&co->park_word);
+	WEFT_ASSERT(park_state(word) == CO_NOTIFIED && park_gen(word) == gen);
 	at_store_64(&co->park_word, park_word(gen, park_result(word), CO_RUNNABLE));
 	return true;
 }

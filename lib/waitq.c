@@ -8,10 +8,12 @@
 #include <sched.h>
 #include <stddef.h>
 
+#include "assert.h"
 #include "atomic.h"
 
 void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n)
 {
+	WEFT_ASSERT(!n->linked);
 	n->next = NULL;
 	n->prev = q->tail;
 	if (q->tail)
@@ -42,6 +44,7 @@ struct weft__wnode *weft__waitq_claim(struct weft__waitq *q)
 	struct weft__wnode *n;
 	while ((n = q->head)) {
 		weft__waitq_unlink(q, n);
+		WEFT_ASSERT(!n->linked);
 		unsigned claimed = (n->index + 1) | WAITQ_WAKING;
 		if (n->sole) {	/* queued, so open (waitq.h) */
 			at_store_uint(n->claim, claimed);
@@ -76,6 +79,9 @@ void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes
 void weft__wnode_wake(struct weft__wnode *n)
 {
 	unsigned *claim = n->claim;
+	/* Claimed (waitq_claim), so unlinked, and its waiter waits for us. */
+	WEFT_ASSERT(!n->linked);
+	WEFT_ASSERT((at_load_uint(claim) & WAITQ_WAKING) && at_load_uint(claim) != WAITQ_ABANDONED);
 	if (weft__waiter_wake(n->waiter, n->result | WEFT__WAKE_CLAIMED))
 		return;
 	unsigned v = at_load_uint(claim);
@@ -135,5 +141,7 @@ unsigned weft__wnode_claimed_case(struct weft__wnode *n, int r)
 			sched_yield();
 	}
 	at_fence_acquire();
-	return (at_load_uint(n->claim) & ~WAITQ_WAKING) - 1;
+	unsigned claim = at_load_uint(n->claim);
+	WEFT_ASSERT(claim != 0 && claim != WAITQ_ABANDONED);	/* a claimer's: settle said so */
+	return (claim & ~WAITQ_WAKING) - 1;
 }

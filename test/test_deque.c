@@ -1,12 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* Chase-Lev deque: sequential semantics, growth, and one owner against
- * several thieves on separate threads, every item taken exactly once. */
+ * several thieves on separate threads, every item taken exactly once.  And
+ * WEFT_ASSERT (lib/assert.h) fires on a deque or lock misuse when compiled
+ * in. */
 #include "harness.h"
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "deque.h"
+#include "lock.h"
 
 static void *item(uint64_t i) { return (void *)(uintptr_t)(i + 2); }	/* never EMPTY or ABORT */
 static uint64_t index_of(void *p) { return (uint64_t)(uintptr_t)p - 2; }
@@ -98,4 +106,67 @@ Test(deque, owner_against_thieves, .timeout = 300)
 		cr_assert_eq(taken[i], 1, "item %lu taken %u times", (unsigned long)i, taken[i]);
 	weft__deque_fini(&shared);
 	free(taken);
+}
+
+/* ---- WEFT_ASSERT (lib/assert.h), when the build compiles it in */
+
+#ifdef WEFT_ASSERTIONS
+/* Runs misuse() in a child with stderr on a pipe: it must die of SIGABRT
+ * having written exactly one line naming the condition. */
+static void expect_assertion(void (*misuse)(void), const char *cond)
+{
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(p[1], STDERR_FILENO);
+		close(p[0]);
+		misuse();
+		_exit(0);	/* the assertion did not fire */
+	}
+	close(p[1]);
+	char buf[1024];
+	size_t len = 0;
+	ssize_t r;
+	while (len < sizeof buf - 1 && (r = read(p[0], buf + len, sizeof buf - 1 - len)) > 0)
+		len += (size_t)r;
+	buf[len] = '\0';
+	close(p[0]);
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %#x, stderr: %s",
+		  status, buf);
+	char want[256];
+	snprintf(want, sizeof want, "weft: assertion failed: %s at ", cond);
+	cr_assert(strncmp(buf, want, strlen(want)) == 0, "stderr: %s", buf);
+	char *nl = strchr(buf, '\n');
+	cr_assert(nl && nl[1] == '\0' && nl[-1] >= '0' && nl[-1] <= '9', "one line, ending file:line: %s",
+		  buf);
+}
+
+static void release_a_free_lock(void)
+{
+	struct weft__lock l = { 0 };
+	weft__lock_release(&l);
+}
+
+static void push_onto_corrupt_indices(void)
+{
+	struct weft__deque d;
+	if (weft__deque_init(&d, 4) != 0)
+		_exit(1);
+	d.top = d.bottom + 2;	/* top past bottom: no thief could do that */
+	weft__deque_push(&d, item(0));
+}
+#endif
+
+Test(deque, assertions_fire_when_compiled_in)
+{
+#ifdef WEFT_ASSERTIONS
+	expect_assertion(release_a_free_lock, "old != 0");
+	expect_assertion(push_onto_corrupt_indices, "t <= b");
+#elif defined(cr_skip_test)	/* Criterion's; the TSan stand-in (harness.h) has none */
+	cr_skip_test("assertions are not compiled in (-Dassertions=false)");
+#endif
 }

@@ -69,6 +69,8 @@ if [[ ! -f $build/build.ninja ]]; then
 		exit 1
 	}
 	rm -f "$build.setup.log"
+elif [[ -n ${WEFT_CI_MESON_ARGS:-} ]]; then
+	meson configure "$build" ${WEFT_CI_MESON_ARGS} >/dev/null
 fi
 meson compile -C "$build" lib/weft:static_library lib/weft:shared_library >/dev/null
 
