@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "assert.h"
+#include "invariant.h"
 #include "atomic.h"
 #include "context.h"
 #include "errors.h"

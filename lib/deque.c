@@ -36,7 +36,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "assert.h"
+#include "invariant.h"
 #include "atomic.h"
 #include "fault.h"
 

@@ -18,7 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "assert.h"
+#include "invariant.h"
 #include "atomic.h"
 #include "clock.h"
 #include "coro.h"

@@ -27,7 +27,7 @@
 #ifndef WEFT_LOCK_H
 #define WEFT_LOCK_H
 
-#include "assert.h"
+#include "invariant.h"
 #include "atomic.h"
 
 struct weft__lock {

@@ -6,7 +6,7 @@
 
 #include <errno.h>
 
-#include "assert.h"
+#include "invariant.h"
 #include "atomic.h"
 #include "clock.h"
 #include "coro.h"

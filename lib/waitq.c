@@ -8,7 +8,7 @@
 #include <sched.h>
 #include <stddef.h>
 
-#include "assert.h"
+#include "invariant.h"
 #include "atomic.h"
 
 void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n)

@@ -85,7 +85,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "assert.h"
+#include "invariant.h"
 #include "atomic.h"
 #include "clock.h"
 #include "errors.h"

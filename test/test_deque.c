@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Chase-Lev deque: sequential semantics, growth, and one owner against
  * several thieves on separate threads, every item taken exactly once.  And
- * WEFT_ASSERT (lib/assert.h) fires on a deque or lock misuse when compiled
+ * WEFT_ASSERT (lib/invariant.h) fires on a deque or lock misuse when compiled
  * in. */
 #include "harness.h"
 #include <pthread.h>
@@ -108,7 +108,7 @@ Test(deque, owner_against_thieves, .timeout = 300)
 	free(taken);
 }
 
-/* ---- WEFT_ASSERT (lib/assert.h), when the build compiles it in */
+/* ---- WEFT_ASSERT (lib/invariant.h), when the build compiles it in */
 
 #ifdef WEFT_ASSERTIONS
 /* Runs misuse() in a child with stderr on a pipe: it must die of SIGABRT

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * assert.h — WEFT_ASSERT, the library's checked invariants.
+ * invariant.h — WEFT_ASSERT, the library's checked invariants.
  *
  * Compiled in only with -Dassertions=true (meson_options.txt: tests and CI,
  * which builds every configuration so; .ci/run), which defines
@@ -22,14 +22,15 @@
  *
  * A function called only inside assertions must be marked
  * __attribute__((unused)): in a release build only sizeof names it, and
- * clang reports it otherwise (-Wunneeded-internal-declaration).  And since
- * lib/ is on the include path, `#include <assert.h>` in a file built with
- * it would find this file, not libc's: nothing here uses libc's assert.
+ * clang reports it otherwise (-Wunneeded-internal-declaration).
+ *
+ * (Not named assert.h: lib/ is on the include path, and a system header's
+ * `#include <assert.h>` would have found it instead of libc's.)
  *
  * A leaf: system headers only.
  */
-#ifndef WEFT_ASSERT_H
-#define WEFT_ASSERT_H
+#ifndef WEFT_INVARIANT_H
+#define WEFT_INVARIANT_H
 
 #ifdef WEFT_ASSERTIONS
 
