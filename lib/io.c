@@ -14,6 +14,7 @@
  * suspension are reported with weft__fail (docs/design.md).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -367,6 +368,11 @@ int weft_close(int fd)
 {
 	if (!weft_self())
 		return weft__fail(EPERM);
+	/* A number that is not open is only a number: EBADF, and its entry
+	 * is left alone (a call racing on it gets EBADF from its own
+	 * registration, not ECANCELED from a close that closes nothing). */
+	if (fcntl(fd, F_GETFD) < 0)
+		return weft__fail(EBADF);
 	struct weft__fd *e = weft__fd_find(fd);
 	if (e) {
 		/* gen is odd only inside weft_close (two closes of one fd at

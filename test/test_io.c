@@ -8,6 +8,7 @@
 #include "harness.h"
 #include "coro_test.h"
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -116,6 +117,51 @@ static void bad_arguments(void *arg)
 	CHECK(unused >= 0 && close(unused) == 0);
 	CHECK(weft_read(unused, b, 1, -1) == -1 && errno == EBADF);	/* not open */
 	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+/* A number closed before: weft_close of it again is EBADF and closes
+ * nothing, so calls on it racing that second close see EBADF, never a
+ * close's ECANCELED (the API fuzzer found a repeated close bumping the
+ * entry's generation under a concurrent weft_wait). */
+struct closed_number {
+	int fd;
+	atomic_int stop;
+	atomic_int canceled;
+};
+
+static void close_it_again(void *arg)
+{
+	struct closed_number *cn = arg;
+	while (!atomic_load(&cn->stop)) {
+		CHECK(weft_close(cn->fd) == -1 && errno == EBADF);
+		weft_yield();
+	}
+}
+
+static void closed_number_races(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	CHECK(weft_wait(sv[0], WEFT_OUT, -1) == WEFT_OUT);	/* registered */
+	CHECK(weft_close(sv[0]) == 0);
+	struct closed_number cn = { .fd = sv[0] };
+	weft_co *closer = go(close_it_again, &cn);
+	for (unsigned i = 0; i < scaled(200000, 20000, 2000); i++) {
+		int r = weft_wait(cn.fd, WEFT_IN, weft_now() + MS);
+		CHECK(r == -1 && (errno == EBADF || errno == ECANCELED));
+		if (errno == ECANCELED)
+			atomic_fetch_add(&cn.canceled, 1);
+	}
+	atomic_store(&cn.stop, 1);
+	join(closer);
+	CHECK(atomic_load(&cn.canceled) == 0);
+	CHECK(weft_close(sv[1]) == 0);
+}
+
+Test(io, a_number_closed_before_stays_ebadf_under_repeated_closes, .timeout = 300)
+{
+	run(2, closed_number_races, NULL);
 }
 
 Test(io, bad_arguments)
