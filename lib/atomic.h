@@ -25,6 +25,7 @@
 #ifndef WEFT_ATOMIC_H
 #define WEFT_ATOMIC_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -176,6 +177,17 @@ static inline void at_fence_full(void) { ck_pr_fence_strict_memory(); }
 static inline void at_pause(void) { ck_pr_stall(); }
 
 #endif
+
+/* One round of a wait for another thread's few instructions (a waker
+ * between its claim and its release): PAUSE at first, then give the CPU
+ * away, in case that thread was preempted. */
+static inline void at_backoff(unsigned spins)
+{
+	if (spins < 64)
+		at_pause();
+	else
+		sched_yield();
+}
 
 /* A counter with one writer, read racily by others (stats): a load and a
  * store, no RMW, so readers see whole values and the writer pays nothing. */

@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,10 +143,7 @@ void weft__fd_slot_retract(void **slot, struct weft__waiter *w)
 		if (v == claimed(w)) {
 			/* A waker is between its claim and its release: a few
 			 * instructions, unless its thread was preempted. */
-			if (spins < 64)
-				at_pause();
-			else
-				sched_yield();
+			at_backoff(spins);
 		}
 	}
 }

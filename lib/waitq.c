@@ -5,7 +5,6 @@
  */
 #include "waitq.h"
 
-#include <sched.h>
 #include <stddef.h>
 
 #include "invariant.h"
@@ -133,13 +132,9 @@ unsigned weft__wnode_claimed_case(struct weft__wnode *n, int r)
 {
 	/* The claimer wins or loses our park word within a few instructions
 	 * of its lock release; only an OS preemption makes this wait long. */
-	for (int spins = 0; !(r & WEFT__WAKE_CLAIMED) && (at_load_uint(n->claim) & WAITQ_WAKING);
-	     spins++) {
-		if (spins < 64)
-			at_pause();
-		else
-			sched_yield();
-	}
+	for (unsigned spins = 0; !(r & WEFT__WAKE_CLAIMED) && (at_load_uint(n->claim) & WAITQ_WAKING);
+	     spins++)
+		at_backoff(spins);
 	at_fence_acquire();
 	unsigned claim = at_load_uint(n->claim);
 	WEFT_ASSERT(claim != 0 && claim != WAITQ_ABANDONED);	/* a claimer's: settle said so */
