@@ -339,7 +339,7 @@ typedef struct weft_worker_stats {
 	uint64_t stalls;		/* stalls reported (WEFT_STALL_MS) */
 } weft_worker_stats;
 
-#define WEFT_STATS_VERSION 1
+#define WEFT_STATS_VERSION 2
 
 /*
  * A snapshot of the runtime's counters.  ABI growth: set `size` to
@@ -361,6 +361,9 @@ typedef struct weft_stats {
 	uint64_t offload_calls;		/* out: weft_offload calls run by helpers */
 	unsigned blocking_threads;	/* out: helper threads alive now */
 	unsigned blocking_threads_max;	/* out: their limit */
+	/* version 2 */
+	uint64_t monitor_wakeups;	/* out: times the monitor thread woke: its
+					 * samples, kicks and harvests (its cost) */
 } weft_stats;
 
 /*

@@ -94,7 +94,9 @@ static struct {
 	unsigned sleeping;	/* atomic: asleep without a tick */
 	struct watch *watch;
 	int64_t stall_ns;	/* 0: no stall reports */
+	int64_t period_ns;	/* between samples; 0: none (sample_period) */
 	uint64_t polls, events;	/* atomic, written by the monitor only */
+	uint64_t wakeups;	/* atomic, written by the monitor only */
 	int64_t next_trim;	/* when the stack depot is trimmed next */
 	bool stacks_cached;	/* the depot held more than its reserve */
 	bool running;
@@ -164,24 +166,42 @@ static bool stuck(unsigned i, int64_t now)
 	return same && !at_load_uint(&w->polling);
 }
 
-/* Samples the workers (at most once per tick) and fires the due timers of
+/*
+ * How often the workers are sampled.  Every TICK_NS with several workers:
+ * the others can run what a stuck worker's loop wakes.  With one worker
+ * nobody could, so the samples only look for stalls: a tenth of the
+ * threshold apart (at least TICK_NS), and none when reports are off.  A
+ * busy single-worker server then pays 10 monitor wakeups per second at the
+ * default threshold, not 1,000.
+ */
+static int64_t sample_period(unsigned nworkers, int64_t stall_ns)
+{
+	if (nworkers > 1)
+		return TICK_NS;
+	return stall_ns / 10 > TICK_NS ? stall_ns / 10 : stall_ns ? TICK_NS : 0;
+}
+
+/* Samples the workers (at most once per period) and fires the due timers of
  * the stuck ones; returns the hub timeout in ms, -1 if every worker sleeps. */
 static int tick(void)
 {
 	static int64_t last_sample;
-	int64_t now = weft_now(), next = now + TICK_NS;
-	bool sample = now - last_sample >= TICK_NS, awake = false;
-	if (sample)
-		last_sample = now;
+	int64_t now = weft_now(), period = mon.period_ns;
 	if (now >= mon.next_trim) {
 		mon.stacks_cached = weft__stack_pool_trim(STACK_RESERVE);
 		mon.next_trim = now + STACK_TRIM_NS;
 	}
+	if (!period)	/* nothing to sample: only the trims wake us */
+		return weft__clock_timeout_ms(mon.next_trim - now);
+	int64_t next = now + period;
+	bool sample = now - last_sample >= period, awake = false;
+	if (sample)
+		last_sample = now;
 	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
 		struct weft__worker *w = &weft__rt.workers[i];
 		awake |= !at_load_uint(&w->polling);
 		if (sample) {
-			bool s = stuck(i, now);
+			bool s = stuck(i, now) && weft__rt.nworkers > 1;
 			adopt(i, s);
 			if (s)
 				weft__worker_stuck(w);
@@ -218,7 +238,7 @@ static int deep_sleep_timeout(void)
 		return weft__clock_timeout_ms(left);
 	}
 	at_store_uint(&mon.sleeping, 0);
-	return weft__clock_timeout_ms(TICK_NS);
+	return weft__clock_timeout_ms(mon.period_ns);
 }
 
 static void *monitor_main(void *arg)
@@ -231,6 +251,7 @@ static void *monitor_main(void *arg)
 			timeout = deep_sleep_timeout();
 		int n = epoll_wait(mon.hub, ev, 16, timeout);
 		at_store_uint(&mon.sleeping, 0);
+		weft__count(&mon.wakeups);
 		for (int i = 0; i < n; i++) {
 			uint32_t who = ev[i].data.u32;
 			if (who == HUB_KICK) {
@@ -248,8 +269,10 @@ static void *monitor_main(void *arg)
 int weft__monitor_start(unsigned stall_ms)
 {
 	mon.stall_ns = (int64_t)stall_ms * 1000000;
+	mon.period_ns = sample_period(weft__rt.nworkers, mon.stall_ns);
 	at_store_64(&mon.polls, 0);
 	at_store_64(&mon.events, 0);
+	at_store_64(&mon.wakeups, 0);
 	at_store_uint(&mon.stop, 0);
 	at_store_uint(&mon.sleeping, 0);	/* the workers already read it */
 	mon.next_trim = weft_now() + STACK_TRIM_NS;
@@ -270,8 +293,9 @@ int weft__monitor_start(unsigned stall_ms)
 	return err ? weft__fail(err) : 0;
 }
 
-void weft__monitor_counts(uint64_t *polls, uint64_t *events)
+void weft__monitor_counts(uint64_t *polls, uint64_t *events, uint64_t *wakeups)
 {
+	*wakeups = at_load_64(&mon.wakeups);
 	*polls = at_load_64(&mon.polls);
 	*events = at_load_64(&mon.events);
 }

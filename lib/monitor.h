@@ -10,8 +10,9 @@
 /* Starts the monitor; stall_ms: report dispatches that run this long, 0 never. */
 int weft__monitor_start(unsigned stall_ms);
 void weft__monitor_stop(void);
-/* Its harvests of stuck workers' loops, and the events they returned. */
-void weft__monitor_counts(uint64_t *polls, uint64_t *events);
+/* Its harvests of stuck workers' loops, the events they returned, and
+ * how many times it woke. */
+void weft__monitor_counts(uint64_t *polls, uint64_t *events, uint64_t *wakeups);
 /* A worker left its sleep: wakes the monitor if it sleeps without a tick. */
 void weft__monitor_worker_awake(void);
 

@@ -93,7 +93,7 @@ static void snapshot(weft_stats *s)
 	}
 	sum.wakeups += at_load_64(&weft__rt.ext_wakeups);
 	uint64_t polls, events;
-	weft__monitor_counts(&polls, &events);
+	weft__monitor_counts(&polls, &events, &s->monitor_wakeups);
 	sum.polls += polls;
 	sum.ready_events += events;
 	struct weft__offload_stats off;
@@ -108,16 +108,19 @@ static void snapshot(weft_stats *s)
 	s->blocking_threads_max = off.threads_max;
 }
 
+/* The size of version 1, the smallest a caller may pass. */
+enum { STATS_V1_SIZE = offsetof(weft_stats, monitor_wakeups) };
+
 int weft_stats_get(weft_stats *out)
 {
-	if (!out || out->size < sizeof(weft_stats))
+	if (!out || out->size < STATS_V1_SIZE)
 		return weft__fail(EINVAL);
 	if (!weft__runtime_accepting())
 		return weft__fail(ESRCH);
 	weft_stats s = { .size = out->size, .per_worker = out->per_worker,
 			 .per_worker_len = out->per_worker_len };
 	snapshot(&s);
-	memcpy(out, &s, sizeof s);	/* a later version: only what fits */
+	memcpy(out, &s, out->size < sizeof s ? out->size : sizeof s);	/* only what fits */
 	return 0;
 }
 
@@ -130,9 +133,10 @@ void weft__stats_print(FILE *f)
 	weft_stats s = { .size = sizeof s, .per_worker = per, .per_worker_len = n };
 	snapshot(&s);
 	fprintf(f, "weft stats: %u workers, %" PRIu64 " live coroutines, %" PRIu64
-		" stacks allocated, %" PRIu64 " offloaded calls on %u/%u helper threads\n",
+		" stacks allocated, %" PRIu64 " offloaded calls on %u/%u helper threads, %"
+		PRIu64 " monitor wakeups\n",
 		n, s.live, s.stacks_allocated, s.offload_calls, s.blocking_threads,
-		s.blocking_threads_max);
+		s.blocking_threads_max, s.monitor_wakeups);
 	fprintf(f, "%-20s %14s", "counter", "total");
 	for (unsigned w = 0; w < n; w++)
 		fprintf(f, " %12s%-2u", "worker ", w);

@@ -3,6 +3,7 @@
  * stall detector ($WEFT_STALL_MS). */
 #define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
 #include "harness.h"
+#include <stddef.h>
 #include <string.h>
 
 #include "coro_test.h"
@@ -103,10 +104,16 @@ Test(stats, bad_arguments)
 	cr_assert_eq(weft_stats_get(&st), -1, "not running");
 	cr_assert_eq(errno, ESRCH);
 	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 1)), 0);
-	st.size = sizeof st - 1;
+	st.size = offsetof(weft_stats, monitor_wakeups) - 1;	/* below version 1 */
 	errno = 0;
 	cr_assert_eq(weft_stats_get(&st), -1);
 	cr_assert_eq(errno, EINVAL);
+	/* A caller built against version 1 gets version 1's fields, nothing
+	 * written past them. */
+	st.size = offsetof(weft_stats, monitor_wakeups);
+	st.monitor_wakeups = 0xfeedfacecafebeefull;
+	cr_assert_eq(weft_stats_get(&st), 0, "version 1's size");
+	cr_assert_eq(st.monitor_wakeups, 0xfeedfacecafebeefull, "past its size");
 	st.size = sizeof st;
 	cr_assert_eq(weft_stats_get(&st), 0, "from a plain thread");
 	cr_assert_eq(st.live, 0);
@@ -229,4 +236,41 @@ Test(stats, stall_ms_0_disables_the_detector)
 	struct stall_run r = run_spinner("0", 200, false, out, sizeof out);
 	cr_assert_null(strstr(out, "weft: stall:"), "%s", out);
 	cr_assert_eq(r.stalls, 0);
+}
+
+/* ---- the monitor's own cost */
+
+struct busy_run {
+	struct spin spin;
+	uint64_t wakeups;	/* the monitor's, during the spin */
+};
+
+static void busy_main(void *arg)
+{
+	struct busy_run *r = arg;
+	uint64_t before = get_stats(NULL, 0).monitor_wakeups;
+	join(go(weft_test_spin, &r->spin));
+	r->wakeups = get_stats(NULL, 0).monitor_wakeups - before;
+}
+
+/* At one worker nobody could run what a stuck loop's harvest would wake, so
+ * the monitor samples only for stalls, a tenth of WEFT_STALL_MS apart: over
+ * a 300 ms busy run with the default 100 ms, about 30 wakeups, where a 1 ms
+ * tick made about 300 (a busy single-worker server paid them all). */
+Test(stats, one_busy_worker_wakes_the_monitor_only_to_look_for_stalls)
+{
+	struct busy_run r = { .spin = { .ms = 300, .yield_every_ms = true } };
+	cr_assert_eq(weft_main(busy_main, &r, &WEFT_CONFIG(.workers = 1)), 0);
+	cr_assert_leq(r.wakeups, 100, "%llu wakeups in 300 ms", (unsigned long long)r.wakeups);
+	cr_assert_geq(r.wakeups, 1, "it still samples for stalls");
+}
+
+Test(stats, one_worker_without_stall_reports_leaves_the_monitor_asleep)
+{
+	struct busy_run r = { .spin = { .ms = 300, .yield_every_ms = true } };
+	setenv("WEFT_STALL_MS", "0", 1);
+	int rc = weft_main(busy_main, &r, &WEFT_CONFIG(.workers = 1));
+	unsetenv("WEFT_STALL_MS");
+	cr_assert_eq(rc, 0);
+	cr_assert_leq(r.wakeups, 2, "%llu wakeups in 300 ms", (unsigned long long)r.wakeups);
 }
