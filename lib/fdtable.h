@@ -52,6 +52,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "atomic.h"
+
 struct weft__waiter;
 
 enum { FD_SLOT_IN = 0, FD_SLOT_OUT = 1 };
@@ -72,6 +74,15 @@ enum {
 	FD_NO_POLL = 2,		/* epoll refused it (regular file): always ready */
 	FD_STREAM = 4,		/* a stream socket: a short read means it was empty */
 };
+
+/* Whether e's fd is in a loop (the check before weft__loop_register, inline
+ * since every I/O call makes it).  A stale true is impossible for a caller
+ * holding a checked reference (io.c): only weft_close unregisters. */
+static inline bool weft__fd_registered(struct weft__fd *e)
+{
+	unsigned owner = at_load_uint(&e->owner);
+	return owner != 0 && owner != FD_OWNER_BUSY;
+}
 
 /* The entry of fd, created if needed; NULL with errno ENOMEM or EBADF. */
 struct weft__fd *weft__fd_get(int fd);

@@ -28,6 +28,7 @@
 #include "fdtable.h"
 #include "loop.h"
 #include "park.h"
+#include "sys.h"
 #include "weft.h"
 #include "worker.h"
 
@@ -67,9 +68,10 @@ static inline void ref_drop(struct weft__fd *e)
  */
 static int io_begin(struct io *io, int fd)
 {
-	if (!weft_self())
+	struct weft__worker *w = weft__worker_self();
+	if (!w || !w->current)
 		return weft__fail(EPERM);
-	if (weft__cancelled())
+	if (at_load_uint(&w->current->cancelled))
 		return weft__fail(ECANCELED);
 	struct weft__fd *e = weft__fd_get(fd);
 	if (!e)
@@ -83,7 +85,7 @@ static int io_begin(struct io *io, int fd)
 		ref_drop(e);
 		return weft__fail(ECANCELED);
 	}
-	if (weft__loop_register(e, fd) != 0) {
+	if (!weft__fd_registered(e) && weft__loop_register(e, fd) != 0) {
 		int err = weft__errno();
 		ref_drop(e);
 		return weft__fail(err);
@@ -201,7 +203,7 @@ ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
 	if (e)
 		return io_return(&io, -1, e);
 	for (;;) {
-		ssize_t n = read(fd, buf, len);
+		ssize_t n = weft__sys_read(fd, buf, len);
 		if (n >= 0) {
 			io.e->drained = n > 0 && (size_t)n < len;
 			return io_return(&io, n, 0);
@@ -217,8 +219,8 @@ ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
 static ssize_t write_some(struct io *io, const char *p, size_t left)
 {
 	if (io->e->flags & FD_SOCKET)
-		return send(io->fd, p, left, MSG_NOSIGNAL);
-	return write(io->fd, p, left);
+		return weft__sys_send(io->fd, p, left, MSG_NOSIGNAL);
+	return weft__sys_write(io->fd, p, left);
 }
 
 ssize_t weft_write(int fd, const void *buf, size_t len, int64_t deadline)

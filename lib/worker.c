@@ -150,36 +150,57 @@ uint64_t weft__next_id(struct weft__worker *w)
 
 /* ------------------------------------------------------ locked FIFOs */
 
-static void fifo_push(struct weft__locked_fifo *q, struct weft_co *co)
+/* The FIFO's lock is taken only when `shared` (see ready_shared). */
+static void fifo_push(struct weft__locked_fifo *q, struct weft_co *co, bool shared)
 {
-	pthread_mutex_lock(&q->lock);
+	if (shared)
+		pthread_mutex_lock(&q->lock);
 	WEFT__FIFO_PUSH(&q->q, co);
 	at_store_64(&q->len, at_load_64(&q->len) + 1);
-	pthread_mutex_unlock(&q->lock);
+	if (shared)
+		pthread_mutex_unlock(&q->lock);
 }
 
-static struct weft_co *fifo_pop(struct weft__locked_fifo *q)
+static struct weft_co *fifo_pop(struct weft__locked_fifo *q, bool shared)
 {
 	if (at_load_64(&q->len) == 0)
 		return NULL;
-	pthread_mutex_lock(&q->lock);
+	if (shared)
+		pthread_mutex_lock(&q->lock);
 	struct weft_co *co;
 	WEFT__FIFO_POP(&q->q, co);
-	if (co) {
+	if (co)
 		at_store_64(&q->len, at_load_64(&q->len) - 1);
-	}
-	pthread_mutex_unlock(&q->lock);
+	if (shared)
+		pthread_mutex_unlock(&q->lock);
 	return co;
 }
 
 static void inject_push(struct weft_co *co)
 {
-	fifo_push(&weft__rt.inject, co);
+	fifo_push(&weft__rt.inject, co, true);
 }
 
 static struct weft_co *inject_pop(void)
 {
-	return fifo_pop(&weft__rt.inject);
+	return fifo_pop(&weft__rt.inject, true);
+}
+
+/*
+ * Whether w's ready FIFO needs its lock: thieves pop from it and the
+ * monitor's harvests of a stuck loop push to it.  With one worker there are
+ * neither (the monitor adopts no loop then: monitor.c), so only the owner
+ * touches it, and the two mutex round trips per I/O wake are skipped.
+ */
+static bool ready_shared(struct weft__worker *w)
+{
+	WEFT_ASSERT(weft__rt.nworkers > 1 || weft__worker_self() == w);
+	return weft__rt.nworkers > 1;
+}
+
+static struct weft_co *ready_pop(struct weft__worker *w)
+{
+	return fifo_pop(&w->ready, ready_shared(w));
 }
 
 /* ------------------------------------------------------ idle and waking */
@@ -293,7 +314,7 @@ void weft__worker_stuck(struct weft__worker *w)
 
 void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop)
 {
-	fifo_push(&loop->ready, co);
+	fifo_push(&loop->ready, co, ready_shared(loop));
 	if (weft__rt.nworkers > 1 || weft__worker_self() != loop)
 		notify_work();
 }
@@ -408,7 +429,7 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 			weft__count(&w->c.inject_pops);
 			return co;
 		}
-		if ((co = fifo_pop(&w->ready))) {
+		if ((co = ready_pop(w))) {
 			weft__count(&w->c.ready_pops);
 			return co;
 		}
@@ -474,7 +495,7 @@ static struct weft_co *find_local(struct weft__worker *w)
 	if ((co = take_runnext(w)) || (co = take_local(w)))
 		return lifo_hit(w, co);
 	w->slice_start = 0;	/* restart the clocks at the next turn (no clock read here) */
-	if ((co = fifo_pop(&w->ready))) {
+	if ((co = ready_pop(w))) {
 		weft__count(&w->c.ready_pops);
 		return co;
 	}
@@ -556,7 +577,7 @@ static struct weft_co *steal_runnext(struct weft__worker *v, bool last, bool *le
 static struct weft_co *steal_one(struct weft__worker *v, bool last, bool *left_alone)
 {
 	struct weft_co *co = steal_from(&v->deque);
-	if (co || (co = fifo_pop(&v->ready)))
+	if (co || (co = fifo_pop(&v->ready, true)))
 		return co;
 	return steal_runnext(v, last, left_alone);
 }

@@ -1043,3 +1043,52 @@ Test(io, end_of_file_in_the_same_event_as_data_is_seen)
 {
 	run(1, data_and_fin_main, NULL);
 }
+
+/* ------------------------------------------------------ direct system calls */
+
+#if !SANITIZED && (defined(__x86_64__) || defined(__aarch64__))
+/*
+ * weft's read and send reach the kernel directly (lib/sys.h), not through
+ * libc's cancellation-point wrappers, and so not through whatever interposes
+ * them either.  These stand-ins for libc's read and send (the executable's
+ * definitions win over libc's for the whole process) count the calls that
+ * reach them on the watched fd.
+ */
+static atomic_int watched_fd = -1;
+static atomic_uint interposed_calls;
+
+ssize_t read(int fd, void *buf, size_t len)
+{
+	if (fd == atomic_load(&watched_fd))
+		atomic_fetch_add(&interposed_calls, 1);
+	return syscall(SYS_read, fd, buf, len);
+}
+
+ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+	if (fd == atomic_load(&watched_fd))
+		atomic_fetch_add(&interposed_calls, 1);
+	return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
+}
+
+static void direct_main(void *unused)
+{
+	(void)unused;
+	int sv[2];
+	socket_pair(sv);
+	atomic_store(&watched_fd, sv[0]);
+	char b[4] = { 0 };
+	CHECK(weft_write(sv[0], "ping", 4, -1) == 4);
+	CHECK(recv(sv[1], b, 4, MSG_WAITALL) == 4 && memcmp(b, "ping", 4) == 0);
+	CHECK(write(sv[1], "pong", 4) == 4);
+	CHECK(weft_read(sv[0], b, 4, -1) == 4 && memcmp(b, "pong", 4) == 0);
+	atomic_store(&watched_fd, -1);
+	CHECK(weft_close(sv[0]) == 0 && close(sv[1]) == 0);
+}
+
+Test(io, read_and_send_bypass_libc_and_its_interposers)
+{
+	run(1, direct_main, NULL);
+	cr_assert_eq(atomic_load(&interposed_calls), 0, "weft's I/O went through libc's read or send");
+}
+#endif

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sys.h — the system calls of the I/O fast path (read, write, send), made
+ * directly rather than through libc.
+ *
+ * glibc's read, write and send are cancellation points: in a process with
+ * more than one thread, which every weft process is, each one brackets the
+ * system call with __pthread_enable_asynccancel and ..._disable_asynccancel.
+ * weft never cancels its workers with pthread_cancel, so that bracket is pure
+ * cost on every message (docs/bench.md, "Where an echo's time goes").  A
+ * direct call also keeps weft's own I/O out of reach of an interposed read or
+ * send (an LD_PRELOAD hook library): weft's internals must reach the kernel.
+ *
+ * Under ASan and TSan the libc functions stay: their interceptors check the
+ * buffers and make a write to an fd happen before the read that gets it.
+ *
+ * The contract is libc's: the result, or -1 with errno.  It includes only
+ * atomic.h (for WEFT_ASAN and WEFT_TSAN).
+ */
+#ifndef WEFT_SYS_H
+#define WEFT_SYS_H
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "atomic.h"	/* WEFT_ASAN and WEFT_TSAN */
+
+#if defined(WEFT_ASAN) || defined(WEFT_TSAN)
+#define WEFT__SYS_LIBC 1
+#elif defined(__x86_64__)
+static inline long weft__sys6(long n, long a, long b, long c, long d, long e, long f)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long r;
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "0"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+#elif defined(__aarch64__)
+static inline long weft__sys6(long n, long a, long b, long c, long d, long e, long f)
+{
+	register long x8 __asm__("x8") = n;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d;
+	register long x4 __asm__("x4") = e;
+	register long x5 __asm__("x5") = f;
+	__asm__ volatile("svc 0"
+			 : "+r"(x0)
+			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+			 : "memory");
+	return x0;
+}
+#else
+#define WEFT__SYS_LIBC 1
+#endif
+
+#ifndef WEFT__SYS_LIBC
+/* The kernel's -errno result as libc's -1 with errno. */
+static inline ssize_t weft__sys_result(long r)
+{
+	if (r > -4096 && r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+#endif
+
+static inline ssize_t weft__sys_read(int fd, void *buf, size_t len)
+{
+#ifdef WEFT__SYS_LIBC
+	return read(fd, buf, len);
+#else
+	return weft__sys_result(weft__sys6(SYS_read, fd, (long)buf, (long)len, 0, 0, 0));
+#endif
+}
+
+static inline ssize_t weft__sys_write(int fd, const void *buf, size_t len)
+{
+#ifdef WEFT__SYS_LIBC
+	return write(fd, buf, len);
+#else
+	return weft__sys_result(weft__sys6(SYS_write, fd, (long)buf, (long)len, 0, 0, 0));
+#endif
+}
+
+static inline ssize_t weft__sys_send(int fd, const void *buf, size_t len, int flags)
+{
+#ifdef WEFT__SYS_LIBC
+	return send(fd, buf, len, flags);
+#else
+	return weft__sys_result(weft__sys6(SYS_sendto, fd, (long)buf, (long)len, flags, 0, 0));
+#endif
+}
+
+#endif
