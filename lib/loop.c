@@ -23,7 +23,8 @@
 #include "weft.h"
 #include "worker.h"
 
-enum { EPOLL_BATCH = 128 };
+/* epoll data of the wake-up eventfd (event_tag never makes it: fd -1). */
+static const uint64_t TOKEN_TAG = UINT64_MAX;
 
 /* epoll data: the fd and its entry's generation, so that an event queued
  * before a close cannot be taken for one of the fd number's next owner. */
@@ -32,21 +33,17 @@ static uint64_t event_tag(int fd, unsigned gen)
 	return (uint64_t)gen << 32 | (uint32_t)fd;
 }
 
+/* evfd is level-triggered in epfd: a token stays visible until its worker
+ * drains it, whoever harvests meanwhile (see loop.h). */
 int weft__loop_init(struct weft__worker *w)
 {
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
-	w->waitfd = epoll_create1(EPOLL_CLOEXEC);
 	w->evfd = weft__eventfd_open();
-	if (w->epfd < 0 || w->waitfd < 0 || w->evfd < 0 || weft__timers_init(&w->timers, w) != 0)
+	if (w->epfd < 0 || w->evfd < 0 || weft__timers_init(&w->timers, w) != 0)
 		return -1;
 	w->timers_ready = true;
-	/* Level-triggered both: the token stays visible until drained, and
-	 * epfd reads as ready while it holds events. */
-	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 0 };
-	if (epoll_ctl(w->waitfd, EPOLL_CTL_ADD, w->evfd, &ev) != 0)
-		return -1;
-	ev.data.u64 = 1;
-	return epoll_ctl(w->waitfd, EPOLL_CTL_ADD, w->epfd, &ev);
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TOKEN_TAG };
+	return epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &ev);
 }
 
 static void close_fd(int *fd)
@@ -58,7 +55,6 @@ static void close_fd(int *fd)
 
 void weft__loop_fini(struct weft__worker *w)
 {
-	close_fd(&w->waitfd);
 	close_fd(&w->epfd);
 	close_fd(&w->evfd);
 	if (w->timers_ready)
@@ -173,29 +169,56 @@ static void fd_event(struct weft__worker *w, uint64_t tag, uint32_t events)
 	 * both slots gets one wake with both events) */
 }
 
-int weft__loop_poll(struct weft__worker *w)
+/*
+ * Dispatches n harvested events: fd readiness to its waiters; the wake-up
+ * token is drained by its owner (awake now, it needs no waking) and left
+ * alone by the monitor.  Returns the number of fd events.
+ */
+static int dispatch(struct weft__worker *w, struct epoll_event *ev, int n, bool owner)
 {
-	struct epoll_event ev[EPOLL_BATCH];
+	int fds = 0;
+	for (int i = 0; i < n; i++) {
+		if (ev[i].data.u64 != TOKEN_TAG) {
+			fd_event(w, ev[i].data.u64, ev[i].events);
+			fds++;
+		} else if (owner) {
+			weft__loop_take_token(w);
+		}
+	}
+	return fds;
+}
+
+/* Harvests w's epfd without blocking until a batch comes back short. */
+static int harvest(struct weft__worker *w, bool owner)
+{
+	struct epoll_event ev[WEFT__LOOP_BATCH];
 	int n, total = 0;
 	do {
-		n = epoll_wait(w->epfd, ev, EPOLL_BATCH, 0);
-		for (int i = 0; i < n; i++)
-			fd_event(w, ev[i].data.u64, ev[i].events);
-		total += n > 0 ? n : 0;
-	} while (n == EPOLL_BATCH);
+		n = epoll_wait(w->epfd, ev, WEFT__LOOP_BATCH, 0);
+		total += dispatch(w, ev, n > 0 ? n : 0, owner);
+	} while (n == WEFT__LOOP_BATCH);
 	return total;
+}
+
+int weft__loop_poll(struct weft__worker *w)
+{
+	return harvest(w, false);
+}
+
+/* The owner's harvest: counted, and the time noted for the POLL_NS turns. */
+static bool count_harvest(struct weft__worker *w, int64_t now, int events)
+{
+	w->last_poll = now;
+	weft__count(&w->c.polls);
+	weft__count_n(&w->c.ready_events, (uint64_t)events);
+	return events > 0;
 }
 
 bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 {
 	bool woke = weft__timers_fire(&w->timers, now);
-	if (poll_fds && at_load_uint(&w->nfds) > 0) {
-		w->last_poll = now;
-		int events = weft__loop_poll(w);
-		weft__count(&w->c.polls);
-		weft__count_n(&w->c.ready_events, (uint64_t)events);
-		woke |= events > 0;
-	}
+	if (poll_fds && at_load_uint(&w->nfds) > 0)
+		woke |= count_harvest(w, now, harvest(w, true));
 	return woke;
 }
 
@@ -212,16 +235,26 @@ void weft__loop_take_token(struct weft__worker *w)
 	weft__eventfd_drain(w->evfd);
 }
 
-void weft__loop_wait(struct weft__worker *w)
+void weft__loop_wait(struct weft__worker *w, struct weft__loop_events *got)
 {
-	struct epoll_event ev[2];
 	at_store_uint(&w->polling, 1);
-	int n = epoll_wait(w->waitfd, ev, 2, sleep_timeout_ms(w));
+	int n = epoll_wait(w->epfd, got->ev, WEFT__LOOP_BATCH, sleep_timeout_ms(w));
 	at_store_uint(&w->polling, 0);
 	weft__monitor_worker_awake();
-	for (int i = 0; i < n; i++)
-		if (ev[i].data.u64 == 0)
+	got->n = n > 0 ? n : 0;
+	for (int i = 0; i < got->n; i++)
+		if (got->ev[i].data.u64 == TOKEN_TAG)
 			weft__loop_take_token(w);
+}
+
+void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
+{
+	int64_t now = weft_now();
+	int events = dispatch(w, got->ev, got->n, false);	/* the token is taken */
+	if (got->n == WEFT__LOOP_BATCH)
+		events += harvest(w, true);
+	count_harvest(w, now, events);
+	weft__timers_fire(&w->timers, now);
 }
 
 void weft__loop_wake(struct weft__worker *w)

@@ -668,12 +668,13 @@ static void park_worker(struct weft__worker *w)
 		if (!retract_idle(w))
 			weft__loop_take_token(w);	/* a waker popped us: its write is ours */
 	} else {
+		struct weft__loop_events got;
 		weft__count(&w->c.sleeps);
-		weft__loop_wait(w);
+		weft__loop_wait(w, &got);
 		retract_idle(w);	/* a timer, fd or spurious wakeup left us listed */
 		/* Off the idle stack first: what the loop wakes goes on our
 		 * deque, and notifying must not pick ourselves. */
-		weft__loop_service(w, weft_now(), true);
+		weft__loop_woke(w, &got);
 	}
 	if (at_load_uint(&w->woken_spinning)) {
 		at_store_uint(&w->woken_spinning, 0);
@@ -726,7 +727,7 @@ static int worker_init(struct weft__worker *w, unsigned index)
 	memset(w, 0, sizeof *w);
 	w->index = index;
 	w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
-	w->epfd = w->waitfd = w->evfd = -1;	/* slice_start 0: the first fairness turn sets the clocks */
+	w->epfd = w->evfd = -1;	/* slice_start 0: the first fairness turn sets the clocks */
 	pthread_mutex_init(&w->ready.lock, NULL);
 	if (weft__deque_init(&w->deque, DEQUE_INITIAL) != 0)
 		return -1;

@@ -53,10 +53,9 @@ struct weft__worker {
 	struct weft__locked_fifo ready;	/* woken by readiness or a deadline, in order */
 	unsigned index;
 	int epfd;			/* its loop: the fds it owns (loop.h) */
-	int waitfd;			/* what it sleeps on: evfd and epfd */
 	int evfd;			/* its wake-up eventfd */
 	unsigned nfds;			/* atomic: fds registered in epfd */
-	unsigned polling;		/* atomic: 1 while asleep in waitfd */
+	unsigned polling;		/* atomic: 1 while asleep in its epoll_wait */
 	int64_t last_poll;		/* when it last harvested epfd itself */
 	struct weft__timers timers;	/* its deadlines (timer.h) */
 	bool timers_ready;

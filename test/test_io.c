@@ -12,12 +12,14 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1071,6 +1073,17 @@ ssize_t send(int fd, const void *buf, size_t len, int flags)
 	return syscall(SYS_sendto, fd, buf, len, flags, NULL, 0);
 }
 
+/* epoll_wait calls made by one thread (the worker under test). */
+static atomic_long counted_tid = -1;
+static atomic_uint epoll_waits;
+
+int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
+{
+	if (syscall(SYS_gettid) == atomic_load(&counted_tid))
+		atomic_fetch_add(&epoll_waits, 1);
+	return (int)syscall(SYS_epoll_pwait, epfd, ev, max, timeout, NULL, 8);
+}
+
 static void direct_main(void *unused)
 {
 	(void)unused;
@@ -1090,5 +1103,66 @@ Test(io, read_and_send_bypass_libc_and_its_interposers)
 {
 	run(1, direct_main, NULL);
 	cr_assert_eq(atomic_load(&interposed_calls), 0, "weft's I/O went through libc's read or send");
+}
+
+/*
+ * A worker that runs out of work harvests its loop once without blocking,
+ * then sleeps in an epoll_wait that harvests what wakes it: two calls per
+ * sleep (it slept on a second epoll instance, nesting the first, and then
+ * harvested the first: three).  A reader on one worker parks ROUNDS times
+ * and a plain thread wakes it each time with one byte, a while later.
+ */
+enum { SLEEP_ROUNDS = 40 };
+
+struct waker_run {
+	int fd, peer;
+	atomic_int started;	/* rounds the reader has started */
+};
+
+static void napping_reader(void *arg)
+{
+	struct waker_run *s = arg;
+	atomic_store(&counted_tid, syscall(SYS_gettid));	/* one worker: its thread */
+	for (int i = 0; i < SLEEP_ROUNDS; i++) {
+		char b;
+		atomic_store(&s->started, i + 1);
+		CHECK(weft_read(s->fd, &b, 1, -1) == 1);
+	}
+	atomic_store(&counted_tid, -1);
+}
+
+static void *byte_writer(void *arg)
+{
+	struct waker_run *s = arg;
+	for (int i = 0; i < SLEEP_ROUNDS; i++) {
+		while (atomic_load(&s->started) <= i)
+			usleep(100);
+		usleep(2000);	/* long enough for the worker to go to sleep */
+		CHECK(write(s->peer, "x", 1) == 1);
+	}
+	return NULL;
+}
+
+static void sleeps_main(void *unused)
+{
+	(void)unused;
+	int sv[2];
+	socket_pair(sv);
+	struct waker_run s = { .fd = sv[0], .peer = sv[1] };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, byte_writer, &s) == 0);
+	join(go(napping_reader, &s));
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK(weft_close(sv[0]) == 0 && close(sv[1]) == 0);
+}
+
+Test(io, a_sleep_costs_two_epoll_waits_the_second_harvesting)
+{
+	atomic_store(&epoll_waits, 0);
+	run(1, sleeps_main, NULL);
+	unsigned n = atomic_load(&epoll_waits);
+	/* 2 per round; a round where the byte came before the sleep takes 1 */
+	cr_assert_leq(n, 2 * SLEEP_ROUNDS + 2, "%u epoll_wait calls for %d sleeps", n, SLEEP_ROUNDS);
+	cr_assert_geq(n, SLEEP_ROUNDS, "%u epoll_wait calls for %d sleeps", n, SLEEP_ROUNDS);
 }
 #endif
