@@ -196,10 +196,10 @@ static int park_if_drained(struct io *io, int64_t deadline)
 	return r < 0 ? -r : 0;
 }
 
-/* The read loop: one successful attempt.  A read (asked > 0) may park first
- * after a short read (park_if_drained) and marks the next one; any other
- * call that took readiness for WEFT_IN clears the mark, since the edge that
- * it consumed may have brought data it left queued (a MSG_PEEK). */
+/* The one-attempt loop (io.h).  A read (asked > 0) may park first after a
+ * short read (park_if_drained) and marks the next one; any other call that
+ * took readiness for WEFT_IN clears the mark, since the edge it consumed
+ * may have brought data it left queued (a MSG_PEEK). */
 static inline __attribute__((always_inline)) ssize_t io_call(int fd, int events,
 							    struct weft__io_op *op,
 							    int64_t deadline)
@@ -452,10 +452,11 @@ static bool forget(struct weft__fd *e, int fd, bool restore)
 	return registered;
 }
 
-/* The entry of an fd that is open, or NULL (EBADF, outside a coroutine
- * EPERM) after which the caller fails.  A number that is not open is only a
- * number: its entry is left alone (a call racing on it gets EBADF from its
- * own registration, not ECANCELED from a close that closes nothing). */
+/* For an fd that is open: 0, and its entry in *e (NULL if none was ever
+ * made); else -1 with EPERM outside a coroutine, EBADF.  A number that is
+ * not open is only a number: its entry is left alone (a call racing on it
+ * gets EBADF from its own registration, not ECANCELED from a close that
+ * closes nothing). */
 static int open_entry(int fd, struct weft__fd **e)
 {
 	if (!weft_self())

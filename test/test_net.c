@@ -82,6 +82,7 @@ struct call {
 	const char *name;
 	int dir;	/* WEFT_IN or WEFT_OUT */
 	ssize_t (*fn)(int fd, void *buf, size_t len, int64_t deadline);
+	bool all;	/* a write that writes every byte */
 };
 
 static int the_file = -1;	/* sendfile's source: pattern bytes */
@@ -155,15 +156,15 @@ static ssize_t call_sendfile(int fd, void *buf, size_t len, int64_t dl)
 }
 
 static const struct call calls[] = {
-	{ "weft_readv", WEFT_IN, call_readv },
-	{ "weft_recv", WEFT_IN, call_recv },
-	{ "weft_recvfrom", WEFT_IN, call_recvfrom },
-	{ "weft_recvmsg", WEFT_IN, call_recvmsg },
-	{ "weft_writev", WEFT_OUT, call_writev },
-	{ "weft_send", WEFT_OUT, call_send },
-	{ "weft_sendto", WEFT_OUT, call_sendto },
-	{ "weft_sendmsg", WEFT_OUT, call_sendmsg },
-	{ "weft_sendfile", WEFT_OUT, call_sendfile },
+	{ "weft_readv", WEFT_IN, call_readv, false },
+	{ "weft_recv", WEFT_IN, call_recv, false },
+	{ "weft_recvfrom", WEFT_IN, call_recvfrom, false },
+	{ "weft_recvmsg", WEFT_IN, call_recvmsg, false },
+	{ "weft_writev", WEFT_OUT, call_writev, true },
+	{ "weft_send", WEFT_OUT, call_send, true },
+	{ "weft_sendto", WEFT_OUT, call_sendto, false },
+	{ "weft_sendmsg", WEFT_OUT, call_sendmsg, false },
+	{ "weft_sendfile", WEFT_OUT, call_sendfile, true },
 };
 enum { NCALLS = sizeof calls / sizeof calls[0], MSG = 5 };
 
@@ -203,6 +204,60 @@ static void each_call_succeeds(void *arg)
 Test(net, each_call_succeeds)
 {
 	run(2, each_call_succeeds, NULL);
+}
+
+/* The write-all calls write every byte of 1 MiB through a 4 KiB send
+ * buffer to a reader that naps: many partial writes, each resumed. */
+struct slow_reader {
+	int fd;
+	size_t want, got;
+};
+
+static void slow_reader_main(void *arg)
+{
+	struct slow_reader *r = arg;
+	unsigned char b[3000];
+	while (r->got < r->want) {
+		ssize_t n = weft_read(r->fd, b, sizeof b, weft_now() + 60000 * MS);
+		CHECK(n > 0);
+		for (ssize_t i = 0; i < n; i++)
+			CHECK(b[i] == pattern(r->got + (size_t)i));
+		r->got += (size_t)n;
+		if (r->got % 7 == 0)
+			CHECK(weft_sleep(weft_now() + MS / 4) == 0);
+	}
+}
+
+static void each_write_all_call_writes_all(void *arg)
+{
+	(void)arg;
+	size_t size = scaled(1 << 20, 1 << 20, 1 << 16);
+	the_file = pattern_file(size);
+	unsigned char *want = malloc(size);
+	CHECK(want);
+	for (size_t i = 0; i < size; i++)
+		want[i] = pattern(i);
+	for (const struct call *c = calls; c < calls + NCALLS; c++) {
+		if (!c->all)
+			continue;
+		int sv[2];
+		stream_pair(sv);
+		int small = 4096;
+		CHECK(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small) == 0);
+		struct slow_reader r = { .fd = sv[1], .want = size };
+		weft_co *co = go(slow_reader_main, &r);
+		CHECK_CALL(c->fn(sv[0], want, size, weft_now() + 60000 * MS) == (ssize_t)size, c);
+		join(co);
+		CHECK_CALL(r.got == size, c);
+		CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+	}
+	free(want);
+	CHECK(weft_close(the_file) == 0);
+}
+
+Test(net, each_write_all_call_writes_every_byte_to_a_slow_reader, .timeout = 300)
+{
+	run(2, each_write_all_call_writes_all, NULL);
 }
 
 /* Reads see the end of file (0); writes to a closed peer see EPIPE, and
