@@ -199,8 +199,11 @@ static int park_if_drained(struct io *io, int64_t deadline)
 /* The one-attempt loop (io.h).  A read (asked > 0) may park first after a
  * short read (park_if_drained) and marks the next one; any other call that
  * took readiness for WEFT_IN clears the mark, since the edge it consumed
- * may have brought data it left queued (a MSG_PEEK). */
+ * may have brought data it left queued (a MSG_PEEK).  attempt is op's, as
+ * a parameter: inlined into weft_read and weft_write it is a constant, and
+ * their syscall a direct call. */
 static inline __attribute__((always_inline)) ssize_t io_call(int fd, int events,
+							    weft__io_attempt *attempt,
 							    struct weft__io_op *op,
 							    int64_t deadline)
 {
@@ -213,7 +216,7 @@ static inline __attribute__((always_inline)) ssize_t io_call(int fd, int events,
 		return io_return(&io, -1, e);
 	op->socket = io.e->flags & FD_SOCKET;
 	for (;;) {
-		ssize_t n = op->attempt(op, fd);
+		ssize_t n = attempt(op, fd);
 		if (n >= 0) {
 			if (reads)
 				io.e->drained = hint && n > 0 && (size_t)n < op->asked;
@@ -227,7 +230,7 @@ static inline __attribute__((always_inline)) ssize_t io_call(int fd, int events,
 
 ssize_t weft__io_call(int fd, int events, struct weft__io_op *op, int64_t deadline)
 {
-	return io_call(fd, events, op, deadline);
+	return io_call(fd, events, op->attempt, op, deadline);
 }
 
 /* A read or write of one buffer. */
@@ -247,11 +250,12 @@ static ssize_t read_attempt(struct weft__io_op *op, int fd)
 ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
 {
 	struct buf_op b = { { .attempt = read_attempt, .asked = len }, { .in = buf } };
-	return io_call(fd, WEFT_IN, &b.op, deadline);
+	return io_call(fd, WEFT_IN, read_attempt, &b.op, deadline);
 }
 
 /* The write-all loop (io.h). */
 static inline __attribute__((always_inline)) ssize_t io_write_all(int fd,
+								 weft__io_attempt *attempt,
 								 struct weft__io_op *op,
 								 int64_t deadline)
 {
@@ -264,7 +268,7 @@ static inline __attribute__((always_inline)) ssize_t io_write_all(int fd,
 	op->done = 0;
 	while (op->done < op->len) {
 		op->asked = 0;
-		ssize_t n = op->attempt(op, fd);
+		ssize_t n = attempt(op, fd);
 		int e;
 		if (n > 0) {
 			op->done += (size_t)n;
@@ -286,7 +290,7 @@ static inline __attribute__((always_inline)) ssize_t io_write_all(int fd,
 
 ssize_t weft__io_write_all(int fd, struct weft__io_op *op, int64_t deadline)
 {
-	return io_write_all(fd, op, deadline);
+	return io_write_all(fd, op->attempt, op, deadline);
 }
 
 /* send(2) without SIGPIPE on sockets, write(2) on everything else (pipes:
@@ -303,7 +307,7 @@ static ssize_t write_attempt(struct weft__io_op *op, int fd)
 ssize_t weft_write(int fd, const void *buf, size_t len, int64_t deadline)
 {
 	struct buf_op b = { { .attempt = write_attempt, .len = len }, { .out = buf } };
-	return io_write_all(fd, &b.op, deadline);
+	return io_write_all(fd, write_attempt, &b.op, deadline);
 }
 
 static bool out_of_resources(int e)
