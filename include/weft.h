@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -226,16 +227,17 @@ WEFT_EXPORT int64_t weft_now(void);
  * without waiting).  Expiry: -1 with ETIMEDOUT.
  *
  * Errors common to every call below: EPERM outside a coroutine; ECANCELED
- * when the fd is weft_close'd while the call waits (or runs); EBADF; ENOMEM
- * when the fd table or a timer heap cannot grow.
+ * when the fd is weft_close'd or weft_release'd while the call waits (or
+ * runs); EBADF; ENOMEM when the fd table or a timer heap cannot grow.
  *
  * At most one coroutine waits on each direction of an fd at a time (one
  * reader and one writer); a second gets EBUSY (checked when it parks).
  *
- * An fd used with these calls must be closed with weft_close: plain close(2)
- * on it is undefined (its number may come back still registered).  Regular
- * files, which epoll cannot watch, are always ready: their reads and writes
- * block the worker (use weft_offload for slow storage).
+ * An fd used with these calls must be closed with weft_close (or given back
+ * with weft_release first): plain close(2) on it is undefined (its number
+ * may come back still registered).  Regular files, which epoll cannot
+ * watch, are always ready: their reads and writes block the worker (use
+ * weft_offload for slow storage).
  */
 enum { WEFT_IN = 1, WEFT_OUT = 2 };
 
@@ -287,6 +289,113 @@ WEFT_EXPORT int weft_connect(int fd, const struct sockaddr *addr, socklen_t addr
  * Errors: EPERM outside a coroutine; those of close(2).
  */
 WEFT_EXPORT int weft_close(int fd);
+
+/*
+ * Makes weft forget fd without closing it, so that the caller owns it again
+ * (to hand it to a library that close(2)s it, or to block on it): every
+ * coroutine waiting on fd returns ECANCELED, weft_release waits for the
+ * calls in flight on fd to return, takes fd out of its loop, and restores
+ * the blocking mode fd had before weft first registered it (O_NONBLOCK
+ * cleared again if weft set it).  Afterwards close(2) of fd is fine, and a
+ * weft call on fd (or on a new fd with its number) registers it anew.
+ * Errors: EPERM outside a coroutine; EBADF if fd is not open or weft has
+ * not registered it (no weft call ran on it since it was last closed or
+ * released).
+ */
+WEFT_EXPORT int weft_release(int fd);
+
+/*
+ * Vectored, socket, datagram and message I/O.  The same conventions as
+ * weft_read and weft_write: deadlines, EPERM outside a coroutine (before any
+ * argument check), ECANCELED, EBUSY, writes that never raise SIGPIPE (a
+ * closed peer is EPIPE).  flags are those of the syscall named and pass
+ * through (MSG_PEEK, MSG_TRUNC, MSG_CMSG_CLOEXEC, MSG_OOB, ...); the sends
+ * add MSG_NOSIGNAL.
+ */
+
+/*
+ * Like readv(2): returns at least one byte as soon as some is there, 0 at
+ * end of file.  Errors: those of readv(2) (EINVAL for iovcnt outside
+ * 0..IOV_MAX or lengths summing above SSIZE_MAX, EFAULT for a NULL iov),
+ * ETIMEDOUT, ECANCELED.
+ */
+WEFT_EXPORT ssize_t weft_readv(int fd, const struct iovec *iov, int iovcnt, int64_t deadline);
+
+/*
+ * Writes every byte of the iovcnt buffers, in order, waiting as needed, and
+ * returns their total, like weft_write (a partial write resumes where it
+ * stopped, within an iovec if need be; iov is not modified).  On an error
+ * or the deadline, a prefix may have been written.  Errors: as weft_readv,
+ * and those of writev(2) (on sockets, sendmsg(2)).
+ */
+WEFT_EXPORT ssize_t weft_writev(int fd, const struct iovec *iov, int iovcnt, int64_t deadline);
+
+/*
+ * Like recv(2): at least one byte as soon as some is there (a datagram
+ * socket: one datagram, truncated to len), 0 at end of stream.  With
+ * MSG_PEEK the data stays queued.  Errors: those of recv(2), ETIMEDOUT,
+ * ECANCELED.
+ */
+WEFT_EXPORT ssize_t weft_recv(int fd, void *buf, size_t len, int flags, int64_t deadline);
+
+/*
+ * Sends all len bytes on the socket fd, waiting as needed, and returns len,
+ * like weft_write; MSG_NOSIGNAL is always added.  On a datagram socket each
+ * attempt is a datagram: use weft_sendto for one.  Errors: those of
+ * send(2) (ENOTSOCK), ETIMEDOUT, ECANCELED; a prefix may have been sent.
+ */
+WEFT_EXPORT ssize_t weft_send(int fd, const void *buf, size_t len, int flags, int64_t deadline);
+
+/*
+ * Receives one datagram, as recvfrom(2): its length (truncated to len, with
+ * MSG_TRUNC its real length), the sender in *from and *fromlen when from is
+ * not NULL.  On a stream socket it is weft_recv.  Errors: those of
+ * recvfrom(2), ETIMEDOUT, ECANCELED.
+ */
+WEFT_EXPORT ssize_t weft_recvfrom(int fd, void *buf, size_t len, int flags,
+				  struct sockaddr *from, socklen_t *fromlen, int64_t deadline);
+
+/*
+ * Sends one datagram of len bytes (to may be NULL on a connected socket), as
+ * sendto(2), waiting for room; returns len.  On a stream socket it returns
+ * what one sendto(2) took, which may be less: use weft_send to send all.
+ * Errors: those of sendto(2) (EMSGSIZE, ...), ETIMEDOUT, ECANCELED.
+ */
+WEFT_EXPORT ssize_t weft_sendto(int fd, const void *buf, size_t len, int flags,
+				const struct sockaddr *to, socklen_t tolen, int64_t deadline);
+
+/*
+ * Receives one message, as recvmsg(2), ancillary data included (SCM_RIGHTS
+ * fds arrive open and blocking; MSG_CMSG_CLOEXEC makes them close-on-exec).
+ * msg's value-result fields are as recvmsg(2) leaves them after the
+ * successful attempt.  Errors: those of recvmsg(2) (EFAULT for a NULL msg),
+ * ETIMEDOUT, ECANCELED.
+ */
+WEFT_EXPORT ssize_t weft_recvmsg(int fd, struct msghdr *msg, int flags, int64_t deadline);
+
+/*
+ * Sends one message, as sendmsg(2), ancillary data included (SCM_RIGHTS
+ * works), waiting for room; returns the bytes sent.  A datagram goes whole;
+ * on a stream socket one sendmsg(2) may take less than all (the ancillary
+ * data goes with the first byte).  Errors: those of sendmsg(2) (EFAULT for
+ * a NULL msg), ETIMEDOUT, ECANCELED.
+ */
+WEFT_EXPORT ssize_t weft_sendmsg(int fd, const struct msghdr *msg, int flags, int64_t deadline);
+
+/*
+ * Copies count bytes of in_fd to out_fd (a socket, usually) with
+ * sendfile(2), waiting for room in out_fd as needed, and returns count, or
+ * fewer only when in_fd ends first.  offset as sendfile(2): NULL reads from
+ * in_fd's file position and advances it; otherwise reads from *offset,
+ * leaves the position alone and sets *offset past the last byte sent (also
+ * on an error).  in_fd is not waited on: a regular file (or another fd
+ * sendfile(2) reads without blocking).  Never raises SIGPIPE (the workers
+ * block it): a closed peer is EPIPE.  Errors: those of sendfile(2)
+ * (EBADF, EINVAL for count above SSIZE_MAX), ETIMEDOUT, ECANCELED; some
+ * bytes may have been sent.
+ */
+WEFT_EXPORT ssize_t weft_sendfile(int out_fd, int in_fd, off_t *offset, size_t count,
+				  int64_t deadline);
 
 /*
  * Parks the calling coroutine until deadline (absolute weft_now() ns) and

@@ -32,7 +32,8 @@
  * the waiter's frame is gone, and the park word (park.h) makes exactly one of
  * them resume it, with that waker's result.  Every CAS is seq_cst (atomic.h).
  *
- * Closing (io.c): weft_close makes gen odd, wakes both slots with ECANCELED,
+ * Closing (io.c): weft_close (and weft_release, which leaves out the
+ * close(2)) makes gen odd, wakes both slots with ECANCELED,
  * waits until refs (the I/O calls in flight: each holds one from start to
  * return) drops to 0, unregisters, makes gen even again and only then calls
  * close(2).  A call reads gen before it takes its reference and checks it
@@ -65,6 +66,7 @@ struct weft__fd {
 	unsigned refs;		/* atomic: I/O calls in flight on the fd */
 	unsigned flags;		/* FD_SOCKET, FD_NO_POLL; set by the registrar */
 	bool drained;		/* the reader's: its last read came back short */
+	bool blocking;		/* registration set O_NONBLOCK (weft_release clears it) */
 	unsigned hangup;	/* atomic: an event said RDHUP/HUP/ERR (sticky) */
 };
 

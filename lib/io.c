@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * io.c — weft_wait, weft_read, weft_write, weft_accept, weft_connect,
- * weft_close and weft_sleep.
+ * weft_close, weft_release and weft_sleep.
  *
  * Every call has the same shape: try the syscall; on EAGAIN park on the fd's
  * slot for that direction (fdtable.h) until readiness, the deadline or a
  * close wins the park word (park.h); retry.  The call holds a reference on
  * the fd's entry from start to return, which is what weft_close waits for.
+ * The two loops of that shape, one attempt and write-all, take the syscall
+ * as a callback and serve net.c's calls too (io.h).
  *
  * errno: a call may resume on another thread than the one it started on, so
  * errno is read only through weft__errno() (out of line: its thread-local
@@ -15,6 +17,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -26,6 +29,7 @@
 #include "errors.h"
 #include "fault.h"
 #include "fdtable.h"
+#include "io.h"
 #include "loop.h"
 #include "park.h"
 #include "sys.h"
@@ -194,60 +198,118 @@ static int park_if_drained(struct io *io, int64_t deadline)
 	return r < 0 ? -r : 0;
 }
 
-ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
+/* The one-attempt loop (io.h).  A read (asked > 0) may park first after a
+ * short read (park_if_drained) and marks the next one; any other call that
+ * took readiness for WEFT_IN clears the mark, since the edge it consumed
+ * may have brought data it left queued (a MSG_PEEK).  attempt is op's, as
+ * a parameter: inlined into weft_read and weft_write it is a constant, and
+ * their syscall a direct call. */
+static inline __attribute__((always_inline)) ssize_t io_call(int fd, int events,
+							    weft__io_attempt *attempt,
+							    struct weft__io_op *op,
+							    int64_t deadline)
 {
 	struct io io;
 	if (io_begin(&io, fd) != 0)
 		return -1;
-	int e = park_if_drained(&io, deadline);
+	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
+	int e = hint ? park_if_drained(&io, deadline) : 0;
 	if (e)
 		return io_return(&io, -1, e);
+	op->socket = io.e->flags & FD_SOCKET;
 	for (;;) {
-		ssize_t n = weft__sys_read(fd, buf, len);
+		ssize_t n = attempt(op, fd);
 		if (n >= 0) {
-			io.e->drained = n > 0 && (size_t)n < len;
+			if (reads)
+				io.e->drained = hint && n > 0 && (size_t)n < op->asked;
 			return io_return(&io, n, 0);
 		}
-		e = io_retry(&io, weft__errno(), WEFT_IN, deadline);
+		e = io_retry(&io, weft__errno(), events, deadline);
 		if (e)
 			return io_return(&io, -1, e);
 	}
 }
 
-/* send(2) without SIGPIPE on sockets, write(2) on everything else (pipes:
- * the workers block SIGPIPE, so write returns EPIPE there too). */
-static ssize_t write_some(struct io *io, const char *p, size_t left)
+ssize_t weft__io_call(int fd, int events, struct weft__io_op *op, int64_t deadline)
 {
-	if (io->e->flags & FD_SOCKET)
-		return weft__sys_send(io->fd, p, left, MSG_NOSIGNAL);
-	return weft__sys_write(io->fd, p, left);
+	return io_call(fd, events, op->attempt, op, deadline);
 }
 
-ssize_t weft_write(int fd, const void *buf, size_t len, int64_t deadline)
+/* A read or write of one buffer. */
+struct buf_op {
+	struct weft__io_op op;
+	union {
+		char *in;
+		const char *out;
+	} p;
+};
+
+static ssize_t read_attempt(struct weft__io_op *op, int fd)
+{
+	return weft__sys_read(fd, ((struct buf_op *)op)->p.in, op->asked);
+}
+
+ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
+{
+	struct buf_op b = { { .attempt = read_attempt, .asked = len }, { .in = buf } };
+	return io_call(fd, WEFT_IN, read_attempt, &b.op, deadline);
+}
+
+/* The write-all loop (io.h). */
+static inline __attribute__((always_inline)) ssize_t io_write_all(int fd,
+								 weft__io_attempt *attempt,
+								 struct weft__io_op *op,
+								 int64_t deadline)
 {
 	struct io io;
 	if (io_begin(&io, fd) != 0)
 		return -1;
-	const char *p = buf;
-	size_t left = len;
-	while (left > 0) {
-		ssize_t n = write_some(&io, p, left);
+	if (op->len > SSIZE_MAX)
+		return io_return(&io, -1, EINVAL);
+	op->socket = io.e->flags & FD_SOCKET;
+	op->done = 0;
+	while (op->done < op->len) {
+		op->asked = 0;
+		ssize_t n = attempt(op, fd);
 		int e;
-		if (n >= 0) {
-			p += n;
-			left -= (size_t)n;
+		if (n > 0) {
+			op->done += (size_t)n;
 			/* a short send filled the socket buffer: wait for room
 			 * (an edge) instead of a send that says EAGAIN */
-			if (left == 0 || !(io.e->flags & FD_SOCKET))
+			if (op->done == op->len || !op->socket || (size_t)n >= op->asked)
 				continue;
 			e = io_retry(&io, EAGAIN, WEFT_OUT, deadline);
+		} else if (n == 0) {
+			break;	/* the source ended (sendfile at the end of in_fd) */
 		} else {
 			e = io_retry(&io, weft__errno(), WEFT_OUT, deadline);
 		}
 		if (e)
 			return io_return(&io, -1, e);
 	}
-	return io_return(&io, (ssize_t)len, 0);
+	return io_return(&io, (ssize_t)op->done, 0);
+}
+
+ssize_t weft__io_write_all(int fd, struct weft__io_op *op, int64_t deadline)
+{
+	return io_write_all(fd, op->attempt, op, deadline);
+}
+
+/* send(2) without SIGPIPE on sockets, write(2) on everything else (pipes:
+ * the workers block SIGPIPE, so write returns EPIPE there too). */
+static ssize_t write_attempt(struct weft__io_op *op, int fd)
+{
+	const char *p = ((struct buf_op *)op)->p.out + op->done;
+	op->asked = op->len - op->done;
+	if (op->socket)
+		return weft__sys_send(fd, p, op->asked, MSG_NOSIGNAL);
+	return weft__sys_write(fd, p, op->asked);
+}
+
+ssize_t weft_write(int fd, const void *buf, size_t len, int64_t deadline)
+{
+	struct buf_op b = { { .attempt = write_attempt, .len = len }, { .out = buf } };
+	return io_write_all(fd, write_attempt, &b.op, deadline);
 }
 
 static bool out_of_resources(int e)
@@ -364,34 +426,69 @@ int weft_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int64_t
 	return (int)io_return(&io, e ? -1 : 0, e);
 }
 
-/* Every entry that exists goes through the protocol, registered or not: a
- * call holding a reference may be about to register fd (io_begin). */
-int weft_close(int fd)
+/*
+ * weft_close's protocol up to the close(2), which weft_release shares: wakes
+ * the fd's waiters with ECANCELED, waits for its calls in flight, takes it
+ * out of its loop (with restore, back to the blocking mode it had before
+ * weft registered it).  Returns whether it was registered.  Every entry
+ * that exists goes through the protocol, registered or not: a call holding
+ * a reference may be about to register fd (io_begin).
+ */
+static bool forget(struct weft__fd *e, int fd, bool restore)
+{
+	/* gen is odd only inside weft_close or weft_release (two at once on
+	 * one fd are a caller's double close, which this would catch). */
+	unsigned gen = at_faa_uint(&e->gen, 1);	/* odd: closing */
+	WEFT_ASSERT((gen & 1) == 0);
+	weft__fd_slot_wake(&e->slot[FD_SLOT_IN], ECANCELED, false);
+	weft__fd_slot_wake(&e->slot[FD_SLOT_OUT], ECANCELED, false);
+	while (at_load_uint(&e->refs) != 0)
+		weft_yield();	/* calls woken above or registering are returning */
+	/* no registration is under way: each is made under a reference */
+	bool registered = at_load_uint(&e->owner) != 0;
+	if (registered && restore && e->blocking) {
+		int fl = fcntl(fd, F_GETFL);
+		if (fl >= 0)
+			fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	}
+	if (registered)
+		weft__loop_unregister(e, fd);
+	gen = at_faa_uint(&e->gen, 1);	/* even: the next fd with this number */
+	WEFT_ASSERT((gen & 1) == 1);
+	return registered;
+}
+
+/* For an fd that is open: 0, and its entry in *e (NULL if none was ever
+ * made); else -1 with EPERM outside a coroutine, EBADF.  A number that is
+ * not open is only a number: its entry is left alone (a call racing on it
+ * gets EBADF from its own registration, not ECANCELED from a close that
+ * closes nothing). */
+static int open_entry(int fd, struct weft__fd **e)
 {
 	if (!weft_self())
 		return weft__fail(EPERM);
-	/* A number that is not open is only a number: EBADF, and its entry
-	 * is left alone (a call racing on it gets EBADF from its own
-	 * registration, not ECANCELED from a close that closes nothing). */
 	if (fcntl(fd, F_GETFD) < 0)
 		return weft__fail(EBADF);
-	struct weft__fd *e = weft__fd_find(fd);
-	if (e) {
-		/* gen is odd only inside weft_close (two closes of one fd at
-		 * once are a caller's double close, which this would catch). */
-		unsigned gen = at_faa_uint(&e->gen, 1);	/* odd: closing */
-		WEFT_ASSERT((gen & 1) == 0);
-		weft__fd_slot_wake(&e->slot[FD_SLOT_IN], ECANCELED, false);
-		weft__fd_slot_wake(&e->slot[FD_SLOT_OUT], ECANCELED, false);
-		while (at_load_uint(&e->refs) != 0)
-			weft_yield();	/* calls woken above or registering are returning */
-		/* no registration is under way: each is made under a reference */
-		if (at_load_uint(&e->owner))
-			weft__loop_unregister(e, fd);
-		gen = at_faa_uint(&e->gen, 1);	/* even: the next fd with this number */
-		WEFT_ASSERT((gen & 1) == 1);
-	}
+	*e = weft__fd_find(fd);
+	return 0;
+}
+
+int weft_close(int fd)
+{
+	struct weft__fd *e;
+	if (open_entry(fd, &e) != 0)
+		return -1;
+	if (e)
+		forget(e, fd, false);
 	return close(fd);
+}
+
+int weft_release(int fd)
+{
+	struct weft__fd *e;
+	if (open_entry(fd, &e) != 0)
+		return -1;
+	return e && forget(e, fd, true) ? 0 : weft__fail(EBADF);
 }
 
 int weft_sleep(int64_t deadline)

@@ -64,11 +64,13 @@ void weft__loop_fini(struct weft__worker *w)
 
 /* ------------------------------------------------------ registration */
 
-static int make_nonblocking(int fd)
+/* *was_blocking: whether it had to clear O_NONBLOCK (for weft_release). */
+static int make_nonblocking(int fd, bool *was_blocking)
 {
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0)
 		return -1;
+	*was_blocking = !(fl & O_NONBLOCK);
 	return fl & O_NONBLOCK ? 0 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
@@ -89,6 +91,7 @@ static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 		e->flags = getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM
 				   ? FD_SOCKET | FD_STREAM : FD_SOCKET;
 	e->drained = false;
+	e->blocking = false;
 	at_store_uint(&e->hangup, 0);
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
 		if (errno != EPERM)
@@ -96,7 +99,7 @@ static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 		e->flags |= FD_NO_POLL;	/* a regular file: never EAGAIN */
 		return 0;
 	}
-	if (make_nonblocking(fd) != 0) {
+	if (make_nonblocking(fd, &e->blocking) != 0) {
 		int err = errno;
 		epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
 		errno = err;
