@@ -26,7 +26,8 @@
  *     timer heap, and an eventfd; an idle worker sleeps in its own
  *     epoll_wait, where its fds' readiness and its deadlines wake it too.
  *     A busy worker harvests its loop and fires its timers at its fairness
- *     turns (fds at most every POLL_NS); the monitor thread (monitor.c)
+ *     turns (fds at most every POLL_NS, and only once its ready FIFO has
+ *     run dry); the monitor thread (monitor.c)
  *     serves the loop of a worker stuck in one long coroutine.
  * Coroutines spawned from plain threads go to one global injection queue (a
  * mutex-protected FIFO, checked lock-free for emptiness).
@@ -414,7 +415,11 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 {
 	int64_t now = weft_now();
 	struct weft_co *co;
-	weft__loop_service(w, now, now - w->last_poll >= POLL_NS);
+	/* Not while the ready FIFO still holds coroutines: what a harvest
+	 * brought would queue behind them, and the harvest when it runs dry
+	 * costs them nothing; a busy server's turns made one extra epoll_wait
+	 * every GLOBAL_INTERVAL messages. */
+	weft__loop_service(w, now, now - w->last_poll >= POLL_NS && at_load_64(&w->ready.len) == 0);
 	if (!w->slice_start) {	/* the deque ran dry since the last turn */
 		w->slice_start = w->inject_turn = now;
 		w->slice_len = SLICE_NS;

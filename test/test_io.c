@@ -1166,3 +1166,69 @@ Test(io, a_sleep_costs_two_epoll_waits_the_second_harvesting)
 	cr_assert_geq(n, SLEEP_ROUNDS, "%u epoll_wait calls for %d sleeps", n, SLEEP_ROUNDS);
 }
 #endif
+
+/* ------------------------------------------------------ harvest turns */
+
+/*
+ * A busy worker harvests its loop at its fairness turns (every 61
+ * dispatches, at most every 50 us), but not while its ready FIFO still
+ * holds coroutines the last harvest woke: what it would bring would queue
+ * behind them.  READERS readers park on one byte each; the bytes all come
+ * at once; each woken reader then works for 100 us.  Draining the FIFO
+ * took a harvest every 61 readers (16 of them for 1,000 readers); now the
+ * harvests are the one that found the bytes and the ones when it ran dry.
+ */
+enum { READERS = 1000 };
+
+struct turn_reader {
+	int fd;
+	weft_co *co;
+};
+
+static void turn_reader_main(void *arg)
+{
+	struct turn_reader *r = arg;
+	char b;
+	CHECK(weft_read(r->fd, &b, 1, -1) == 1);
+	int64_t until = weft_now() + 100 * 1000;
+	while (weft_now() < until)
+		;
+}
+
+static uint64_t polls_now(void)
+{
+	weft_stats st = { .size = sizeof st };
+	CHECK(weft_stats_get(&st) == 0);
+	return st.total.polls;
+}
+
+static void turns_main(void *arg)
+{
+	uint64_t *polls = arg;
+	static struct turn_reader r[READERS];
+	static int peer[READERS];
+	for (int i = 0; i < READERS; i++) {
+		int sv[2];
+		socket_pair(sv);
+		r[i].fd = sv[0];
+		peer[i] = sv[1];
+		r[i].co = go(turn_reader_main, &r[i]);
+	}
+	CHECK(weft_sleep(weft_now() + 20 * MS) == 0);	/* every reader parks */
+	uint64_t before = polls_now();
+	for (int i = 0; i < READERS; i++)
+		CHECK(write(peer[i], "x", 1) == 1);
+	for (int i = 0; i < READERS; i++)
+		join(r[i].co);
+	*polls = polls_now() - before;
+	for (int i = 0; i < READERS; i++)
+		CHECK(weft_close(r[i].fd) == 0 && close(peer[i]) == 0);
+}
+
+Test(io, a_busy_worker_does_not_harvest_while_its_ready_fifo_is_full, .timeout = 120)
+{
+	raise_fd_limit();
+	uint64_t polls = 0;
+	run(1, turns_main, &polls);
+	cr_assert_leq(polls, 8, "%llu harvests to serve %d readers", (unsigned long long)polls, READERS);
+}
