@@ -121,6 +121,7 @@ class Cost:
     terms: List[Tuple[int, str]]  # (count, floor name)
     why: str
     when: Callable[[int], bool] = lambda w: True
+    limit: Optional[str] = None  # a peer whose rate in the row is the floor
 
 
 COST_MODEL: List[Cost] = [
@@ -141,9 +142,41 @@ COST_MODEL: List[Cost] = [
          "on the first burst; the timed run reuses the warm-up's stacks, so "
          "below 1 means it did"),
     Cost("parked", [(1, "fresh-page")], "as sleep"),
-    Cost("echo", [(2, "epoll-wait")], "two syscalls (read, send) per round "
-         "trip; the floor is a ceiling rate"),
+    Cost("echo", [], "the hand-written epoll loop's rate in the same row "
+         "(bench/peers/epoll): what a server without coroutines reaches",
+         limit="epoll"),
+    Cost("http", [], "as echo, with the hand-written epoll HTTP server",
+         limit="epoll"),
 ]
+
+
+def rate(s: dict, peer: str) -> Optional[dict]:
+    """peer's median summary in row s (a server row's: its rate)."""
+    m = s["peers"].get(peer)
+    return m and m.get("rate", m)
+
+
+def limit_row(s: dict, cost: Cost, m: dict) -> Optional[dict]:
+    """A server row's floor: the limit peer's measured rate, a ceiling."""
+    lim = rate(s, cost.limit)
+    if not lim:
+        return None
+    return {"model": f"{cost.limit} (measured)", "floor_ns": None,
+            "floor": lim["median"], "ratio": lim["median"] / m["median"]}
+
+
+def terms_row(s: dict, cost: Cost, m: dict, ns: Dict[str, float],
+              ops: Optional[int]) -> Optional[dict]:
+    """A row's floor from the machine's floors: the sum of the terms."""
+    if not all(f in ns for _, f in cost.terms):
+        return None
+    floor_ns = sum(k * ns[f] for k, f in cost.terms)
+    got = in_unit(s, floor_ns, m["median"], ops)
+    if not got:
+        return None
+    return {"model": " + ".join(f"{k} × {f}" if k > 1 else f
+                                for k, f in cost.terms),
+            "floor_ns": floor_ns, "floor": got[0], "ratio": got[1]}
 
 
 def subject_ops(points: List[dict]) -> Dict[Tuple[str, int], int]:
@@ -180,22 +213,16 @@ def cost_model(summary: List[dict], ssummary: List[dict],
     for s in summary + ssummary:
         cost = next((c for c in COST_MODEL if c.bench == s.get("group", s[
             "bench"]) and c.when(s["workers"])), None)
-        m = s["peers"].get(SUBJECT)
-        m = m and m.get("rate", m)  # a server row's are per metric
-        if (cost is None or not m or not all(f in ns
-                                             for _, f in cost.terms)):
+        m = rate(s, SUBJECT)
+        if cost is None or not m:
             continue
-        floor_ns = sum(k * ns[f] for k, f in cost.terms)
-        got = in_unit(s, floor_ns, m["median"],
-                      ops.get((s["bench"], s["workers"])))
+        got = (limit_row(s, cost, m) if cost.limit else
+               terms_row(s, cost, m, ns, ops.get((s["bench"], s["workers"]))))
         if got:
             rows.append({"bench": s["bench"], "workers": s["workers"],
                          "sharing": s.get("sharing", False),
                          "unit": s["unit"], SUBJECT: m["median"],
-                         "model": " + ".join(f"{k} × {f}" if k > 1 else f
-                                             for k, f in cost.terms),
-                         "floor_ns": floor_ns, "floor": got[0],
-                         "ratio": got[1], "why": cost.why})
+                         "why": cost.why, **got})
     return rows
 
 
@@ -212,8 +239,8 @@ def cost_table_rows(rows: List[dict]):
 COST_FOOTNOTE = (
     f"The cost model: the floor a row chases is the sum of the floors above "
     f"that its operation cannot do without, in the row's unit (sleep and "
-    f"parked: one per coroutine, times their count; echo: a ceiling rate, "
-    f"the inverse of its time per round trip).  {SUBJECT}/floor is "
+    f"parked: one per coroutine, times their count; the server rows: the "
+    f"hand-written epoll server's rate measured in the same row, a ceiling).  {SUBJECT}/floor is "
     f"{SUBJECT}'s median over that floor as times (for a rate: the ceiling "
     f"over {SUBJECT}'s rate): how many times the floor's cost {SUBJECT} "
     f"pays.  Lower bounds that leave out the scheduler's bookkeeping, not "

@@ -27,7 +27,12 @@ class CostModel(unittest.TestCase):
         ]
         ssummary = [{"bench": "echo-100-64", "group": "echo", "workers": 1,
                      "unit": "msgs/s",
-                     "peers": {"weft": {"rate": mr(50000.0)}}}]
+                     "peers": {"weft": {"rate": mr(50000.0)},
+                               "epoll": {"rate": mr(55000.0)}}},
+                    # no limit measured in this row: no cost row
+                    {"bench": "http-hello", "group": "http", "workers": 1,
+                     "unit": "req/s",
+                     "peers": {"weft": {"rate": mr(90000.0)}}}]
         points = [{"bench": "sleep", "workers": 2, "runs": {"weft": [
             {"ok": False}, {"ok": True, "ops": 100000}]}}]
         fsummary = [floor("switch", 10.0), floor("fresh-page", 100.0),
@@ -37,7 +42,7 @@ class CostModel(unittest.TestCase):
                           for r in rows],
                          [("yield", "2 × switch", 20.0, 2.25),
                           ("sleep", "fresh-page", 10.0, 2.5),
-                          ("echo-100-64", "2 × epoll-wait", 250000.0, 5.0)])
+                          ("echo-100-64", "epoll (measured)", 55000.0, 1.1)])
         head, table = cost_table_rows(rows[:1])
         self.assertEqual(head, ["benchmark", "unit", "workers",
                                 "weft median", "floor", "weft/floor",
