@@ -436,7 +436,8 @@ typedef struct weft_worker_stats {
 	uint64_t steal_attempts;	/* victims probed */
 	uint64_t parks;			/* coroutines that switched out to wait */
 	uint64_t wakeups;		/* waits ended by a wake this worker made */
-	uint64_t sleeps;		/* times the worker slept in epoll_wait */
+	uint64_t sleeps;		/* times it ran out of work and waited in
+					 * epoll_wait (at once back if events were pending) */
 	uint64_t polls;			/* harvests of its epoll instance */
 	uint64_t ready_events;		/* fd events those harvests returned */
 	uint64_t timers_fired;		/* deadlines that expired in its timer heap */

@@ -182,7 +182,8 @@ static int64_t sample_period(unsigned nworkers, int64_t stall_ns)
 }
 
 /* Samples the workers (at most once per period) and fires the due timers of
- * the stuck ones; returns the hub timeout in ms, -1 if every worker sleeps. */
+ * the stuck ones; returns the hub timeout in ms, -1 if this sample found
+ * every worker asleep. */
 static int tick(void)
 {
 	static int64_t last_sample;
@@ -213,7 +214,11 @@ static int tick(void)
 		if (t < next)
 			next = t;
 	}
-	if (!awake)
+	/* Deep sleep only from a sample: a kick, which comes when a worker
+	 * wakes, must not put us straight back to sleep to be kicked again at
+	 * its next wake (an eventfd write per wake of a busy worker); so kicks
+	 * come at most once per period. */
+	if (!awake && sample)
 		return -1;
 	return weft__clock_timeout_ms(next - now);
 }

@@ -43,9 +43,10 @@
  * order, one item per steal (deque first, else ready FIFO, else runnext),
  * where a victim's runnext is left to it until the last pass and a 3 us
  * grace, and then taken only if the victim dispatched nothing meanwhile
- * (after Go's runqgrab: steal_runnext); then the worker's own loop
- * without blocking (due timers, ready fds); then it parks, unless it left
- * work to a victim.
+ * (after Go's runqgrab: steal_runnext); then it parks, unless it left
+ * work to a victim: its sleep is an epoll_wait on its own loop, which
+ * returns at once with whatever fds are ready and timers are due (one
+ * system call where a harvest without blocking first made two).
  *
  * Spinning and parking (after Go's proc.go, "Worker thread parking")
  * ----------------------------------------------------------------------
@@ -711,7 +712,7 @@ static void *worker_main(void *arg)
 			weft__co_run(w, co);
 			continue;
 		}
-		if (weft__loop_service(w, weft_now(), true) || busy)
+		if (busy)	/* a victim's runnext was left to it: spin on */
 			continue;
 		if (at_load_uint(&weft__rt.stopping) && !any_work())
 			break;
