@@ -441,6 +441,72 @@ WEFT_EXPORT int weft_wg_done(weft_wg *wg);	/* weft_wg_add(wg, -1) */
 WEFT_EXPORT int weft_wg_wait(weft_wg *wg, int64_t deadline);
 
 /*
+ * Counting semaphore (Tokio's Semaphore, POSIX's sem_t), FIFO with no
+ * barging: a release while someone waits hands the permit to the oldest
+ * waiter, never to a newcomer, so no waiter starves.  Acquire works from
+ * coroutines (which park) and plain threads (which block); tryacquire and
+ * release from any thread, never blocking.  value and the count are at most
+ * UINT_MAX.  Uncontended acquire and release are one atomic operation each.
+ */
+typedef struct weft_sem weft_sem;
+WEFT_EXPORT weft_sem *weft_sem_new(unsigned value);
+WEFT_EXPORT void weft_sem_free(weft_sem *s);
+/* Takes a permit, waiting for one until the deadline.  Errors: ETIMEDOUT;
+ * ECANCELED (no permit is taken). */
+WEFT_EXPORT int weft_sem_acquire(weft_sem *s, int64_t deadline);
+/* Takes a permit if one is free (none is while anyone waits); else EAGAIN. */
+WEFT_EXPORT int weft_sem_tryacquire(weft_sem *s);
+/* Gives a permit back (to the oldest waiter, if any).  Errors: EOVERFLOW if
+ * the count is UINT_MAX already. */
+WEFT_EXPORT int weft_sem_release(weft_sem *s);
+
+/*
+ * Reader-writer lock, writer-preferring: any number of readers or one
+ * writer hold it; a waiting writer stops new readers (a stream of readers
+ * cannot starve it), and a writer's unlock lets in every reader that queued
+ * meanwhile before the next writer (nor can writers starve readers).
+ * Waiters queue in FIFO order per kind.  From coroutines (which park) and
+ * plain threads (which block).
+ *
+ * Ownership: the write hold belongs to the coroutine (or plain thread) that
+ * took it.  Read holds are counted, not owned (as Go's RWMutex): an unlock
+ * by a caller that is not the writer gives back one read hold, whoever took
+ * it.  So a reader may not take a second read hold while a writer may be
+ * waiting (it would wait behind the writer, which waits for it), and a
+ * reader that calls wrlock deadlocks; neither is detected.
+ * Errors: rdlock and wrlock: EDEADLK if the caller holds the write lock;
+ * ETIMEDOUT; ECANCELED.  unlock: EPERM if the lock is not held at all, or is
+ * write-held by another caller.
+ */
+typedef struct weft_rwlock weft_rwlock;
+WEFT_EXPORT weft_rwlock *weft_rwlock_new(void);
+WEFT_EXPORT void weft_rwlock_free(weft_rwlock *l);
+WEFT_EXPORT int weft_rwlock_rdlock(weft_rwlock *l, int64_t deadline);
+WEFT_EXPORT int weft_rwlock_wrlock(weft_rwlock *l, int64_t deadline);
+WEFT_EXPORT int weft_rwlock_unlock(weft_rwlock *l);
+
+/*
+ * One-time initialisation (pthread_once, Go's sync.Once):
+ *
+ *     static weft_once once = WEFT_ONCE_INIT;
+ *     weft_once_run(&once, init_tables, NULL);
+ *
+ * The first caller runs fn(arg); every other caller, concurrent or later,
+ * returns only after fn has returned, and fn's writes are visible to it.
+ * Concurrent callers park (coroutines) or block (plain threads).  fn runs
+ * on the first caller's stack and must not call weft_once_run on the same
+ * object (it would wait for itself).  Errors: EINVAL for a NULL o or fn;
+ * ECANCELED for a cancelled caller while fn has not returned (a cancelled
+ * first caller does not run fn; a cancelled runner's fn still completes).
+ * A weft_once needs no free; it must not be copied while in use.
+ */
+typedef struct weft_once {
+	unsigned state;		/* private */
+} weft_once;
+#define WEFT_ONCE_INIT { 0 }
+WEFT_EXPORT int weft_once_run(weft_once *o, void (*fn)(void *), void *arg);
+
+/*
  * Channels of elements of elem_size bytes (0 is allowed: signals only).
  * capacity 0 is a rendezvous channel (Go's unbuffered): a send completes when
  * a receiver takes the element.  Elements are copied in and out; FIFO per

@@ -5,6 +5,7 @@
 #include "park.h"
 
 #include <errno.h>
+#include <pthread.h>
 
 #include "invariant.h"
 #include "atomic.h"
@@ -114,6 +115,12 @@ int weft__waiter_wait(struct weft__waiter *w, int64_t deadline)
 int weft__waiter_wait_fenced(struct weft__waiter *w, int64_t deadline)
 {
 	return w->co ? co_wait(w, deadline, true) : thread_wait(w, deadline);
+}
+
+uintptr_t weft__park_context_id(void)
+{
+	struct weft_co *co = weft_self();
+	return co ? (uintptr_t)co : (uintptr_t)pthread_self() | 1;
 }
 
 static void count_wakeup(void)

@@ -120,6 +120,11 @@ bool weft__waiter_wake(struct weft__waiter *w, int result);
 struct weft__worker;
 bool weft__waiter_wake_ready(struct weft__waiter *w, int result, struct weft__worker *loop);
 
+/* Who is calling, for the objects that check their holder (a mutex, a
+ * rwlock's writer): the coroutine, or for a plain thread its pthread_self()
+ * with the low bit set (a coroutine's address never has it).  Never 0. */
+uintptr_t weft__park_context_id(void);
+
 /* weft_cancel's wake: whatever co is parked on now (no waiter needed: the
  * waiter retracts itself from wherever it waits once resumed). */
 bool weft__park_cancel(struct weft_co *co);

@@ -32,7 +32,6 @@
 #include "clock.h"
 #include "coro.h"
 #include "errors.h"
-#include "fault.h"
 #include "waitq.h"
 #include "weft.h"
 #include "worker.h"
@@ -40,15 +39,6 @@
 enum { SPIN_ROUNDS = 10 };
 enum { M_LOCKED = 1, M_WAITERS = 2, M_STARVING = 4, M_WOKEN = 8 };	/* mutex state bits */
 static const int64_t STARVE_NS = 1000 * 1000;	/* Go's starvationThresholdNs */
-
-/* Every object here starts zeroed: its lock free, its queues empty. */
-static void *object_new(size_t size)
-{
-	void *object = weft__fault() ? NULL : calloc(1, size);
-	if (!object)
-		weft__fail(ENOMEM);
-	return object;
-}
 
 /* ------------------------------------------------------ mutex */
 
@@ -61,7 +51,7 @@ struct weft_mutex {
 
 weft_mutex *weft_mutex_new(void)
 {
-	return object_new(sizeof(weft_mutex));
+	return weft__waitq_object_new(sizeof(weft_mutex));
 }
 
 void weft_mutex_free(weft_mutex *m)
@@ -249,7 +239,7 @@ struct weft_cond {
 
 weft_cond *weft_cond_new(void)
 {
-	return object_new(sizeof(weft_cond));
+	return weft__waitq_object_new(sizeof(weft_cond));
 }
 
 void weft_cond_free(weft_cond *c)
@@ -327,7 +317,7 @@ struct weft_wg {
 
 weft_wg *weft_wg_new(void)
 {
-	return object_new(sizeof(weft_wg));
+	return weft__waitq_object_new(sizeof(weft_wg));
 }
 
 void weft_wg_free(weft_wg *wg)
