@@ -161,6 +161,15 @@ WEFT_EXPORT weft_co *weft_spawn(void (*fn)(void *), void *arg);
 WEFT_EXPORT int weft_join(weft_co *co);
 
 /*
+ * weft_join with a deadline (absolute weft_now() ns; -1 none; one already
+ * past joins only a coroutine that has returned): waits for co to return,
+ * then frees it.  Errors: those of weft_join; ETIMEDOUT, after which co is
+ * still running (or just returned) and must still be joined or detached.
+ * From coroutines (which park) and plain threads (which block).
+ */
+WEFT_EXPORT int weft_join_until(weft_co *co, int64_t deadline);
+
+/*
  * Lets co free itself when it returns (at once if it already has).
  * Errors: EINVAL if co is NULL or was already joined or detached.
  */

@@ -7,7 +7,8 @@
  * our own, JOIN_DETACHED: weft_detach came first, and co frees itself when
  * it finishes.  Joiner and detacher find WEFT__COMPLETE or put their value
  * in place of NULL; exactly one side frees the control block.  A joiner
- * woken by weft_cancel gives up, and the target stays joinable.
+ * woken by weft_cancel or by its deadline (weft_join_until) gives up, and
+ * the target stays joinable.
  */
 #include "coro.h"
 
@@ -209,11 +210,16 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 
 int weft_join(weft_co *co)
 {
+	return weft_join_until(co, -1);
+}
+
+int weft_join_until(weft_co *co, int64_t deadline)
+{
 	if (!co || co == weft_self())
 		return weft__fail(EINVAL);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
-	int r = weft__completion_wait(&co->join, true);
+	int r = weft__completion_wait(&co->join, true, deadline);
 	if (r != 0)
 		return weft__fail(r);
 	co_free(weft__worker_self(), co);

@@ -254,7 +254,7 @@ static bool completion_settle(void **word, struct weft__waiter *w, int r)
 	}
 }
 
-int weft__completion_wait(void **word, bool cancellable)
+int weft__completion_wait(void **word, bool cancellable, int64_t deadline)
 {
 	for (;;) {
 		void *state = at_load_ptr(word);
@@ -269,12 +269,14 @@ int weft__completion_wait(void **word, bool cancellable)
 			weft__waiter_disarm(&w);
 			continue;
 		}
-		int r = weft__waiter_wait(&w, -1);
+		int r = weft__waiter_wait(&w, deadline);
 		bool complete = completion_settle(word, &w, r);
 		if (cancellable && r == ECANCELED)
 			return ECANCELED;
 		if (complete)
 			return 0;
+		if (r == ETIMEDOUT)
+			return ETIMEDOUT;
 		/* not cancellable: a stray cancel wake; wait again */
 	}
 }

@@ -149,10 +149,12 @@ bool weft__park_cancel(struct weft_co *co);
 /* Completes *word; returns false (and does nothing) if it holds `other`
  * (a caller state; NULL: there is none). */
 bool weft__complete(void **word, void *other);
-/* Waits for *word to complete: 0, or ECANCELED if `cancellable` and the
- * caller was cancelled (the word is left NULL or COMPLETE, so a later wait
- * works), EINVAL if the word holds someone else's waiter or another state. */
-int weft__completion_wait(void **word, bool cancellable);
+/* Waits for *word to complete until deadline (absolute ns, -1 none): 0, or
+ * ECANCELED if `cancellable` and the caller was cancelled, or ETIMEDOUT (the
+ * word is then left NULL or COMPLETE, so a later wait works), EINVAL if the
+ * word holds someone else's waiter or another state.  A completion that
+ * races the deadline wins: 0. */
+int weft__completion_wait(void **word, bool cancellable, int64_t deadline);
 
 /* Scheduler side: the coroutine switched out in PARKING; make it PARKED, or
  * runnable if a waker came first.  Returns true if it must be queued. */

@@ -579,3 +579,68 @@ Test(prims, once_cancellation_and_errors)
 {
 	run(2, once_errors, NULL);
 }
+
+/* ------------------------------------------------------ timed join */
+
+struct gate {
+	atomic_bool open;
+	atomic_uint finished;
+};
+
+static void until_open(void *arg)
+{
+	struct gate *g = arg;
+	while (!atomic_load(&g->open))
+		CHECK(weft_sleep(weft_now() + MS / 2) == 0);
+	atomic_fetch_add(&g->finished, 1);	/* last touch of *g */
+}
+
+static void quick(void *arg)
+{
+	(void)arg;
+}
+
+/* Expires on a running target (which stays joinable), then succeeds; from
+ * a coroutine or a plain thread alike. */
+static void timed_joins(void)
+{
+	struct gate g = { false, 0 };
+	weft_co *co = go(until_open, &g);
+	int64_t t0 = weft_now();
+	CHECK(weft_join_until(co, t0 + 10 * MS) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_now() >= t0 + 10 * MS);
+	CHECK(weft_join_until(co, 0) == -1 && errno == ETIMEDOUT);	/* past: no wait */
+	CHECK(atomic_load(&g.finished) == 0);
+	atomic_store(&g.open, true);
+	CHECK(weft_join_until(co, weft_now() + 5000 * MS) == 0);
+	CHECK(atomic_load(&g.finished) == 1);
+
+	/* a target that returned is joined even with a past deadline */
+	co = go(quick, NULL);
+	while (weft_join_until(co, 0) != 0)
+		CHECK(errno == ETIMEDOUT);
+
+	/* after a timeout, detach still works */
+	atomic_store(&g.open, false);
+	co = go(until_open, &g);
+	CHECK(weft_join_until(co, weft_now() + MS) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_detach(co) == 0);
+	atomic_store(&g.open, true);
+	await_at_least(&g.finished, 2);
+	CHECK(weft_join_until(NULL, -1) == -1 && errno == EINVAL);
+}
+
+static void timed_joins_co(void *arg)
+{
+	(void)arg;
+	timed_joins();
+	CHECK(weft_join_until(weft_self(), -1) == -1 && errno == EINVAL);
+}
+
+Test(prims, join_until_expires_and_succeeds_from_coroutines_and_threads, .timeout = 60)
+{
+	run(2, timed_joins_co, NULL);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
+	timed_joins();
+	cr_assert_eq(weft_shutdown(), 0);
+}
