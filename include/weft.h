@@ -153,6 +153,27 @@ typedef struct weft_co weft_co;
 WEFT_EXPORT weft_co *weft_spawn(void (*fn)(void *), void *arg);
 
 /*
+ * Options for weft_spawn_with; a zero field takes the default.
+ *   stack_size  bytes, rounded up to the page size and to at least 16 KiB;
+ *               at most 1 GiB (weft_config.stack_size's range), else
+ *               EINVAL.  0: the runtime's stack size.  A stack of another
+ *               size than the runtime's is allocated for this coroutine and
+ *               freed when it is joined (the stack pool keeps only stacks
+ *               of the runtime's size), so such spawns cost more.
+ *   name        copied as by weft_set_name (NULL: none).
+ */
+typedef struct weft_spawn_opts {
+	size_t stack_size;
+	const char *name;
+} weft_spawn_opts;
+
+/*
+ * weft_spawn with options (opts may be NULL: weft_spawn).  Errors: those of
+ * weft_spawn; EINVAL for a stack_size above 1 GiB.
+ */
+WEFT_EXPORT weft_co *weft_spawn_with(void (*fn)(void *), void *arg, const weft_spawn_opts *opts);
+
+/*
  * Waits for co to return, then frees it.  In a coroutine it parks the
  * coroutine (the worker runs others); in a plain thread it blocks the thread.
  * Errors: EINVAL if co is NULL, is the caller itself, or was already joined or
@@ -386,10 +407,19 @@ WEFT_EXPORT int weft_stats_get(weft_stats *out);
 /* ------------------------------------------------------ synchronisation */
 
 /*
- * Mutexes, condition variables, wait groups and channels for coroutines on
- * any workers.  Waiting parks the coroutine (its worker runs others); none of
- * them spins an OS thread, and their uncontended paths take no lock and make
- * no syscall.  Creation errors: ENOMEM.  A NULL object is EINVAL.
+ * Mutexes, condition variables, wait groups, semaphores, reader-writer
+ * locks, once and channels, for coroutines on any workers and for plain
+ * threads (an offloaded function, a thread of the program's own) alike.
+ * Waiting parks a coroutine (its worker runs others) and blocks a plain
+ * thread on a futex; none of them spins an OS thread, and their uncontended
+ * paths take no lock and make no syscall.  Creation errors: ENOMEM.  A NULL
+ * object is EINVAL.  A lock is held by the coroutine that took it, wherever
+ * it runs next (it may unlock on another worker), or by the plain thread.
+ *
+ * Coroutine-only rules that remain: weft_sleep and the I/O calls above
+ * (EPERM elsewhere: they wait on a worker's event loop and timer heap,
+ * which a plain thread has not), and weft_cancel, which reaches only
+ * coroutines (a plain thread's wait ends by its deadline or its waker).
  *
  * Object lifetime (POSIX's rule for pthread objects, for every weft object):
  * once every call on an object has returned to its caller, or a wait on it
@@ -408,18 +438,19 @@ WEFT_EXPORT weft_mutex *weft_mutex_new(void);
 WEFT_EXPORT void weft_mutex_free(weft_mutex *m);
 
 /*
- * Locks m, parking while another coroutine holds it.  Waiters queue in FIFO
- * order.  While waits are short a running locker may take a just-released
- * mutex ahead of the woken waiter (as Go's sync.Mutex does); once a waiter
- * has waited 1 ms, unlock hands the mutex to the oldest waiter and nobody
- * barges until the queue moves fast again: no waiter starves.  Coroutines
- * only: EPERM elsewhere.  Errors: EDEADLK if the caller already holds m;
- * ECANCELED.
+ * Locks m, waiting while another coroutine or thread holds it.  Waiters
+ * queue in FIFO order.  While waits are short a running locker may take a
+ * just-released mutex ahead of the woken waiter (as Go's sync.Mutex does);
+ * once a waiter has waited 1 ms, unlock hands the mutex to the oldest
+ * waiter and nobody barges until the queue moves fast again: no waiter
+ * starves.  From coroutines (which park) and plain threads (which block).
+ * Errors: EDEADLK if the caller already holds m; ECANCELED.
  */
 WEFT_EXPORT int weft_mutex_lock(weft_mutex *m);
 /* Locks m if it is free (and not being handed to a waiter); else EBUSY. */
 WEFT_EXPORT int weft_mutex_trylock(weft_mutex *m);
-/* Unlocks m.  Errors: EPERM if the caller does not hold it. */
+/* Unlocks m.  Errors: EPERM if the caller (coroutine or plain thread) does
+ * not hold it. */
 WEFT_EXPORT int weft_mutex_unlock(weft_mutex *m);
 
 typedef struct weft_cond weft_cond;
@@ -430,7 +461,8 @@ WEFT_EXPORT void weft_cond_free(weft_cond *c);
  * Releases m (which the caller must hold: else EPERM), waits for a signal or
  * broadcast on c or for the deadline, and locks m again before returning,
  * also on ETIMEDOUT and ECANCELED.  Wake-ups may be spurious (a signal that
- * raced a deadline): check the predicate in a loop.  Coroutines only.
+ * raced a deadline): check the predicate in a loop.  From coroutines and
+ * plain threads.
  */
 WEFT_EXPORT int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline);
 /* Wakes the oldest waiter / every waiter of c.  From any thread; never blocks. */

