@@ -154,12 +154,42 @@ typedef struct weft_co weft_co;
 WEFT_EXPORT weft_co *weft_spawn(void (*fn)(void *), void *arg);
 
 /*
+ * Options for weft_spawn_with; a zero field takes the default.
+ *   stack_size  bytes, rounded up to the page size and to at least 16 KiB;
+ *               at most 1 GiB (weft_config.stack_size's range), else
+ *               EINVAL.  0: the runtime's stack size.  A stack of another
+ *               size than the runtime's is allocated for this coroutine and
+ *               freed when it is joined (the stack pool keeps only stacks
+ *               of the runtime's size), so such spawns cost more.
+ *   name        copied as by weft_set_name (NULL: none).
+ */
+typedef struct weft_spawn_opts {
+	size_t stack_size;
+	const char *name;
+} weft_spawn_opts;
+
+/*
+ * weft_spawn with options (opts may be NULL: weft_spawn).  Errors: those of
+ * weft_spawn; EINVAL for a stack_size above 1 GiB.
+ */
+WEFT_EXPORT weft_co *weft_spawn_with(void (*fn)(void *), void *arg, const weft_spawn_opts *opts);
+
+/*
  * Waits for co to return, then frees it.  In a coroutine it parks the
  * coroutine (the worker runs others); in a plain thread it blocks the thread.
  * Errors: EINVAL if co is NULL, is the caller itself, or was already joined or
  * detached (detected while co has not been freed yet).
  */
 WEFT_EXPORT int weft_join(weft_co *co);
+
+/*
+ * weft_join with a deadline (absolute weft_now() ns; -1 none; one already
+ * past joins only a coroutine that has returned): waits for co to return,
+ * then frees it.  Errors: those of weft_join; ETIMEDOUT, after which co is
+ * still running (or just returned) and must still be joined or detached.
+ * From coroutines (which park) and plain threads (which block).
+ */
+WEFT_EXPORT int weft_join_until(weft_co *co, int64_t deadline);
 
 /*
  * Lets co free itself when it returns (at once if it already has).
@@ -490,10 +520,20 @@ WEFT_EXPORT int weft_stats_get(weft_stats *out);
 /* ------------------------------------------------------ synchronisation */
 
 /*
- * Mutexes, condition variables, wait groups and channels for coroutines on
- * any workers.  Waiting parks the coroutine (its worker runs others); none of
- * them spins an OS thread, and their uncontended paths take no lock and make
- * no syscall.  Creation errors: ENOMEM.  A NULL object is EINVAL.
+ * Mutexes, condition variables, wait groups, semaphores, reader-writer
+ * locks, once and channels, for coroutines on any workers and for plain
+ * threads (an offloaded function, a thread of the program's own) alike.
+ * Waiting parks a coroutine (its worker runs others) and blocks a plain
+ * thread on a futex; none of them spins an OS thread, and their uncontended
+ * paths make no syscall (those of mutexes, semaphores and once are one
+ * atomic operation; a rwlock takes its internal lock for a few
+ * instructions).  Creation errors: ENOMEM.  A NULL object is EINVAL.  A lock is held by the coroutine that took it, wherever
+ * it runs next (it may unlock on another worker), or by the plain thread.
+ *
+ * Coroutine-only rules that remain: weft_sleep and the I/O calls above
+ * (EPERM elsewhere: they wait on a worker's event loop and timer heap,
+ * which a plain thread has not), and weft_cancel, which reaches only
+ * coroutines (a plain thread's wait ends by its deadline or its waker).
  *
  * Object lifetime (POSIX's rule for pthread objects, for every weft object):
  * once every call on an object has returned to its caller, or a wait on it
@@ -512,18 +552,19 @@ WEFT_EXPORT weft_mutex *weft_mutex_new(void);
 WEFT_EXPORT void weft_mutex_free(weft_mutex *m);
 
 /*
- * Locks m, parking while another coroutine holds it.  Waiters queue in FIFO
- * order.  While waits are short a running locker may take a just-released
- * mutex ahead of the woken waiter (as Go's sync.Mutex does); once a waiter
- * has waited 1 ms, unlock hands the mutex to the oldest waiter and nobody
- * barges until the queue moves fast again: no waiter starves.  Coroutines
- * only: EPERM elsewhere.  Errors: EDEADLK if the caller already holds m;
- * ECANCELED.
+ * Locks m, waiting while another coroutine or thread holds it.  Waiters
+ * queue in FIFO order.  While waits are short a running locker may take a
+ * just-released mutex ahead of the woken waiter (as Go's sync.Mutex does);
+ * once a waiter has waited 1 ms, unlock hands the mutex to the oldest
+ * waiter and nobody barges until the queue moves fast again: no waiter
+ * starves.  From coroutines (which park) and plain threads (which block).
+ * Errors: EDEADLK if the caller already holds m; ECANCELED.
  */
 WEFT_EXPORT int weft_mutex_lock(weft_mutex *m);
 /* Locks m if it is free (and not being handed to a waiter); else EBUSY. */
 WEFT_EXPORT int weft_mutex_trylock(weft_mutex *m);
-/* Unlocks m.  Errors: EPERM if the caller does not hold it. */
+/* Unlocks m.  Errors: EPERM if the caller (coroutine or plain thread) does
+ * not hold it. */
 WEFT_EXPORT int weft_mutex_unlock(weft_mutex *m);
 
 typedef struct weft_cond weft_cond;
@@ -534,7 +575,8 @@ WEFT_EXPORT void weft_cond_free(weft_cond *c);
  * Releases m (which the caller must hold: else EPERM), waits for a signal or
  * broadcast on c or for the deadline, and locks m again before returning,
  * also on ETIMEDOUT and ECANCELED.  Wake-ups may be spurious (a signal that
- * raced a deadline): check the predicate in a loop.  Coroutines only.
+ * raced a deadline): check the predicate in a loop.  From coroutines and
+ * plain threads.
  */
 WEFT_EXPORT int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline);
 /* Wakes the oldest waiter / every waiter of c.  From any thread; never blocks. */
@@ -552,6 +594,72 @@ WEFT_EXPORT int weft_wg_done(weft_wg *wg);	/* weft_wg_add(wg, -1) */
 /* Waits until the counter is 0 (at once if it is).  From a coroutine or a
  * plain thread (which blocks).  Errors: ETIMEDOUT; ECANCELED. */
 WEFT_EXPORT int weft_wg_wait(weft_wg *wg, int64_t deadline);
+
+/*
+ * Counting semaphore (Tokio's Semaphore, POSIX's sem_t), FIFO with no
+ * barging: a release while someone waits hands the permit to the oldest
+ * waiter, never to a newcomer, so no waiter starves.  Acquire works from
+ * coroutines (which park) and plain threads (which block); tryacquire and
+ * release from any thread, never blocking.  value and the count are at most
+ * UINT_MAX.  Uncontended acquire and release are one atomic operation each.
+ */
+typedef struct weft_sem weft_sem;
+WEFT_EXPORT weft_sem *weft_sem_new(unsigned value);
+WEFT_EXPORT void weft_sem_free(weft_sem *s);
+/* Takes a permit, waiting for one until the deadline.  Errors: ETIMEDOUT;
+ * ECANCELED (no permit is taken). */
+WEFT_EXPORT int weft_sem_acquire(weft_sem *s, int64_t deadline);
+/* Takes a permit if one is free (none is while anyone waits); else EAGAIN. */
+WEFT_EXPORT int weft_sem_tryacquire(weft_sem *s);
+/* Gives a permit back (to the oldest waiter, if any).  Errors: EOVERFLOW if
+ * the count is UINT_MAX already. */
+WEFT_EXPORT int weft_sem_release(weft_sem *s);
+
+/*
+ * Reader-writer lock, writer-preferring: any number of readers or one
+ * writer hold it; a waiting writer stops new readers (a stream of readers
+ * cannot starve it), and a writer's unlock lets in every reader that queued
+ * meanwhile before the next writer (nor can writers starve readers).
+ * Waiters queue in FIFO order per kind.  From coroutines (which park) and
+ * plain threads (which block).
+ *
+ * Ownership: the write hold belongs to the coroutine (or plain thread) that
+ * took it.  Read holds are counted, not owned (as Go's RWMutex): an unlock
+ * by a caller that is not the writer gives back one read hold, whoever took
+ * it.  So a reader may not take a second read hold while a writer may be
+ * waiting (it would wait behind the writer, which waits for it), and a
+ * reader that calls wrlock deadlocks; neither is detected.
+ * Errors: rdlock and wrlock: EDEADLK if the caller holds the write lock;
+ * ETIMEDOUT; ECANCELED.  unlock: EPERM if the lock is not held at all, or is
+ * write-held by another caller.
+ */
+typedef struct weft_rwlock weft_rwlock;
+WEFT_EXPORT weft_rwlock *weft_rwlock_new(void);
+WEFT_EXPORT void weft_rwlock_free(weft_rwlock *l);
+WEFT_EXPORT int weft_rwlock_rdlock(weft_rwlock *l, int64_t deadline);
+WEFT_EXPORT int weft_rwlock_wrlock(weft_rwlock *l, int64_t deadline);
+WEFT_EXPORT int weft_rwlock_unlock(weft_rwlock *l);
+
+/*
+ * One-time initialisation (pthread_once, Go's sync.Once):
+ *
+ *     static weft_once once = WEFT_ONCE_INIT;
+ *     weft_once_run(&once, init_tables, NULL);
+ *
+ * The first caller runs fn(arg); every other caller, concurrent or later,
+ * returns only after fn has returned, and fn's writes are visible to it.
+ * Concurrent callers park (coroutines) or block (plain threads).  fn runs
+ * on the first caller's stack and must not call weft_once_run on the same
+ * object (it would wait for itself).  Errors: EINVAL for a NULL o or fn;
+ * ECANCELED for a cancelled caller while fn has not returned (a cancelled
+ * first caller does not run fn; a cancelled runner's fn still completes).
+ * A weft_once needs no free; it must not be copied while in use.
+ */
+typedef struct weft_once {
+	unsigned state;		/* private */
+} weft_once;
+#define WEFT_ONCE_INIT { 0 }
+WEFT_EXPORT int weft_once_run(weft_once *o, void (*fn)(void *), void *arg);
 
 /*
  * Channels of elements of elem_size bytes (0 is allowed: signals only).

@@ -136,7 +136,7 @@ unsigned weft__config_default_workers(void)
 	return n > WEFT_WORKERS_MAX ? WEFT_WORKERS_MAX : n;
 }
 
-static size_t page_round(size_t n)
+size_t weft__config_page_round(size_t n)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	return (n + page - 1) & ~(page - 1);
@@ -196,7 +196,7 @@ int weft__config_resolve(const weft_config *in, struct weft__settings *out)
 
 	out->workers = cfg.workers ? cfg.workers : rw ? (unsigned)workers
 						      : weft__config_default_workers();
-	out->stack_size = page_round(cfg.stack_size ? cfg.stack_size
+	out->stack_size = weft__config_page_round(cfg.stack_size ? cfg.stack_size
 				    : rs ? (size_t)stack : (size_t)WEFT_STACK_DEFAULT);
 	out->pin = cfg.pin ? cfg.pin : (rp && pin) ? 1 : -1;
 	return 0;

@@ -22,6 +22,9 @@ enum {
 };
 #define WEFT_STACK_MAX ((size_t)1 << 30)
 
+/* n rounded up to the page size (stack sizes). */
+size_t weft__config_page_round(size_t n);
+
 struct weft__settings {
 	unsigned workers;
 	size_t stack_size;	/* rounded up to the page size */

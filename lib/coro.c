@@ -7,7 +7,8 @@
  * our own, JOIN_DETACHED: weft_detach came first, and co frees itself when
  * it finishes.  Joiner and detacher find WEFT__COMPLETE or put their value
  * in place of NULL; exactly one side frees the control block.  A joiner
- * woken by weft_cancel gives up, and the target stays joinable.
+ * woken by weft_cancel or by its deadline (weft_join_until) gives up, and
+ * the target stays joinable.
  */
 #include "coro.h"
 
@@ -18,6 +19,7 @@
 
 #include "invariant.h"
 #include "atomic.h"
+#include "config.h"
 #include "context.h"
 #include "errors.h"
 #include "fifo.h"
@@ -167,18 +169,44 @@ static void co_main(void *arg)
 
 /* ------------------------------------------------------ public calls */
 
+/* co's name: a copy of name, truncated; "" for NULL. */
+static void copy_name(struct weft_co *co, const char *name)
+{
+	size_t len = name ? strnlen(name, WEFT_NAME_MAX - 1) : 0;
+	memcpy(co->name, name ? name : "", len);
+	co->name[len] = '\0';
+}
+
+/* The stack size opts asks for (0: the configured one), or 0 if it is
+ * out of range. */
+static size_t opts_stack_size(const weft_spawn_opts *opts)
+{
+	if (!opts || !opts->stack_size)
+		return weft__stack_size();
+	if (opts->stack_size > WEFT_STACK_MAX)
+		return 0;
+	size_t size = weft__config_page_round(opts->stack_size);
+	return size < WEFT_STACK_MIN ? WEFT_STACK_MIN : size;
+}
+
 weft_co *weft_spawn(void (*fn)(void *), void *arg)
+{
+	return weft_spawn_with(fn, arg, NULL);
+}
+
+weft_co *weft_spawn_with(void (*fn)(void *), void *arg, const weft_spawn_opts *opts)
 {
 	if (!weft__runtime_accepting()) {
 		weft__fail(EPERM);
 		return NULL;
 	}
-	if (!fn) {
+	size_t size = opts_stack_size(opts);
+	if (!fn || !size) {
 		weft__fail(EINVAL);
 		return NULL;
 	}
 	struct weft__worker *w = weft__worker_self();
-	struct weft__stack *stack = weft__stack_get(stacks_of(w));
+	struct weft__stack *stack = weft__stack_get_sized(stacks_of(w), size);
 	if (!stack) {
 		weft__fail(ENOMEM);
 		return NULL;
@@ -194,7 +222,7 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 	co->cancelled = 0;
 	co->locals = NULL;
 	co->nlocals = 0;
-	co->name[0] = '\0';
+	copy_name(co, opts ? opts->name : NULL);
 	co->park_word = park_word(0, 0, CO_RUNNABLE);
 	co->id = weft__next_id(w);
 	co->sp = weft__ctx_make(weft__stack_top(stack), co_main, co);
@@ -209,11 +237,16 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 
 int weft_join(weft_co *co)
 {
+	return weft_join_until(co, -1);
+}
+
+int weft_join_until(weft_co *co, int64_t deadline)
+{
 	if (!co || co == weft_self())
 		return weft__fail(EINVAL);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
-	int r = weft__completion_wait(&co->join, true);
+	int r = weft__completion_wait(&co->join, true, deadline);
 	if (r != 0)
 		return weft__fail(r);
 	co_free(weft__worker_self(), co);
@@ -278,9 +311,7 @@ int weft_set_name(const char *name)
 	weft_co *co = weft_self();
 	if (!co)
 		return weft__fail(EPERM);
-	size_t len = name ? strnlen(name, WEFT_NAME_MAX - 1) : 0;
-	memcpy(co->name, name ? name : "", len);
-	co->name[len] = '\0';
+	copy_name(co, name);
 	return 0;
 }
 

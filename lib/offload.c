@@ -157,7 +157,7 @@ int weft_offload(void (*fn)(void *), void *arg)
 	int e = submit(&c);
 	if (e)
 		return weft__fail(e);
-	weft__completion_wait(&c.done, false);
+	weft__completion_wait(&c.done, false, -1);
 	return weft__cancelled() ? weft__fail(ECANCELED) : 0;
 }
 

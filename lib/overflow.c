@@ -54,7 +54,7 @@ _Noreturn void weft__overflow_report(const struct weft_co *co)
 	p = put_str(p, "weft: stack overflow in coroutine ");
 	p = put_u64(p, co->id);
 	p = put_str(p, " (stack ");
-	p = put_u64(p, weft__stack_size());
+	p = put_u64(p, weft__stack_bytes(co->stack));
 	p = put_str(p, " bytes)\n");
 	ssize_t unused = write(STDERR_FILENO, line, (size_t)(p - line));
 	(void)unused;

@@ -5,6 +5,7 @@
 #include "park.h"
 
 #include <errno.h>
+#include <pthread.h>
 
 #include "invariant.h"
 #include "atomic.h"
@@ -114,6 +115,12 @@ int weft__waiter_wait(struct weft__waiter *w, int64_t deadline)
 int weft__waiter_wait_fenced(struct weft__waiter *w, int64_t deadline)
 {
 	return w->co ? co_wait(w, deadline, true) : thread_wait(w, deadline);
+}
+
+uintptr_t weft__park_context_id(void)
+{
+	struct weft_co *co = weft_self();
+	return co ? (uintptr_t)co : (uintptr_t)pthread_self() | 1;
 }
 
 static void count_wakeup(void)
@@ -247,7 +254,7 @@ static bool completion_settle(void **word, struct weft__waiter *w, int r)
 	}
 }
 
-int weft__completion_wait(void **word, bool cancellable)
+int weft__completion_wait(void **word, bool cancellable, int64_t deadline)
 {
 	for (;;) {
 		void *state = at_load_ptr(word);
@@ -262,12 +269,14 @@ int weft__completion_wait(void **word, bool cancellable)
 			weft__waiter_disarm(&w);
 			continue;
 		}
-		int r = weft__waiter_wait(&w, -1);
+		int r = weft__waiter_wait(&w, deadline);
 		bool complete = completion_settle(word, &w, r);
 		if (cancellable && r == ECANCELED)
 			return ECANCELED;
 		if (complete)
 			return 0;
+		if (r == ETIMEDOUT)
+			return ETIMEDOUT;
 		/* not cancellable: a stray cancel wake; wait again */
 	}
 }

@@ -120,6 +120,11 @@ bool weft__waiter_wake(struct weft__waiter *w, int result);
 struct weft__worker;
 bool weft__waiter_wake_ready(struct weft__waiter *w, int result, struct weft__worker *loop);
 
+/* Who is calling, for the objects that check their holder (a mutex, a
+ * rwlock's writer): the coroutine, or for a plain thread its pthread_self()
+ * with the low bit set (a coroutine's address never has it).  Never 0. */
+uintptr_t weft__park_context_id(void);
+
 /* weft_cancel's wake: whatever co is parked on now (no waiter needed: the
  * waiter retracts itself from wherever it waits once resumed). */
 bool weft__park_cancel(struct weft_co *co);
@@ -144,10 +149,12 @@ bool weft__park_cancel(struct weft_co *co);
 /* Completes *word; returns false (and does nothing) if it holds `other`
  * (a caller state; NULL: there is none). */
 bool weft__complete(void **word, void *other);
-/* Waits for *word to complete: 0, or ECANCELED if `cancellable` and the
- * caller was cancelled (the word is left NULL or COMPLETE, so a later wait
- * works), EINVAL if the word holds someone else's waiter or another state. */
-int weft__completion_wait(void **word, bool cancellable);
+/* Waits for *word to complete until deadline (absolute ns, -1 none): 0, or
+ * ECANCELED if `cancellable` and the caller was cancelled, or ETIMEDOUT (the
+ * word is then left NULL or COMPLETE, so a later wait works), EINVAL if the
+ * word holds someone else's waiter or another state.  A completion that
+ * races the deadline wins: 0. */
+int weft__completion_wait(void **word, bool cancellable, int64_t deadline);
 
 /* Scheduler side: the coroutine switched out in PARKING; make it PARKED, or
  * runnable if a waker came first.  Returns true if it must be queued. */

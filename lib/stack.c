@@ -233,9 +233,10 @@ bool weft__stack_guard_hit(const struct weft__stack *s, const void *addr)
 	return a < lo + pool.page && a + 16 * pool.page >= lo;
 }
 
-static struct weft__stack *stack_alloc(void)
+/* A stack of size bytes (usable, header included; a page multiple). */
+static struct weft__stack *stack_alloc(size_t size)
 {
-	size_t alloc = pool.stack_size + pool.page;
+	size_t alloc = size + pool.page;
 	char *lo = weft__fault() ? NULL : mallocx(alloc, pool.mallocx_flags);
 	if (!lo) {
 		errno = ENOMEM;
@@ -419,7 +420,7 @@ static struct weft__stack *cache_get(struct weft__stack_cache *c)
 	weft__count(&c->misses);
 	struct weft__magazine *m = depot_take_full();
 	if (!m)
-		return stack_alloc();
+		return stack_alloc(pool.stack_size);
 	memcpy(c->slot, m->s, m->n * sizeof *m->s);
 	c->count = m->n;
 	depot_give_empty(m);
@@ -443,9 +444,31 @@ struct weft__stack *weft__stack_get(struct weft__stack_cache *cache)
 	return s;
 }
 
+/*
+ * A stack of another size than the configured one (weft_spawn_with) is
+ * allocated for its coroutine alone and freed when it comes back: the
+ * caches and the depot hold default stacks only, so a spawn never gets a
+ * stack of the wrong size and odd sizes never crowd the default ones out.
+ * (A program that spawns many coroutines of one other size pays a jemalloc
+ * call, and a guard-page syscall, per spawn.)
+ */
+struct weft__stack *weft__stack_get_sized(struct weft__stack_cache *cache, size_t size)
+{
+	return size == pool.stack_size ? weft__stack_get(cache) : stack_alloc(size);
+}
+
+size_t weft__stack_bytes(const struct weft__stack *s)
+{
+	return s->alloc_size - pool.page;
+}
+
 void weft__stack_put(struct weft__stack_cache *cache, struct weft__stack *s)
 {
 	san_unpoison(weft__stack_base(s), weft__stack_usable(s));
+	if (weft__stack_bytes(s) != pool.stack_size) {
+		stack_free(s);
+		return;
+	}
 	release_if_deep(s);
 	if (cache) {
 		cache_put(cache, s);

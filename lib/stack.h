@@ -66,6 +66,12 @@ void weft__stack_cache_flush(struct weft__stack_cache *cache);
  * jemalloc; NULL/ENOMEM. */
 struct weft__stack *weft__stack_get(struct weft__stack_cache *cache);
 void weft__stack_put(struct weft__stack_cache *cache, struct weft__stack *s);
+/* A stack of size bytes (a page multiple, as weft__stack_size): from the
+ * pool when that is the configured size, else allocated for one coroutine
+ * and freed, not cached, by weft__stack_put; NULL/ENOMEM. */
+struct weft__stack *weft__stack_get_sized(struct weft__stack_cache *cache, size_t size);
+/* s's size, as weft__stack_size counts it (what it was allocated for). */
+size_t weft__stack_bytes(const struct weft__stack *s);
 
 /*
  * Just below the header, STACK_PAYLOAD bytes belong to the stack's user: the

@@ -18,6 +18,9 @@
  *   mode ends when the queue empties or a waiter got it within 1 ms.
  * So no waiter starves (its wait is bounded by the queue ahead of it once
  * the mode flips), and under light contention there are no hand-offs.
+ * The holder is a coroutine or a plain thread (weft__park_context_id); a
+ * plain thread's wait blocks it on its futex word (park.h), so mutexes and
+ * condition variables serve offloaded functions and other threads too.
  * Every state change while the mutex is locked is made by its owner or
  * under the internal lock; the lock-free ones are single CASes.  M_WOKEN is
  * set only with a claimed waiter, whose wake result is WEFT__WAKE_RETRY, and
@@ -32,7 +35,6 @@
 #include "clock.h"
 #include "coro.h"
 #include "errors.h"
-#include "fault.h"
 #include "waitq.h"
 #include "weft.h"
 #include "worker.h"
@@ -41,27 +43,18 @@ enum { SPIN_ROUNDS = 10 };
 enum { M_LOCKED = 1, M_WAITERS = 2, M_STARVING = 4, M_WOKEN = 8 };	/* mutex state bits */
 static const int64_t STARVE_NS = 1000 * 1000;	/* Go's starvationThresholdNs */
 
-/* Every object here starts zeroed: its lock free, its queues empty. */
-static void *object_new(size_t size)
-{
-	void *object = weft__fault() ? NULL : calloc(1, size);
-	if (!object)
-		weft__fail(ENOMEM);
-	return object;
-}
-
 /* ------------------------------------------------------ mutex */
 
 struct weft_mutex {
 	struct weft__lock lock;
 	unsigned state;		/* atomic: M_LOCKED | M_WAITERS | M_STARVING | M_WOKEN */
-	weft_co *owner;		/* atomic */
+	void *owner;		/* atomic: the holder's weft__park_context_id, or NULL */
 	struct weft__waitq q;
 };
 
 weft_mutex *weft_mutex_new(void)
 {
-	return object_new(sizeof(weft_mutex));
+	return weft__waitq_object_new(sizeof(weft_mutex));
 }
 
 void weft_mutex_free(weft_mutex *m)
@@ -69,9 +62,15 @@ void weft_mutex_free(weft_mutex *m)
 	free(m);
 }
 
-static int acquired(weft_mutex *m, weft_co *self)
+/* The mutex's holder: the coroutine, or the plain thread (park.h). */
+static void *caller(void)
 {
-	at_store_ptr((void **)&m->owner, self);
+	return (void *)weft__park_context_id();
+}
+
+static int acquired(weft_mutex *m, void *self)
+{
+	at_store_ptr(&m->owner, self);
 	return 0;
 }
 
@@ -126,7 +125,7 @@ static void clear_woken(weft_mutex *m)
 		s = at_load_uint(&m->state);
 }
 
-static int lock_contended(weft_mutex *m, weft_co *self)
+static int lock_contended(weft_mutex *m, void *self)
 {
 	int64_t since = 0;
 	weft__lock_acquire(&m->lock);
@@ -199,12 +198,10 @@ static void unlock_slow(weft_mutex *m)
 
 int weft_mutex_lock(weft_mutex *m)
 {
-	weft_co *self = weft_self();
-	if (!self)
-		return weft__fail(EPERM);
 	if (!m)
 		return weft__fail(EINVAL);
-	if (at_load_ptr((void **)&m->owner) == self)
+	void *self = caller();
+	if (at_load_ptr(&m->owner) == self)
 		return weft__fail(EDEADLK);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
@@ -215,26 +212,20 @@ int weft_mutex_lock(weft_mutex *m)
 
 int weft_mutex_trylock(weft_mutex *m)
 {
-	weft_co *self = weft_self();
-	if (!self)
-		return weft__fail(EPERM);
 	if (!m)
 		return weft__fail(EINVAL);
 	if (!try_take(m))
 		return weft__fail(EBUSY);
-	return acquired(m, self);
+	return acquired(m, caller());
 }
 
 int weft_mutex_unlock(weft_mutex *m)
 {
-	weft_co *self = weft_self();
-	if (!self)
-		return weft__fail(EPERM);
 	if (!m)
 		return weft__fail(EINVAL);
-	if (at_load_ptr((void **)&m->owner) != self)
+	if (at_load_ptr(&m->owner) != caller())
 		return weft__fail(EPERM);
-	at_store_ptr((void **)&m->owner, NULL);
+	at_store_ptr(&m->owner, NULL);
 	if (!at_cas_uint(&m->state, M_LOCKED, 0))
 		unlock_slow(m);
 	return 0;
@@ -249,7 +240,7 @@ struct weft_cond {
 
 weft_cond *weft_cond_new(void)
 {
-	return object_new(sizeof(weft_cond));
+	return weft__waitq_object_new(sizeof(weft_cond));
 }
 
 void weft_cond_free(weft_cond *c)
@@ -269,12 +260,9 @@ static void relock(weft_mutex *m)
 
 int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline)
 {
-	weft_co *self = weft_self();
-	if (!self)
-		return weft__fail(EPERM);
 	if (!c || !m)
 		return weft__fail(EINVAL);
-	if (at_load_ptr((void **)&m->owner) != self)
+	if (at_load_ptr(&m->owner) != caller())
 		return weft__fail(EPERM);
 	if (weft__cancelled())
 		return weft__fail(ECANCELED);
@@ -327,7 +315,7 @@ struct weft_wg {
 
 weft_wg *weft_wg_new(void)
 {
-	return object_new(sizeof(weft_wg));
+	return weft__waitq_object_new(sizeof(weft_wg));
 }
 
 void weft_wg_free(weft_wg *wg)

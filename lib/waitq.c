@@ -1,14 +1,27 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * waitq.c — FIFO queues of parked waiters (see waitq.h for the protocol).
- * Every function here runs under the owning object's lock.
+ * Every function here but the allocation runs under the owning object's lock
+ * or, for the wakes, after its release.
  */
 #include "waitq.h"
 
+#include <errno.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "invariant.h"
 #include "atomic.h"
+#include "errors.h"
+#include "fault.h"
+
+void *weft__waitq_object_new(size_t size)
+{
+	void *object = weft__fault() ? NULL : calloc(1, size);
+	if (!object)
+		weft__fail(ENOMEM);
+	return object;
+}
 
 void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n)
 {
@@ -108,17 +121,30 @@ void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)
 int weft__wait_park(struct weft__wait *x, struct weft__lock *lock, struct weft__waitq *q,
 		    int64_t deadline)
 {
+	return weft__wait_park_hook(x, lock, q, deadline, NULL, NULL);
+}
+
+int weft__wait_park_hook(struct weft__wait *x, struct weft__lock *lock, struct weft__waitq *q,
+			 int64_t deadline, void (*gave_up)(void *obj, struct weft__wakes *ws),
+			 void *obj)
+{
 	weft__lock_release(lock);	/* an RMW: the StoreLoad the wait needs */
 	int r = weft__waiter_wait_fenced(&x->waiter, deadline);
 	if (r & WEFT__WAKE_CLAIMED)
 		return r & ~WEFT__WAKE_CLAIMED;
 	weft__lock_acquire(lock);
 	bool claimed = weft__wnode_settle(&x->node);
-	if (!claimed)
+	struct weft__wakes ws = { NULL };
+	if (!claimed) {
 		weft__waitq_unlink(q, &x->node);
+		if (gave_up)
+			gave_up(obj, &ws);
+	}
 	weft__lock_release(lock);
-	if (!claimed)
+	if (!claimed) {
+		weft__wakes_run(&ws);
 		return r;
+	}
 	weft__wnode_claimed_case(&x->node, r);
 	return x->node.result;
 }

@@ -51,6 +51,7 @@
 #define WEFT_WAITQ_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lock.h"
@@ -86,6 +87,10 @@ struct weft__waitq {
 struct weft__wakes {
 	struct weft__wnode *head;
 };
+
+/* A new object that keeps wait queues, zeroed (its lock free, its queues
+ * empty); NULL/ENOMEM. */
+void *weft__waitq_object_new(size_t size);
 
 void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n);
 void weft__waitq_unlink(struct weft__waitq *q, struct weft__wnode *n);
@@ -124,6 +129,13 @@ void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)
  * claimer's result when claimed, else the park result (ETIMEDOUT, ...). */
 int weft__wait_park(struct weft__wait *x, struct weft__lock *lock, struct weft__waitq *q,
 		    int64_t deadline);
+/* The same, for an object whose waiter, in giving up, may unblock others (a
+ * writer that held new readers back): gave_up(obj, ws) runs under the lock
+ * once the node is unlinked, and the wakes it adds to ws are run after the
+ * lock's release, as every wake is. */
+int weft__wait_park_hook(struct weft__wait *x, struct weft__lock *lock, struct weft__waitq *q,
+			 int64_t deadline, void (*gave_up)(void *obj, struct weft__wakes *ws),
+			 void *obj);
 /* The waiter's side, relocked after its wait: true if a claimer completed
  * the operation (the claim word then names the case), false if the waiter
  * abandoned it and must unlink its nodes. */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * coro_test.h — what the coroutine-level suites (io, sync, cancel) share:
- * checks that work inside coroutines, runtime start-up, and sizes scaled
- * for sanitizers and valgrind.  Include after harness.h.
+ * checks that work inside coroutines, runtime start-up, sizes scaled for
+ * sanitizers and valgrind, and weft programs run in a child (fatal paths).
+ * Include after harness.h.
  */
 #ifndef WEFT_TEST_CORO_TEST_H
 #define WEFT_TEST_CORO_TEST_H
@@ -11,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "weft.h"
@@ -92,6 +94,35 @@ static inline void stderr_capture_end(struct stderr_capture *c, char *buf, size_
 	size_t n = fread(buf, 1, size - 1, c->tmp);
 	buf[n] = 0;
 	fclose(c->tmp);
+}
+
+/* Runs fn as a weft program in a child, after setup (if any) there;
+ * returns its stderr, sets *status. */
+static inline char *run_child_after(void (*setup)(void), void (*fn)(void *), int *status)
+{
+	int fds[2];
+	cr_assert_eq(pipe(fds), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(fds[1], STDERR_FILENO);
+		close(fds[0]);
+		if (setup)
+			setup();
+		weft_main(fn, NULL, &WEFT_CONFIG(.workers = 2));
+		_exit(0);
+	}
+	close(fds[1]);
+	static char buf[4096];
+	size_t n = 0;
+	ssize_t r;
+	while ((r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0)
+		n += (size_t)r;
+	buf[n] = 0;
+	close(fds[0]);
+	cr_assert_eq(waitpid(pid, status, 0), pid);
+	return buf;
 }
 
 #endif

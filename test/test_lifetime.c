@@ -28,12 +28,13 @@ static unsigned rounds(void)
 /* ------------------------------------------------------ the waker */
 
 /* What the waker is asked to do with an object. */
-enum job_kind { JOB_STOP, JOB_WG_DONE, JOB_REPLY, JOB_BROADCAST };
+enum job_kind { JOB_STOP, JOB_WG_DONE, JOB_REPLY, JOB_BROADCAST, JOB_SEM_RELEASE, JOB_RW_UNLOCK,
+		JOB_RW_WRITE };
 
 struct job {
 	enum job_kind kind;
-	void *obj;			/* the wait group, reply channel or cond */
-	atomic_int *flag;		/* JOB_BROADCAST: the predicate */
+	void *obj;			/* the wait group, reply channel, cond, sem or rwlock */
+	atomic_int *flag;		/* JOB_BROADCAST: the predicate; JOB_RW_WRITE: held */
 };
 
 /* Serves jobs until JOB_STOP: each wakes the requester, who may free the
@@ -55,6 +56,23 @@ static void serve(void *arg)
 			atomic_store(j.flag, 1);
 			CHECK(weft_cond_broadcast(j.obj) == 0);
 			break;
+		case JOB_SEM_RELEASE:
+			CHECK(weft_sem_release(j.obj) == 0);
+			break;
+		case JOB_RW_UNLOCK:	/* a read hold: counted, not owned */
+			CHECK(weft_rwlock_unlock(j.obj) == 0);
+			break;
+		case JOB_RW_WRITE: {
+			/* hold the write lock a moment, so the requester's
+			 * rdlock usually queues, then let it in */
+			CHECK(weft_rwlock_wrlock(j.obj, -1) == 0);
+			atomic_store(j.flag, 1);
+			int64_t until = weft_now() + 2000;
+			while (weft_now() < until)
+				;
+			CHECK(weft_rwlock_unlock(j.obj) == 0);
+			break;
+		}
 		case JOB_STOP:
 			break;
 		}
@@ -316,4 +334,56 @@ static void mutex_rounds(void *arg)
 Test(lifetime, mutex_freed_by_the_waiter_it_was_handed_to, .timeout = 600)
 {
 	run(2, mutex_rounds, NULL);
+}
+
+/* ------------------------------------------------------ semaphore */
+
+/* The waker's release hands its permit to the parked acquirer, which frees
+ * the semaphore at once. */
+static void sem_rounds(weft_chan *jobs)
+{
+	for (unsigned i = 0; i < rounds(); i++) {
+		weft_sem *s = weft_sem_new(0);
+		CHECK(s);
+		ask(jobs, JOB_SEM_RELEASE, s, NULL);
+		CHECK(weft_sem_acquire(s, -1) == 0);
+		weft_sem_free(s);
+	}
+}
+
+Test(lifetime, sem_freed_right_after_its_acquire, .timeout = 600)
+{
+	both_wakers(sem_rounds);
+}
+
+/* ------------------------------------------------------ reader-writer lock */
+
+/* A writer let in by the last reader's unlock (the waker's), and a reader
+ * let in by the waker's write unlock, each free the lock at once. */
+static void rwlock_rounds(weft_chan *jobs)
+{
+	for (unsigned i = 0; i < rounds(); i++) {
+		weft_rwlock *l = weft_rwlock_new();
+		CHECK(l);
+		CHECK(weft_rwlock_rdlock(l, -1) == 0);
+		ask(jobs, JOB_RW_UNLOCK, l, NULL);	/* gives back our read hold */
+		CHECK(weft_rwlock_wrlock(l, -1) == 0);
+		CHECK(weft_rwlock_unlock(l) == 0);
+		weft_rwlock_free(l);
+
+		l = weft_rwlock_new();
+		CHECK(l);
+		atomic_int held = 0;
+		ask(jobs, JOB_RW_WRITE, l, &held);
+		while (!atomic_load(&held))
+			weft_yield();
+		CHECK(weft_rwlock_rdlock(l, -1) == 0);
+		CHECK(weft_rwlock_unlock(l) == 0);
+		weft_rwlock_free(l);
+	}
+}
+
+Test(lifetime, rwlock_freed_right_after_the_lock_it_was_handed, .timeout = 600)
+{
+	both_wakers(rwlock_rounds);
 }

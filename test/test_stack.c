@@ -18,11 +18,7 @@
 #include "sanitize.h"
 #include "weft.h"
 
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#else
-#define RUNNING_ON_VALGRIND 0
-#endif
+#include "coro_test.h"
 
 Test(stack, cache_reuses_stacks)
 {
@@ -209,35 +205,6 @@ Test(stack, depot_returns_idle_stacks_to_jemalloc)
 	cr_assert(!weft__stack_pool_trim(0));
 	cr_assert_eq(weft__stack_pool_allocated(), 0);
 	weft__stack_pool_fini();
-}
-
-/* Runs fn as a weft program in a child, after setup (if any) there;
- * returns its stderr, sets *status. */
-static char *run_child_after(void (*setup)(void), void (*fn)(void *), int *status)
-{
-	int fds[2];
-	cr_assert_eq(pipe(fds), 0);
-	fflush(NULL);
-	pid_t pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		dup2(fds[1], STDERR_FILENO);
-		close(fds[0]);
-		if (setup)
-			setup();
-		weft_main(fn, NULL, &WEFT_CONFIG(.workers = 2));
-		_exit(0);
-	}
-	close(fds[1]);
-	static char buf[4096];
-	size_t n = 0;
-	ssize_t r;
-	while ((r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0)
-		n += (size_t)r;
-	buf[n] = 0;
-	close(fds[0]);
-	cr_assert_eq(waitpid(pid, status, 0), pid);
-	return buf;
 }
 
 static char *run_child(void (*fn)(void *), int *status)
