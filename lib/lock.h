@@ -20,9 +20,8 @@
  * before parking: waitq.h), so a holder is always running, or preempted by
  * the OS; a spinner gives up after SPINS rounds rather than burn its CPU.
  * Under TSan the RMWs are __atomic builtins, which it understands.
- * Replacing pthread_mutex_t here took a channel ping-pong round trip at one
- * worker from 1,724 to 1,410 instructions (callgrind): pthread's mutex is a
- * PLT call with a type dispatch on each side.
+ * It replaces pthread_mutex_t, a PLT call with a type dispatch on each side
+ * (docs/bench.md, "Measurements behind the code": internal lock).
  */
 #ifndef WEFT_LOCK_H
 #define WEFT_LOCK_H

@@ -149,9 +149,9 @@ static unsigned long default_guard_budget(void)
 
 /*
  * The arena is created once per process and kept across weft_init /
- * weft_shutdown cycles: jemalloc 5.3 keeps ~4 KiB of an arena's metadata
- * after arena.<i>.destroy (measured: 4.2 KiB per create/destroy cycle, which
- * the fuzzer saw as growth).  Shutdown purges it instead.
+ * weft_shutdown cycles: jemalloc 5.3 keeps some of an arena's metadata
+ * after arena.<i>.destroy, which the fuzzer saw as growth over cycles
+ * (docs/bench.md, "Measurements behind the code": arena).  Shutdown purges it instead.
  */
 static int arena_get(unsigned *arena)
 {
@@ -291,9 +291,9 @@ static void stack_free(struct weft__stack *s)
  * (weft__stack_note_sp, one compare per switch); a coroutine that went deep
  * and came back up without switching out is not seen.  Probing a line below
  * the warm top instead sees every deep use, but the probe of an untouched
- * page faults it in (a page of RSS and ~30 us per fresh stack here) and
- * releasing unconditionally costs a syscall per stack (+45% on spawn at 2
- * workers): docs/design.md, "The stack pool".
+ * page faults it in (a page of RSS and a page fault per fresh stack) and
+ * releasing unconditionally costs a syscall per stack: docs/design.md, "The
+ * stack pool", and docs/bench.md, "Measurements behind the code": deep stacks.
  */
 static void release_if_deep(struct weft__stack *s)
 {
@@ -381,12 +381,12 @@ static void spill(struct weft__stack_cache *c, unsigned n)
  * the oldest: stacks nobody needed for a whole period, but never the last
  * `reserve` magazines.  The monitor trims every 10 s and keeps 256 (16,384
  * stacks, at least a page of RSS each once used).  So a burst of 100,000
- * coroutines finds its stacks again in the next burst (no page faults, which
- * cost ~21 us each here: docs/bench.md), and all but the reserve go back to
+ * coroutines finds its stacks again in the next burst (no page faults: the
+ * fresh-page floor in docs/bench.md), and all but the reserve go back to
  * jemalloc 10 to 20 s after the last; bursts within the reserve (an accept
  * flood of 10,000 connections in the soak) never fault again.  Without the
- * reserve the soak's floods faulted fresh stacks each time: its well-behaved
- * clients' p99 went from under 2x to 2.7x their baseline.
+ * reserve the soak's floods faulted fresh stacks each time and its
+ * well-behaved clients' p99 suffered (docs/bench.md, "Measurements behind the code": depot reserve).
  */
 bool weft__stack_pool_trim(size_t reserve)
 {

@@ -83,15 +83,11 @@ static bool try_take(weft_mutex *m)
 
 /*
  * A holder on another worker usually leaves within a short critical section,
- * far sooner than a park and a wake across cores (microseconds,
- * machine-floors.md): spin briefly first.  Useless on one worker: the holder
- * cannot run while we spin.  Briefly means SPIN_ROUNDS looks, ~300 ns where a
- * PAUSE takes ~30 ns as here: each look pulls the state's line from the
- * holder's core (~230 ns a move, machine-floors.md) and slows its next
- * lock, so a longer spin costs more than the parks it saves.  Medians of
- * 9-11 interleaved `weft-bench mutex 2` runs: 100 rounds ~39 ms per million
- * pairs, 20 ~34, 10 ~33, 5 ~33, none ~44 (exponential backoff between
- * looks, and spinners setting M_WOKEN as Go's do, measured no better).
+ * far sooner than a park and a wake across cores: spin briefly first.
+ * Useless on one worker: the holder cannot run while we spin.  Briefly means
+ * SPIN_ROUNDS looks: each look pulls the state's line from the holder's core
+ * and slows its next lock, so a longer spin costs more than the parks it
+ * saves (docs/bench.md, "Measurements behind the code": mutex spin).
  */
 static bool spin_for(weft_mutex *m)
 {

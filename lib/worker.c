@@ -112,8 +112,8 @@ static const int64_t SLICE_MAX_NS = 1000 * 1000 * 1000;
 static const int64_t INJECT_NS = 200 * 1000;		/* Tokio's global-queue target */
 static const int64_t INJECT_MAX_NS = 1000 * 1000 * 1000;
 /* A busy worker's fds wait at most this long for a harvest (plus the
- * coroutine it is running); one epoll_wait costs ~1.1 us (machine-floors.md),
- * so this caps its overhead near 2%. */
+ * coroutine it is running): long against one epoll_wait, so the harvests
+ * cost a busy worker little (docs/bench.md, "Measurements behind the code": poll interval). */
 static const int64_t POLL_NS = 50 * 1000;
 static const int64_t RUNNEXT_GRACE_NS = 3 * 1000;	/* see steal_one */
 
@@ -288,8 +288,7 @@ static void push_local(struct weft__worker *w, struct weft_co *co)
  * coroutine leaves, and a thief would leave it alone anyway (steal_runnext),
  * so a wake would buy nothing but an eventfd write on w's side, at every
  * hand-off of a ping-pong whose other worker has gone to sleep
- * (`weft-bench chan-pingpong 2`: ~800-3,400 writes and +30-130 ns per
- * round trip).  If w gets stuck in the current coroutine instead, the monitor
+ * (docs/bench.md, "Measurements behind the code": lone runnext).  If w gets stuck in the current coroutine instead, the monitor
  * notifies for the slot (weft__worker_stuck).
  */
 void weft__schedule(struct weft_co *co)
