@@ -59,8 +59,8 @@ static ssize_t flush(struct tls_conn *t, struct http_conn *c)
 	return n;
 }
 
-/* weft-http's loop (http.c), over TLS.  The buffers are on the heap: the
- * coroutine's stack is for OpenSSL, whose handshake uses a good part of it. */
+/* weft-http's loop (http.c), over TLS.  The 16 KiB of buffers are on the
+ * heap, leaving the coroutine's stack to OpenSSL's calls. */
 static void https(int fd)
 {
 	struct tls_conn t;

@@ -7,11 +7,12 @@
 # that connects and never speaks is closed at the server's handshake deadline
 # while the others are served, and after it the server still serves; the
 # handshake timeouts are the only errors the server reports.
+#   test/tls.sh WEFT_TLS [HANDSHAKE_MS]    (default 2000)
 set -euo pipefail
 tls=$1
+handshake_ms=${2:-2000}
 # shellcheck source=test/server_lib.sh
 . "$(dirname "$0")/server_lib.sh"
-handshake_ms=2000
 out=$(mktemp -d)
 pid=
 trap '[[ -n $pid ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$out"' EXIT
