@@ -15,11 +15,14 @@
 
 enum answer { KEEP_ALIVE, KEEP_ALIVE_10, CLOSE, BAD_REQUEST, TOO_LARGE };
 
+const char http_hello[] = STATUS_200 HELLO;
+const char http_hello_close[] = STATUS_200 "Connection: close\r\n" HELLO;
+
 static const char *const answers[] = {
-	[KEEP_ALIVE] = STATUS_200 HELLO,
+	[KEEP_ALIVE] = http_hello,
 	/* an HTTP/1.0 client closes unless told it may keep the connection */
 	[KEEP_ALIVE_10] = STATUS_200 "Connection: keep-alive\r\n" HELLO,
-	[CLOSE] = STATUS_200 "Connection: close\r\n" HELLO,
+	[CLOSE] = http_hello_close,
 	[BAD_REQUEST] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
 			"Connection: close\r\n\r\n",
 	[TOO_LARGE] = "HTTP/1.1 431 Request Header Fields Too Large\r\n"

@@ -38,6 +38,12 @@ enum http_state {
 	HTTP_OUT_FULL, /* write out, then call http_answer again */
 };
 
+/* The exact answers to an HTTP/1.1 request that keeps the connection open,
+ * and to one with "Connection: close", for clients that check every byte
+ * (weft-tls client). */
+extern const char http_hello[];
+extern const char http_hello_close[];
+
 void http_conn_init(struct http_conn *c);
 
 /* Answers the complete requests in c->in (appending to c->out) and keeps

@@ -5,18 +5,13 @@
 # 10 s, every connection cancelled, no coroutine left, the clients see EOF.
 set -euo pipefail
 server=$1
+# shellcheck source=test/server_lib.sh
+. "$(dirname "$0")/server_lib.sh"
 out=$(mktemp -d)
 trap 'kill -9 $pid 2>/dev/null || true; rm -rf "$out"' EXIT
 fail() { echo "FAIL: $*"; echo "--- server stderr:"; cat "$out/err"; exit 1; }
 
-WEFT_WORKERS=2 "$server" 0 >"$out/out" 2>"$out/err" &
-pid=$!
-for _ in $(seq 100); do
-	grep -q '^listening on' "$out/out" 2>/dev/null && break
-	sleep 0.1
-done
-port=$(sed -n 's/^listening on //p' "$out/out")
-[[ -n $port ]] || fail "the server did not start"
+start_server "$out" env WEFT_WORKERS=2 "$server" 0
 
 exec 3<>"/dev/tcp/127.0.0.1/$port"	# idle client
 exec 4<>"/dev/tcp/127.0.0.1/$port"	# talking client
