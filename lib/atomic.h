@@ -110,58 +110,35 @@ static inline void rmw_fence(void) { ck_pr_barrier(); }
 static inline void rmw_fence(void) { ck_pr_fence_memory(); }
 #endif
 
-static inline bool at_cas_64(uint64_t *p, uint64_t old, uint64_t new_)
-{
-	rmw_fence();
-	bool ok = ck_pr_cas_64(p, old, new_);
-	rmw_fence();
-	return ok;
-}
+/* name(p, a[, b]): CK's op between two rmw_fence()s. */
+#define AT_RMW2(type, name, ck, t1, t2)				\
+	static inline type name(t1 *p, t2 a, t2 b)		\
+	{							\
+		rmw_fence();					\
+		type r = ck(p, a, b);				\
+		rmw_fence();					\
+		return r;					\
+	}
+#define AT_RMW1(type, name, ck, t1, t2)				\
+	static inline type name(t1 *p, t2 a)			\
+	{							\
+		rmw_fence();					\
+		type r = ck(p, a);				\
+		rmw_fence();					\
+		return r;					\
+	}
+AT_RMW2(bool, at_cas_64, ck_pr_cas_64, uint64_t, uint64_t)
+AT_RMW2(bool, at_cas_uint, ck_pr_cas_uint, unsigned, unsigned)
+AT_RMW2(bool, at_cas_ptr, ck_pr_cas_ptr, void *, void *)
+AT_RMW1(void *, at_swap_ptr, ck_pr_fas_ptr, void *, void *)
+AT_RMW1(unsigned, at_swap_uint, ck_pr_fas_uint, unsigned, unsigned)
+AT_RMW1(uint64_t, at_faa_64, ck_pr_faa_64, uint64_t, uint64_t)
+AT_RMW1(unsigned, at_faa_uint, ck_pr_faa_uint, unsigned, unsigned)
+#undef AT_RMW1
+#undef AT_RMW2
 static inline bool at_cas_i64(int64_t *p, int64_t old, int64_t new_)
 {
 	return at_cas_64((uint64_t *)p, (uint64_t)old, (uint64_t)new_);
-}
-static inline bool at_cas_uint(unsigned *p, unsigned old, unsigned new_)
-{
-	rmw_fence();
-	bool ok = ck_pr_cas_uint(p, old, new_);
-	rmw_fence();
-	return ok;
-}
-static inline bool at_cas_ptr(void **p, void *old, void *new_)
-{
-	rmw_fence();
-	bool ok = ck_pr_cas_ptr(p, old, new_);
-	rmw_fence();
-	return ok;
-}
-static inline void *at_swap_ptr(void **p, void *v)
-{
-	rmw_fence();
-	void *old = ck_pr_fas_ptr(p, v);
-	rmw_fence();
-	return old;
-}
-static inline unsigned at_swap_uint(unsigned *p, unsigned v)
-{
-	rmw_fence();
-	unsigned old = ck_pr_fas_uint(p, v);
-	rmw_fence();
-	return old;
-}
-static inline uint64_t at_faa_64(uint64_t *p, uint64_t d)
-{
-	rmw_fence();
-	uint64_t old = ck_pr_faa_64(p, d);
-	rmw_fence();
-	return old;
-}
-static inline unsigned at_faa_uint(unsigned *p, unsigned d)
-{
-	rmw_fence();
-	unsigned old = ck_pr_faa_uint(p, d);
-	rmw_fence();
-	return old;
 }
 static inline unsigned at_fas_uint(unsigned *p, unsigned d)
 {

@@ -204,19 +204,27 @@ static int park_if_drained(struct io *io, int64_t deadline)
  * may have brought data it left queued (a MSG_PEEK).  attempt is op's, as
  * a parameter: inlined into weft_read and weft_write it is a constant, and
  * their syscall a direct call. */
-static inline __attribute__((always_inline)) ssize_t io_call(int fd, int events,
-							    weft__io_attempt *attempt,
-							    struct weft__io_op *op,
-							    int64_t deadline)
+#define IO_LOOP static inline __attribute__((always_inline)) ssize_t
+
+/* io_begin for op, which learns the fd's kind for its attempts. */
+static int io_open(struct io *io, int fd, struct weft__io_op *op)
+{
+	if (io_begin(io, fd) != 0)
+		return -1;
+	op->socket = io->e->flags & FD_SOCKET;
+	return 0;
+}
+
+IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_op *op,
+		int64_t deadline)
 {
 	struct io io;
-	if (io_begin(&io, fd) != 0)
+	if (io_open(&io, fd, op) != 0)
 		return -1;
 	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
 	int e = hint ? park_if_drained(&io, deadline) : 0;
 	if (e)
 		return io_return(&io, -1, e);
-	op->socket = io.e->flags & FD_SOCKET;
 	for (;;) {
 		ssize_t n = attempt(op, fd);
 		if (n >= 0) {
@@ -256,17 +264,13 @@ ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
 }
 
 /* The write-all loop (io.h). */
-static inline __attribute__((always_inline)) ssize_t io_write_all(int fd,
-								 weft__io_attempt *attempt,
-								 struct weft__io_op *op,
-								 int64_t deadline)
+IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, int64_t deadline)
 {
 	struct io io;
-	if (io_begin(&io, fd) != 0)
+	if (io_open(&io, fd, op) != 0)
 		return -1;
 	if (op->len > SSIZE_MAX)
 		return io_return(&io, -1, EINVAL);
-	op->socket = io.e->flags & FD_SOCKET;
 	op->done = 0;
 	while (op->done < op->len) {
 		op->asked = 0;
