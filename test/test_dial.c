@@ -245,6 +245,11 @@ static int64_t slack(int64_t ms)
 	return (RUNNING_ON_VALGRIND ? 10 * ms : ms) * MS;
 }
 
+static const char *loopback_name(int family)
+{
+	return family == AF_INET ? "127.0.0.1" : "::1";
+}
+
 static int other(int family)
 {
 	return family == AF_INET ? AF_INET6 : AF_INET;
@@ -271,6 +276,24 @@ static void check_connection(int fd, int l)
 	CHECK(weft_close(s) == 0);
 }
 
+/* Dials host at listener l's port, checks that it reached `family` with no
+ * socket left over but its own and that the connection works, closes it;
+ * returns how long the dial took. */
+static int64_t dial_and_check(const char *host, int l, int family)
+{
+	char port[8];
+	service(port, port_of(l));
+	int before = fd_count();
+	int64_t t0 = weft_now();
+	int fd = weft_dial(host, port, t0 + 10000 * MS);
+	int64_t took = weft_now() - t0;
+	CHECK(fd >= 0 && family_of(fd, true) == family);
+	CHECK(fd_count() == before + 1);	/* no attempt's socket left over */
+	check_connection(fd, l);
+	CHECK(weft_close(fd) == 0);
+	return took;
+}
+
 /* ------------------------------------------------------ dialing */
 
 static void numeric_main(void *arg)
@@ -279,16 +302,11 @@ static void numeric_main(void *arg)
 	for (int family = AF_INET; family; family = family == AF_INET ? AF_INET6 : 0) {
 		if (family == AF_INET6 && !v6_usable())
 			break;
-		int l = weft_listen(family == AF_INET ? "127.0.0.1" : "::1", "0", 16, 0);
+		int l = weft_listen(loopback_name(family), "0", 16, 0);
 		CHECK(l >= 0 && family_of(l, false) == family);
-		char port[8];
-		service(port, port_of(l));
 		uint64_t calls = offload_calls();
-		int fd = weft_dial(family == AF_INET ? "127.0.0.1" : "::1", port, -1);
+		dial_and_check(loopback_name(family), l, family);
 		CHECK(offload_calls() == calls);	/* no lookup on the pool */
-		CHECK(family_of(fd, true) == family);
-		check_connection(fd, l);
-		CHECK(weft_close(fd) == 0);
 		CHECK(weft_close(l) == 0);
 	}
 }
@@ -303,13 +321,9 @@ static void name_main(void *arg)
 	(void)arg;
 	int l = weft_listen("127.0.0.1", "0", 16, 0);
 	CHECK(l >= 0);
-	char port[8];
-	service(port, port_of(l));
 	uint64_t calls = offload_calls();
-	int fd = weft_dial(SLOW_HOST, port, weft_now() + 10000 * MS);
+	dial_and_check(SLOW_HOST, l, AF_INET);
 	CHECK(offload_calls() == calls + 1);	/* the lookup ran on the pool */
-	check_connection(fd, l);
-	CHECK(weft_close(fd) == 0);
 	CHECK(weft_close(l) == 0);
 }
 
@@ -329,20 +343,11 @@ static void fallback_main(void *arg)
 		return;
 	for (int pass = 0; pass < 2; pass++) {
 		int family = pass == 0 ? other(first) : first;
-		int l = weft_listen(family == AF_INET ? "127.0.0.1" : "::1", "0", 16, 0);
+		int l = weft_listen(loopback_name(family), "0", 16, 0);
 		CHECK(l >= 0);
-		char port[8];
-		service(port, port_of(l));
-		int before = fd_count();
-		int64_t t0 = weft_now();
-		int fd = weft_dial(host, port, weft_now() + 10000 * MS);
-		int64_t took = weft_now() - t0;
-		CHECK(fd >= 0 && family_of(fd, true) == family);
-		CHECK(fd_count() == before + 1);
+		int64_t took = dial_and_check(host, l, family);
 		if (pass == 0)
 			CHECK(took < slack(200));	/* no 250 ms wait after a refusal */
-		check_connection(fd, l);
-		CHECK(weft_close(fd) == 0);
 		CHECK(weft_close(l) == 0);
 	}
 }
@@ -365,7 +370,7 @@ static void hung_main(void *arg)
 	struct blackhole b;
 	for (int tries = 0; l < 0; tries++) {	/* one port on both families */
 		CHECK(tries < 20);
-		l = weft_listen(other(first) == AF_INET ? "127.0.0.1" : "::1", "0", 16, 0);
+		l = weft_listen(loopback_name(other(first)), "0", 16, 0);
 		CHECK(l >= 0);
 		if (!blackhole_open(&b, first, port_of(l))) {
 			CHECK(errno == EADDRINUSE);
@@ -373,18 +378,9 @@ static void hung_main(void *arg)
 			l = -1;
 		}
 	}
-	char port[8];
-	service(port, port_of(l));
-	int before = fd_count();
-	int64_t t0 = weft_now();
-	int fd = weft_dial(host, port, weft_now() + 10000 * MS);
-	int64_t took = weft_now() - t0;
-	CHECK(fd >= 0 && family_of(fd, true) == other(first));
+	int64_t took = dial_and_check(host, l, other(first));	/* the hung attempt closed */
 	CHECK(took >= 250 * MS);
 	CHECK(took < slack(900));
-	CHECK(fd_count() == before + 1);	/* the hung attempt is closed */
-	check_connection(fd, l);
-	CHECK(weft_close(fd) == 0);
 	CHECK(weft_close(l) == 0);
 	blackhole_close(&b);
 }
@@ -647,12 +643,8 @@ static void dual_stack_main(void *arg)
 	} else {
 		fprintf(stderr, "listen: ::1 is not usable here; the IPv6 half is skipped\n");
 	}
-	for (int family = AF_INET; family; family = v6 && family == AF_INET ? AF_INET6 : 0) {
-		int fd = weft_dial(family == AF_INET ? "127.0.0.1" : "::1", port, weft_now() + 5000 * MS);
-		CHECK(fd >= 0 && family_of(fd, true) == family);
-		check_connection(fd, l);
-		CHECK(weft_close(fd) == 0);
-	}
+	for (int family = AF_INET; family; family = v6 && family == AF_INET ? AF_INET6 : 0)
+		dial_and_check(loopback_name(family), l, family);
 	CHECK(weft_close(l) == 0);
 
 	uint64_t calls = offload_calls();
