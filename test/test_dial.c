@@ -350,6 +350,16 @@ static void fallback_main(void *arg)
 			CHECK(took < slack(200));	/* no 250 ms wait after a refusal */
 		CHECK(weft_close(l) == 0);
 	}
+	/* no listener on either family: the last attempt's errno */
+	int l = weft_listen("::1", "0", 16, 0);
+	CHECK(l >= 0);
+	char port[8];
+	service(port, port_of(l));
+	CHECK(weft_close(l) == 0);
+	int before = fd_count();
+	errno = 0;
+	CHECK(weft_dial(host, port, -1) == -1 && errno == ECONNREFUSED);
+	CHECK(fd_count() == before);
 }
 
 Test(dial, falls_back_at_once_to_the_family_with_a_listener)
