@@ -311,6 +311,70 @@ WEFT_EXPORT int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, i
 WEFT_EXPORT int weft_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int64_t deadline);
 
 /*
+ * Resolving, dialing and listening by name (TCP).  host is a name or a
+ * numeric IPv4 or IPv6 address, service a port number or a service name
+ * (/etc/services).  Numeric hosts and ports are resolved inline, without
+ * blocking; names with getaddrinfo(3) on the offload pool (see
+ * weft_offload; from a plain thread, by a direct getaddrinfo).  Names
+ * under the reserved .invalid domain fail at once (RFC 6761).  A lookup
+ * that the caller stops waiting for (deadline, weft_cancel) finishes on its
+ * own, and weft_shutdown waits for it.
+ *
+ * Resolution failures, as errno values:
+ *   ENOENT   no such host or service (EAI_NONAME, EAI_SERVICE, EAI_NODATA,
+ *            EAI_ADDRFAMILY);
+ *   EAGAIN   a temporary failure, e.g. no name server answered (EAI_AGAIN),
+ *            or no helper thread could be created;
+ *   ENOMEM   EAI_MEMORY;
+ *   EINVAL   EAI_BADFLAGS, EAI_FAMILY, EAI_SOCKTYPE;
+ *   EIO      EAI_FAIL and any other;
+ *   and EAI_SYSTEM's errno.
+ */
+
+/*
+ * Connects to host:service and returns the connected socket: non-blocking,
+ * close-on-exec, ready for weft's calls (close it with weft_close).  Every
+ * address of host is a candidate, tried with Happy Eyeballs (RFC 8305):
+ * in getaddrinfo's order with alternating address families, a new attempt
+ * every 250 ms while earlier ones are still connecting (at once when every
+ * earlier one has failed); the first to connect wins, the others are
+ * closed.  deadline covers the lookup and the attempts; a deadline already
+ * past still tries what needs no waiting (a numeric address's first
+ * attempt, checked once), then fails with ETIMEDOUT.  However it ends,
+ * every attempt's socket but the winner's is closed before it returns.
+ * Errors: EPERM outside a coroutine; EINVAL for a NULL host or service;
+ * the resolution failures above; ETIMEDOUT; ECANCELED; when every attempt
+ * failed, the errno of the one that failed last (ECONNREFUSED,
+ * ENETUNREACH, ...); ENOMEM, EMFILE.
+ */
+WEFT_EXPORT int weft_dial(const char *host, const char *service, int64_t deadline);
+
+/* weft_listen's flags. */
+enum {
+	WEFT_REUSEPORT = 1	/* SO_REUSEPORT: several listeners on one port
+				 * (one per process or per worker, all with this
+				 * flag), the kernel balancing connections */
+};
+
+/*
+ * Returns a listening TCP socket bound to host:service with backlog
+ * (listen(2)'s: capped by net.core.somaxconn): non-blocking, close-on-exec,
+ * SO_REUSEADDR (a restarted server rebinds at once), for weft_accept.
+ * host NULL is any address, dual-stack: IPv6's "::" with IPV6_V6ONLY off,
+ * which IPv4 clients reach too, or IPv4's 0.0.0.0 where the system has no
+ * IPv6; "::" is dual-stack too.  A name binds the first of its addresses
+ * that can be bound.  Service "0" picks a free port (getsockname(2) says
+ * which).  It never waits but for a name's lookup, and works from plain
+ * threads too (with or without the runtime); in a coroutine a name is
+ * looked up on the offload pool.
+ * Errors: EINVAL for a NULL service, a negative backlog or an unknown
+ * flag; the resolution failures above; ECANCELED (a cancelled coroutine
+ * that needs a lookup); those of socket(2), bind(2) and listen(2)
+ * (EADDRINUSE, EACCES, ...).
+ */
+WEFT_EXPORT int weft_listen(const char *host, const char *service, int backlog, int flags);
+
+/*
  * Closes fd: every coroutine waiting on it returns ECANCELED, weft_close
  * waits for the calls in flight on fd to return, takes fd out of its loop,
  * then calls close(2) and returns its result.  A later fd with the same
