@@ -28,7 +28,7 @@
 #include "park.h"
 #include "worker.h"
 
-#define JOIN_DETACHED ((void *)1)
+#define JOIN_DETACHED ((void *)4)	/* a slot marker (slot.h) */
 
 /* ------------------------------------------------------ switching */
 

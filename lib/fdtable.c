@@ -13,6 +13,7 @@
 #include "atomic.h"
 #include "fault.h"
 #include "park.h"
+#include "slot.h"
 
 enum {
 	CHUNK_SHIFT = 10,
@@ -20,8 +21,7 @@ enum {
 	DIR_INITIAL = 64,		/* chunks: fds 0..65535 before the first growth */
 };
 
-#define FD_READY ((void *)1)
-#define CLAIMED ((uintptr_t)2)
+#define FD_READY ((void *)2)	/* a slot marker (slot.h) */
 
 struct dir {
 	size_t nchunks;
@@ -111,11 +111,6 @@ void weft__fdtable_fini(void)
 
 /* ------------------------------------------------------ slots */
 
-static void *claimed(struct weft__waiter *w)
-{
-	return (void *)((uintptr_t)w | CLAIMED);
-}
-
 int weft__fd_slot_park(void **slot, struct weft__waiter *w)
 {
 	for (;;) {
@@ -134,18 +129,7 @@ int weft__fd_slot_park(void **slot, struct weft__waiter *w)
 
 void weft__fd_slot_retract(void **slot, struct weft__waiter *w)
 {
-	for (unsigned spins = 0;; spins++) {
-		void *v = at_load_ptr(slot);
-		if (v == w && at_cas_ptr(slot, w, NULL))
-			return;
-		if (v != w && v != claimed(w))
-			return;		/* a waker took it and is done with it */
-		if (v == claimed(w)) {
-			/* A waker is between its claim and its release: a few
-			 * instructions, unless its thread was preempted. */
-			at_backoff(spins);
-		}
-	}
+	weft__slot_retract(slot, w);
 }
 
 void weft__fd_slot_forget(void **slot)
@@ -160,9 +144,9 @@ struct weft__waiter *weft__fd_slot_claim(void **slot, bool mark_ready)
 		if (v == NULL) {
 			if (!mark_ready || at_cas_ptr(slot, NULL, FD_READY))
 				return NULL;
-		} else if (v == FD_READY || ((uintptr_t)v & CLAIMED)) {
+		} else if (!weft__slot_is_waiter(v) || ((uintptr_t)v & WEFT__SLOT_CLAIMED)) {
 			return NULL;	/* nothing to wake, or someone else is on it */
-		} else if (at_cas_ptr(slot, v, claimed(v))) {
+		} else if (weft__slot_try_claim(slot, v)) {
 			return v;
 		}
 	}
@@ -170,10 +154,7 @@ struct weft__waiter *weft__fd_slot_claim(void **slot, bool mark_ready)
 
 void weft__fd_slot_release(void **slot, bool leave_ready)
 {
-	/* Release: the waker's reads of the waiter come before the store that
-	 * lets the waiter (and its frame) go. */
-	at_fence_release();
-	at_store_ptr(slot, leave_ready ? FD_READY : NULL);
+	weft__slot_release(slot, leave_ready ? FD_READY : NULL);
 }
 
 void weft__fd_slot_wake(void **slot, int result, bool mark_ready)

@@ -15,8 +15,9 @@
  * weft__fdtable_fini (the deque's argument: the sizes sum to less than the
  * last one, and a reader may still hold an old one).
  *
- * Each entry has two waiter slots, reader and writer (index 0 and 1).  A
- * slot's word is atomic and holds
+ * Each entry has two waiter slots, reader and writer (index 0 and 1), each a
+ * single-waiter slot (slot.h, which completions use too).  A slot's word
+ * holds
  *   NULL              nobody waits, no readiness seen
  *   FD_READY          readiness came while nobody waited (kept for the next
  *                     waiter: edge-triggered epoll will not repeat it)

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "invariant.h"
+#include "slot.h"
 #include "atomic.h"
 #include "clock.h"
 #include "coro.h"
@@ -201,24 +202,20 @@ bool weft__park_finish(struct weft_co *co)
 
 /* ------------------------------------------------------ completions */
 
-#define CLAIMED ((uintptr_t)1)	/* low bit on a waiter pointer */
-
-/* Wakes the claimed waiter w and stores COMPLETE after the last access to
- * w.  A thread waiter is marked woken first and kicked (weft__futex_wake) after
- * COMPLETE: it would otherwise spin in completion_settle for the length of
- * the syscall; a kick on a stale address is harmless (see wake). */
+/* Wakes the claimed waiter w and ends the claim with COMPLETE (slot.h).  A
+ * thread waiter is marked woken first and kicked (weft__futex_wake) after
+ * COMPLETE: it would otherwise wait out the claim for the length of the
+ * syscall; a kick on a stale address is harmless (see wake). */
 static void complete_waiter(void **word, struct weft__waiter *w)
 {
 	if (w->co) {
 		weft__waiter_wake(w, 0);
-		at_fence_release();	/* done with the waiter before it may go */
-		at_store_ptr(word, WEFT__COMPLETE);
+		weft__slot_release(word, WEFT__COMPLETE);
 		return;
 	}
 	uint32_t *futex = &w->futex;
 	bool won = at_cas_uint((unsigned *)futex, 0, THREAD_WOKEN);
-	at_fence_release();
-	at_store_ptr(word, WEFT__COMPLETE);
+	weft__slot_release(word, WEFT__COMPLETE);
 	if (won)
 		weft__futex_wake(futex, 1);
 }
@@ -231,26 +228,11 @@ bool weft__complete(void **word, void *other)
 			return false;
 		if (j == NULL && at_cas_ptr(word, NULL, WEFT__COMPLETE))
 			return true;
-		if (j != NULL && at_cas_ptr(word, j, (void *)((uintptr_t)j | CLAIMED))) {
+		WEFT_ASSERT(j == NULL || weft__slot_is_waiter(j));	/* completed once */
+		if (j != NULL && weft__slot_try_claim(word, j)) {
 			complete_waiter(word, j);
 			return true;
 		}
-	}
-}
-
-/* After a wait woken with result r: true once complete, false if the waiter
- * took itself back (it was woken by a cancel, not by the completer). */
-static bool completion_settle(void **word, struct weft__waiter *w, int r)
-{
-	void *claimed = (void *)((uintptr_t)w | CLAIMED);
-	for (;;) {
-		void *j = at_load_ptr(word);
-		if (j == WEFT__COMPLETE)
-			return true;
-		if (j == w && r != 0 && at_cas_ptr(word, w, NULL))
-			return false;
-		if (j == claimed || j == w)
-			at_pause();	/* the completer is waking us: wait for COMPLETE */
 	}
 }
 
@@ -270,7 +252,9 @@ int weft__completion_wait(void **word, bool cancellable, int64_t deadline)
 			continue;
 		}
 		int r = weft__waiter_wait(&w, deadline);
-		bool complete = completion_settle(word, &w, r);
+		/* Taken back: resumed by a cancel or the deadline, not claimed
+		 * (the completer's only wake, result 0, comes after its claim). */
+		bool complete = !weft__slot_retract(word, &w);
 		if (cancellable && r == ECANCELED)
 			return ECANCELED;
 		if (complete)
