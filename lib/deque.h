@@ -45,6 +45,16 @@ void *weft__deque_take(struct weft__deque *d);
 #define WEFT_DEQUE_ABORT ((void *)1)
 /* Any thread, the owner included.  The oldest item, EMPTY or ABORT. */
 void *weft__deque_steal(struct weft__deque *d);
+/* A steal retried until it did not lose a race: the top item, or NULL
+ * (WEFT_DEQUE_EMPTY) when the deque is empty. */
+static inline void *weft__deque_steal_retry(struct weft__deque *d)
+{
+	for (;;) {
+		void *item = weft__deque_steal(d);
+		if (item != WEFT_DEQUE_ABORT)
+			return item;
+	}
+}
 
 /* A racy size estimate (for stats and idle checks). */
 int64_t weft__deque_size(const struct weft__deque *d);

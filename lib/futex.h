@@ -12,7 +12,7 @@
  * none that anyone relies on.
  *
  * Users: the internal lock (lock.c), thread waiters (park.c), and
- * weft_shutdown's drain (runtime.c, woken from worker.c).
+ * weft_shutdown's drain (runtime.c, woken from idle.c).
  *
  * A leaf: system headers only.
  */

@@ -39,37 +39,58 @@ struct weft__counters {
  * the items' links and contents.  len is written under lock and read
  * without it (relaxed single-copy-atomic loads and stores, atomic.h): a
  * reader that sees 0 skips the lock and the FIFO; work it missed is covered
- * as any published work is, by the pusher's notify_work (a StoreLoad fence,
- * then the idle check) or by the pushing worker itself (worker.c). */
+ * as any published work is, by the pusher's weft__idle_notify (a StoreLoad fence,
+ * then the idle check) or by the pushing worker itself (queue.c). */
 struct weft__locked_fifo {
 	pthread_mutex_t lock;
 	WEFT__FIFO(struct weft_co) q;
 	uint64_t len;			/* atomic */
 };
 
+/*
+ * A worker, its fields grouped by who touches them (Tokio's Core and Remote
+ * split), each group starting on its own cache line so that the owner's
+ * constant writes do not share a line with what other threads write:
+ *   shared     written by other threads too: thieves (runnext, the ready
+ *              FIFO's lock), wakers (sleeping, woken_spinning), closers
+ *              (nfds), the monitor (the ready FIFO, the timer heap's lock);
+ *   fixed      written once at start, read by anyone;
+ *   published  written by the owner, read by others: the counters (stats,
+ *              the monitor's and thieves' progress marks) and what it runs
+ *              (the monitor's stall report);
+ *   owner      touched by the worker thread alone.
+ * The deque keeps its own top (thieves) and bottom (owner) lines.
+ */
+#define WEFT__LINE __attribute__((aligned(64)))
 struct weft__worker {
 	struct weft__deque deque;
-	struct weft_co *runnext;	/* atomic: what runs next (worker.c) */
+	/* shared */
+	struct weft_co *runnext WEFT__LINE;	/* atomic: what runs next (queue.c) */
 	struct weft__locked_fifo ready;	/* woken by readiness or a deadline, in order */
-	unsigned index;
-	int epfd;			/* its loop: the fds it owns (loop.h) */
-	int evfd;			/* its wake-up eventfd */
 	unsigned nfds;			/* atomic: fds registered in epfd */
 	unsigned polling;		/* atomic: 1 while asleep in its epoll_wait */
-	int64_t last_poll;		/* when it last harvested epfd itself */
-	struct weft__timers timers;	/* its deadlines (timer.h) */
-	bool timers_ready;
 	unsigned sleeping;		/* atomic: 1 while announced idle */
 	unsigned woken_spinning;	/* atomic: the waker made it a spinner */
-	void *sched_sp;			/* the scheduler context, while a coroutine runs */
-	struct weft__san sched_san;
+	struct weft__timers timers;	/* its deadlines (timer.h) */
+	/* fixed */
+	unsigned index WEFT__LINE;
+	int epfd;			/* its loop: the fds it owns (loop.h) */
+	int evfd;			/* its wake-up eventfd */
+	pthread_t thread;
+	/* published */
+	struct weft__counters c WEFT__LINE;
 	struct weft_co *current;	/* the running coroutine, NULL between */
-	struct weft_co *left;		/* one that switched straight to current,
-					 * whose switch-out current finishes (coro.c) */
 	uint64_t current_id;		/* atomic: its id and entry, for the */
 	void *current_fn;		/* monitor's stall report (not through co) */
+	/* owner */
+	struct weft_co *left WEFT__LINE;	/* one that switched straight to current,
+						 * whose switch-out current finishes (coro.c) */
+	void *sched_sp;			/* the scheduler context, while a coroutine runs */
+	struct weft__san sched_san;
+	int64_t last_poll;		/* when it last harvested epfd itself */
+	bool timers_ready;
 	int *errno_slot;		/* this worker thread's errno (the thread never changes) */
-	WEFT__FIFO(struct weft_co) yielders;	/* owner-only FIFO of yielders */
+	WEFT__FIFO(struct weft_co) yielders;	/* FIFO of yielders */
 	struct weft__stack_cache stacks;
 	uint64_t rng;
 	unsigned tick;
@@ -79,11 +100,9 @@ struct weft__worker {
 	int64_t inject_len;		/* the interval until its next turn */
 	bool spinning;
 	uint64_t id_next, id_end;	/* a block of coroutine ids */
-	struct weft__counters c;
-	pthread_t thread;
 	void *altstack;			/* sigaltstack for the overflow handler */
 	stack_t old_altstack;		/* the thread's own, restored at exit */
-} __attribute__((aligned(64)));
+} WEFT__LINE;
 
 struct weft__runtime {
 	unsigned nworkers;
@@ -113,6 +132,8 @@ struct weft__worker *weft__worker_self(void);
 /* A pseudo-random number from this thread's own generator (the worker's, or
  * a thread-local one on other threads): no shared state, no race. */
 uint32_t weft__rand(void);
+/* The same from w's generator (w the caller's worker). */
+uint32_t weft__worker_rand(struct weft__worker *w);
 
 /* Makes co runnable: in this worker's runnext slot if called on a worker
  * (what it displaces goes to the deque), else on the injection queue; wakes
@@ -121,7 +142,7 @@ uint32_t weft__rand(void);
 void weft__schedule(struct weft_co *co);
 /* The monitor found w running one coroutine for a tick or more: if w's
  * runnext slot holds a coroutine, wake an idle worker as weft__schedule
- * would have; it steals the slot since w dispatches nothing (worker.c). */
+ * would have; it steals the slot since w dispatches nothing (steal.c). */
 void weft__worker_stuck(struct weft__worker *w);
 /* The same for a coroutine woken by loop's readiness or deadlines: it goes
  * to the back of that worker's ready FIFO (whoever harvested: the worker

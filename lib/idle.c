@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * idle.c — spinning, going idle and waking idle workers: the idle stack,
+ * the spinner count and the Dekker handshake between a publisher of work
+ * and a worker going to sleep (worker.c's essay, "Spinning and parking").
+ */
+#include "idle.h"
+
+#include "atomic.h"
+#include "clock.h"
+#include "futex.h"
+#include "invariant.h"
+#include "loop.h"
+#include "worker.h"
+
+/* ------------------------------------------------------ idle and waking */
+
+/* Pops one idle worker and wakes it as a spinner; false if none is idle. */
+static bool wake_idle_worker(void)
+{
+	struct weft__worker *w = NULL;
+	pthread_mutex_lock(&weft__rt.idle_lock);
+	unsigned n = at_load_uint(&weft__rt.nr_idle);
+	WEFT_ASSERT(n <= weft__rt.nworkers);
+	if (n > 0) {
+		w = &weft__rt.workers[weft__rt.idle[n - 1]];
+		WEFT_ASSERT(at_load_uint(&w->sleeping));	/* listed: announced itself */
+		at_store_uint(&weft__rt.nr_idle, n - 1);
+		at_store_uint(&w->sleeping, 0);
+		at_store_uint(&w->woken_spinning, 1);
+		at_faa_uint(&weft__rt.nr_spinning, 1);
+	}
+	pthread_mutex_unlock(&weft__rt.idle_lock);
+	if (w)
+		weft__loop_wake(w);
+	return w != NULL;
+}
+
+/* Invariant (1), after publishing work: the StoreLoad fence of Dekker's
+ * pattern, then wake an idle worker unless someone is spinning. */
+void weft__idle_notify(void)
+{
+	at_fence_store_load();
+	if (at_load_uint(&weft__rt.nr_spinning) != 0 || at_load_uint(&weft__rt.nr_idle) == 0)
+		return;
+	wake_idle_worker();
+}
+
+static void announce_idle(struct weft__worker *w)
+{
+	pthread_mutex_lock(&weft__rt.idle_lock);
+	unsigned n = at_load_uint(&weft__rt.nr_idle);
+	/* sleeping is 1 exactly while w is listed: never listed twice, so
+	 * the stack holds at most every worker. */
+	WEFT_ASSERT(!at_load_uint(&w->sleeping));
+	WEFT_ASSERT(n < weft__rt.nworkers);
+	weft__rt.idle[n] = w->index;
+	at_store_uint(&w->sleeping, 1);
+	at_store_uint(&weft__rt.nr_idle, n + 1);
+	pthread_mutex_unlock(&weft__rt.idle_lock);
+}
+
+/* Takes w off the idle stack; false if a waker already did (and woke it). */
+static bool retract_idle(struct weft__worker *w)
+{
+	bool found = false;
+	pthread_mutex_lock(&weft__rt.idle_lock);
+	unsigned n = at_load_uint(&weft__rt.nr_idle);
+	for (unsigned i = 0; i < n; i++) {
+		if (weft__rt.idle[i] != w->index)
+			continue;
+		WEFT_ASSERT(at_load_uint(&w->sleeping));
+		weft__rt.idle[i] = weft__rt.idle[n - 1];
+		at_store_uint(&weft__rt.nr_idle, n - 1);
+		at_store_uint(&w->sleeping, 0);
+		found = true;
+		break;
+	}
+	WEFT_ASSERT(found || !at_load_uint(&w->sleeping));	/* popped: woken */
+	pthread_mutex_unlock(&weft__rt.idle_lock);
+	return found;
+}
+
+bool weft__idle_may_spin(struct weft__worker *w)
+{
+	if (w->spinning)
+		return true;
+	unsigned n = weft__rt.nworkers;
+	if (n < 2 || 2 * at_load_uint(&weft__rt.nr_spinning) >= n)
+		return false;
+	at_faa_uint(&weft__rt.nr_spinning, 1);
+	w->spinning = true;
+	return true;
+}
+
+/* Invariant (2): a spinner that found work. */
+void weft__idle_stop_spinning(struct weft__worker *w)
+{
+	if (!w->spinning)
+		return;
+	w->spinning = false;
+	if (at_fas_uint(&weft__rt.nr_spinning, 1) == 1)
+		weft__idle_notify();
+}
+
+bool weft__idle_any_work(void)
+{
+	if (at_load_64(&weft__rt.inject.len) != 0)
+		return true;
+	for (unsigned i = 0; i < weft__rt.nworkers; i++)
+		if (weft__deque_size(&weft__rt.workers[i].deque) > 0 ||
+		    at_load_ptr((void **)&weft__rt.workers[i].runnext) ||
+		    at_load_64(&weft__rt.workers[i].ready.len) != 0)
+			return true;
+	return false;
+}
+
+static void signal_quiesce(void)
+{
+	if (!at_load_uint(&weft__rt.draining))
+		return;
+	at_faa_uint((unsigned *)&weft__rt.quiesce, 1);
+	weft__futex_wake(&weft__rt.quiesce, 1);
+}
+
+/* Returns when there may be work again (or the runtime is stopping). */
+void weft__idle_park(struct weft__worker *w)
+{
+	announce_idle(w);
+	if (w->spinning) {
+		w->spinning = false;
+		at_fas_uint(&weft__rt.nr_spinning, 1);
+	}
+	at_fence_store_load();
+	signal_quiesce();
+	if (weft__idle_any_work() || at_load_uint(&weft__rt.stopping)) {
+		if (!retract_idle(w))
+			weft__loop_take_token(w);	/* a waker popped us: its write is ours */
+	} else {
+		struct weft__loop_events got;
+		weft__count(&w->c.sleeps);
+		weft__loop_wait(w, &got);
+		retract_idle(w);	/* a timer, fd or spurious wakeup left us listed */
+		/* Off the idle stack first: what the loop wakes goes on our
+		 * deque, and notifying must not pick ourselves. */
+		weft__loop_woke(w, &got);
+	}
+	if (at_load_uint(&w->woken_spinning)) {
+		at_store_uint(&w->woken_spinning, 0);
+		w->spinning = true;	/* the waker counted us as a spinner */
+	}
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * idle.h — spinning, going idle and waking idle workers (idle.c; the
+ * protocol is in worker.c's essay, "Spinning and parking").
+ */
+#ifndef WEFT_IDLE_H
+#define WEFT_IDLE_H
+
+#include <stdbool.h>
+
+struct weft__worker;
+
+/* Invariant (1), after publishing work: a StoreLoad fence, then wake an
+ * idle worker unless someone is spinning. */
+void weft__idle_notify(void);
+/* Whether w may look for work as a spinner (fewer than half the workers
+ * spin); counts it as one. */
+bool weft__idle_may_spin(struct weft__worker *w);
+/* Invariant (2): a spinner that found work wakes another if it was the
+ * last spinner. */
+void weft__idle_stop_spinning(struct weft__worker *w);
+/* Whether any queue of any worker, or the injection queue, holds work. */
+bool weft__idle_any_work(void);
+/* Goes idle: returns when there may be work again (or the runtime is
+ * stopping), having slept in w's loop unless work appeared meanwhile. */
+void weft__idle_park(struct weft__worker *w);
+
+#endif
