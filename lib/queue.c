@@ -38,7 +38,7 @@ static void fifo_push(struct weft__locked_fifo *q, struct weft_co *co, bool shar
 		pthread_mutex_unlock(&q->lock);
 }
 
-struct weft_co *weft__queue_fifo_pop(struct weft__locked_fifo *q, bool shared)
+static struct weft_co *fifo_pop(struct weft__locked_fifo *q, bool shared)
 {
 	if (at_load_64(&q->len) == 0)
 		return NULL;
@@ -58,9 +58,9 @@ static void inject_push(struct weft_co *co)
 	fifo_push(&weft__rt.inject, co, true);
 }
 
-struct weft_co *weft__queue_inject_pop(void)
+static struct weft_co *inject_pop(void)
 {
-	return weft__queue_fifo_pop(&weft__rt.inject, true);
+	return fifo_pop(&weft__rt.inject, true);
 }
 
 /*
@@ -77,7 +77,19 @@ static bool ready_shared(struct weft__worker *w)
 
 static struct weft_co *ready_pop(struct weft__worker *w)
 {
-	return weft__queue_fifo_pop(&w->ready, ready_shared(w));
+	return fifo_pop(&w->ready, ready_shared(w));
+}
+
+/* For the thieves (steal.c): the same, out of line; the owner's own pops
+ * above stay inlined into weft__queue_find. */
+struct weft_co *weft__queue_fifo_pop(struct weft__locked_fifo *q, bool shared)
+{
+	return fifo_pop(q, shared);
+}
+
+struct weft_co *weft__queue_inject_pop(void)
+{
+	return inject_pop();
 }
 
 /* Onto w's deque; the injection queue when w is NULL or its deque cannot
@@ -200,7 +212,7 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 		w->inject_turn = now;
 		if (w->inject_len < INJECT_MAX_NS)
 			w->inject_len *= 2;
-		if ((co = weft__queue_inject_pop())) {
+		if ((co = inject_pop())) {
 			weft__count(&w->c.inject_pops);
 			return co;
 		}
@@ -274,7 +286,7 @@ struct weft_co *weft__queue_find(struct weft__worker *w)
 		weft__count(&w->c.ready_pops);
 		return co;
 	}
-	if ((co = weft__queue_inject_pop())) {
+	if ((co = inject_pop())) {
 		weft__count(&w->c.inject_pops);
 		return co;
 	}
