@@ -1,28 +1,71 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * queue.h — a worker's run queues (queue.c), for the other parts of the
- * scheduler: the worker loop (worker.c) and the thieves (steal.c).
- * weft__schedule, weft__schedule_ready and weft__worker_successor, which
- * the rest of lib/ calls, are declared in worker.h.
+ * queue.h — the run queues' operations shared by the scheduler's parts:
+ * the locked FIFOs (a worker's ready FIFO, the injection queue), inline
+ * since the worker loop (worker.c) pops them at every dispatch that finds
+ * its LIFO end empty, and the push onto a worker's deque (queue.c).
+ * weft__schedule, weft__schedule_ready and weft__worker_stuck, which the
+ * rest of lib/ calls, are declared in worker.h and defined in queue.c.
  */
 #ifndef WEFT_QUEUE_H
 #define WEFT_QUEUE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 
-struct weft__worker;
-struct weft__locked_fifo;
-struct weft_co;
+#include "atomic.h"
+#include "fifo.h"
+#include "invariant.h"
+#include "worker.h"
 
-/* What w runs next from its own queues and the injection queue, fairness
- * turns included (they also harvest w's loop); NULL if all are empty. */
-struct weft_co *weft__queue_find(struct weft__worker *w);
+/* Appends co to q, taking q's lock only when `shared` (see
+ * weft__queue_ready_shared). */
+static inline void weft__queue_push(struct weft__locked_fifo *q, struct weft_co *co, bool shared)
+{
+	if (shared)
+		pthread_mutex_lock(&q->lock);
+	WEFT__FIFO_PUSH(&q->q, co);
+	at_store_64(&q->len, at_load_64(&q->len) + 1);
+	if (shared)
+		pthread_mutex_unlock(&q->lock);
+}
+
+/* The oldest item of q, or NULL (without the lock when q looks empty). */
+static inline struct weft_co *weft__queue_pop(struct weft__locked_fifo *q, bool shared)
+{
+	if (at_load_64(&q->len) == 0)
+		return NULL;
+	if (shared)
+		pthread_mutex_lock(&q->lock);
+	struct weft_co *co;
+	WEFT__FIFO_POP(&q->q, co);
+	if (co)
+		at_store_64(&q->len, at_load_64(&q->len) - 1);
+	if (shared)
+		pthread_mutex_unlock(&q->lock);
+	return co;
+}
+
+static inline struct weft_co *weft__queue_inject_pop(void)
+{
+	return weft__queue_pop(&weft__rt.inject, true);
+}
+
+/*
+ * Whether w's ready FIFO needs its lock: thieves pop from it and the
+ * monitor's harvests of a stuck loop push to it.  With one worker there are
+ * neither (the monitor adopts no loop then: monitor.c), so only the owner
+ * touches it, and the two mutex round trips per I/O wake are skipped.
+ */
+static inline bool weft__queue_ready_shared(struct weft__worker *w)
+{
+	WEFT_ASSERT(weft__rt.nworkers > 1 || weft__worker_self() == w);
+	(void)w;
+	return weft__rt.nworkers > 1;
+}
+
 /* Onto w's deque; the injection queue when w is NULL or its deque cannot
  * grow. */
 void weft__queue_push_local(struct weft__worker *w, struct weft_co *co);
-/* The oldest item of q, or NULL; q's lock is taken only if `shared`. */
-struct weft_co *weft__queue_fifo_pop(struct weft__locked_fifo *q, bool shared);
-/* The oldest coroutine of the injection queue, or NULL. */
-struct weft_co *weft__queue_inject_pop(void);
 
 #endif

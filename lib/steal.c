@@ -90,7 +90,7 @@ static struct weft_co *steal_runnext(struct weft__worker *v, bool last, bool *le
 static struct weft_co *steal_one(struct weft__worker *v, bool last, bool *left_alone)
 {
 	struct weft_co *co = weft__deque_steal_retry(&v->deque);
-	if (co || (co = weft__queue_fifo_pop(&v->ready, true)))
+	if (co || (co = weft__queue_pop(&v->ready, true)))
 		return co;
 	return steal_runnext(v, last, left_alone);
 }
