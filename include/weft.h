@@ -599,7 +599,8 @@ WEFT_EXPORT int weft_stats_get(weft_stats *out);
  * weft_chan_recv (or a select) on a one-shot reply channel then
  * weft_chan_free, while the sender's call may still be on its way out; the
  * last user's weft_mutex_unlock then weft_mutex_free; a weft_cond_wait woken
- * by a broadcast then weft_cond_free.  What stays undefined is freeing an
+ * by a broadcast then weft_cond_free; weft_group_wait then weft_group_free,
+ * while the last member is still on its way out.  What stays undefined is freeing an
  * object while a call on it has not returned: a waiter still parked on it,
  * or a call that another thread may still make.
  */
