@@ -6,7 +6,8 @@
  * workers and the monitor.  shutdown: wait until every coroutine has
  * finished (draining), print the stats if asked, stop accepting spawns,
  * stop the offload helpers, stop the monitor, stop and
- * join the workers, free the pool and the fd table.  A mutex
+ * join the workers, free the pool and the fd table.  shutdown_until: the
+ * same drain until its deadline, then cancels what still runs (below).  A mutex
  * serialises init and shutdown against each other; nothing on a hot path
  * takes it.
  */
@@ -73,15 +74,19 @@ int weft_init(const weft_config *cfg)
 }
 
 /* Waits until every coroutine has finished (true) or until deadline
- * (false; -1: none), calling sweep each round if it is given. */
+ * (false; -1: none), calling sweep (if given) at once and then once per
+ * tick at most (a round also ends whenever a worker goes idle). */
 static bool wait_finished_until(int64_t deadline, void (*sweep)(void))
 {
 	at_store_uint(&weft__rt.draining, 1);
 	at_fence_store_load();
 	const int64_t tick = 10 * 1000 * 1000;
-	while (!weft__all_finished()) {
-		if (sweep)
+	int64_t swept = 0;
+	for (bool first = true; !weft__all_finished(); first = false) {
+		if (sweep && (first || weft_now() - swept >= tick)) {
 			sweep();
+			swept = weft_now();
+		}
 		uint32_t seen = at_load_uint((unsigned *)&weft__rt.quiesce);
 		if (weft__all_finished())
 			break;
@@ -147,7 +152,8 @@ static void cancel_one(struct weft_co *co, void *arg)
 }
 
 /* Cancels every live coroutine; a spawn that missed cancel_all is caught by
- * the next sweep (so spawns need no fence). */
+ * the next sweep (so spawns need no fence).  Cancelling one twice is
+ * harmless: a wait that is not cancellable loops over the stray wake. */
 static void cancel_sweep(void)
 {
 	weft__co_each_live(cancel_one, NULL);
@@ -165,8 +171,8 @@ static void name_one(struct weft_co *co, void *arg)
 /*
  * weft_shutdown_until: the drain of weft_shutdown until deadline; then
  * cancel_all (spawns start cancelled) and a sweep of weft__co_each_live
- * cancels every coroutine still running, again every round (10 ms, or a
- * worker going idle) for GRACE; those still running then are named and the
+ * cancels every coroutine still running, again every 10 ms (a spawn that
+ * missed cancel_all) for GRACE; those still running then are named and the
  * runtime is left up, draining ended, for a later shutdown.
  */
 int weft_shutdown_until(int64_t deadline)
