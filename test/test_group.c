@@ -292,6 +292,7 @@ static void errors(void *arg)
 	CHECK(weft_group_wait(NULL, -1) == -1 && errno == EINVAL);
 	CHECK(weft_group_cancel(NULL) == -1 && errno == EINVAL);
 	CHECK(weft_group_free(NULL) == -1 && errno == EINVAL);
+	CHECK(weft_shutdown_until(-1) == -1 && errno == EDEADLK);	/* from a coroutine */
 	weft_group *g = weft_group_new();
 	CHECK(g);
 	CHECK(weft_group_spawn(g, NULL, NULL) == NULL && errno == EINVAL);
