@@ -8,12 +8,16 @@
  * Start-up: the signals are blocked before weft_init, so every thread the
  * runtime starts inherits the mask and they arrive only through a signalfd,
  * which a coroutine reads like any other fd.
- * Shutdown, when a signal comes: cancel the accept loop (its weft_accept
- * returns ECANCELED, now or at its next call: cancellation is sticky, so
- * there is no race with a connection being accepted), close the listening
- * socket, cancel every connection's coroutine (each unwinds
- * through its own error path: its parked weft_read returns ECANCELED), wait
- * for them all with a wait group, print the runtime's stats, return.
+ * Shutdown, when a signal comes: cancel the group that holds the accept
+ * loop and every connection (weft_group_cancel): the acceptor's weft_accept
+ * returns ECANCELED, now or at its next call (cancellation is sticky, so
+ * there is no race with a connection being accepted), each connection
+ * unwinds through its own error path (its parked weft_read returns
+ * ECANCELED), and a connection the acceptor spawns meanwhile starts
+ * cancelled.  Wait for the group, free it, print the runtime's stats,
+ * return.  The main thread then stops the runtime with
+ * weft_shutdown_until: a coroutine that outlived the group (none here) would
+ * be cancelled after SHUTDOWN_GRACE_S, and named if it ignored that.
  * A getaddrinfo-style blocking call is shown too: the greeting's host name
  * comes from gethostname(2) via weft_offload.
  */
@@ -24,7 +28,6 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,37 +35,12 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-enum { MAX_CONNS = 4096 };
+enum { SHUTDOWN_GRACE_S = 5 };
 
-/* The live connections, so that shutdown can cancel them.  A connection
- * leaves the set (under the mutex) before its coroutine returns, so every
- * handle in it belongs to a coroutine that has not finished yet.  Once
- * cancelled, a coroutine cannot lock a mutex any more (every call that could
- * block fails with ECANCELED): shutdown cancels under the mutex and never
- * looks at the set again, so a cancelled connection just leaves it as is. */
 static struct {
-	weft_mutex *lock;
-	weft_co *co[MAX_CONNS];
-	int fd[MAX_CONNS];
-	unsigned n;
-	weft_wg *running;
+	weft_group *all;	/* the acceptor and every connection */
 	char host[64];
 } conns;
-
-static void conn_leave(weft_co *self)
-{
-	if (weft_mutex_lock(conns.lock) != 0)
-		return;	/* ECANCELED: shutting down, the set is no longer used */
-	for (unsigned i = 0; i < conns.n; i++) {
-		if (conns.co[i] == self) {
-			conns.n--;
-			conns.co[i] = conns.co[conns.n];
-			conns.fd[i] = conns.fd[conns.n];
-			break;
-		}
-	}
-	weft_mutex_unlock(conns.lock);
-}
 
 static void connection(void *arg)
 {
@@ -74,32 +52,7 @@ static void connection(void *arg)
 	while (n >= 0 && (n = weft_read(fd, buf, sizeof buf, -1)) > 0)
 		n = weft_write(fd, buf, (size_t)n, -1);
 	/* n < 0: the client went away, or we were cancelled (ECANCELED) */
-	conn_leave(weft_self());
 	weft_close(fd);
-	weft_wg_done(conns.running);
-}
-
-/* Registers and starts a connection's coroutine; false if full. */
-static bool conn_start(int fd)
-{
-	if (weft_mutex_lock(conns.lock) != 0)
-		return false;	/* ECANCELED: the acceptor is shutting down */
-	bool ok = conns.n < MAX_CONNS;
-	weft_co *co = NULL;
-	if (ok) {
-		weft_wg_add(conns.running, 1);
-		co = weft_spawn(connection, (void *)(intptr_t)fd);
-		ok = co != NULL;
-		if (!ok)
-			weft_wg_done(conns.running);
-	}
-	if (ok) {
-		conns.co[conns.n] = co;
-		conns.fd[conns.n++] = fd;
-		weft_detach(co);	/* it frees itself; shutdown waits on the wait group */
-	}
-	weft_mutex_unlock(conns.lock);
-	return ok;
 }
 
 static void accept_loop(void *arg)
@@ -116,17 +69,10 @@ static void accept_loop(void *arg)
 				continue;	/* that client gave up: the next one */
 			return;
 		}
-		if (!conn_start(fd))
+		/* a member: the group frees it when it returns */
+		if (!weft_group_spawn(conns.all, connection, (void *)(intptr_t)fd))
 			weft_close(fd);
 	}
-}
-
-static void cancel_connections(void)
-{
-	weft_mutex_lock(conns.lock);
-	for (unsigned i = 0; i < conns.n; i++)
-		weft_cancel(conns.co[i]);
-	weft_mutex_unlock(conns.lock);
 }
 
 static int listen_on(int port)
@@ -164,16 +110,12 @@ static void server_main(void *arg)
 {
 	struct server *s = arg;
 	weft_set_name("main");
-	conns.lock = weft_mutex_new();
-	conns.running = weft_wg_new();
+	conns.all = weft_group_new();
 	int lfd = listen_on(s->port);
-	if (!conns.lock || !conns.running || lfd < 0 || weft_offload(lookup_host, NULL) != 0) {
+	if (!conns.all || lfd < 0 || weft_offload(lookup_host, NULL) != 0 ||
+	    !weft_group_spawn(conns.all, accept_loop, (void *)(intptr_t)lfd)) {
 		s->status = 1;
-		return;
-	}
-	weft_co *acceptor = weft_spawn(accept_loop, (void *)(intptr_t)lfd);
-	if (!acceptor) {
-		s->status = 1;
+		weft_group_free(conns.all);
 		return;
 	}
 
@@ -183,22 +125,19 @@ static void server_main(void *arg)
 	else
 		fprintf(stderr, "signal %u: shutting down\n", si.ssi_signo);
 
-	weft_cancel(acceptor);		/* its weft_accept returns ECANCELED */
-	weft_join(acceptor);		/* no new connection after this */
+	weft_group_cancel(conns.all);	/* the acceptor and every connection */
+	weft_group_wait(conns.all, -1);	/* each has closed its fd */
+	weft_group_free(conns.all);
 	weft_close(lfd);
-	cancel_connections();
-	weft_wg_wait(conns.running, -1);
 	weft_close(s->sigfd);
 
-	/* weft_wg_done is each connection's last call; it returns right after
-	 * (it is detached): wait the moment that takes, 1 s at most. */
+	/* The group's wait returns once the last member has returned, while it
+	 * may still be switching out: wait the moment that takes, 1 s at most. */
 	weft_stats st = { .size = sizeof st };
 	for (int i = 0; i < 1000 && weft_stats_get(&st) == 0 && st.live > 1; i++)
 		weft_sleep(weft_now() + 1000000);
 	fprintf(stderr, "shut down: %llu coroutines left besides main\n",
 		(unsigned long long)(st.live - 1));
-	weft_wg_free(conns.running);
-	weft_mutex_free(conns.lock);
 }
 
 int main(int argc, char **argv)
@@ -214,8 +153,14 @@ int main(int argc, char **argv)
 		perror("signalfd");
 		return 1;
 	}
-	if (weft_main(server_main, &s, NULL) != 0) {
-		perror("weft_main");
+	weft_co *co = NULL;
+	if (weft_init(NULL) != 0 || !(co = weft_spawn(server_main, &s)) || weft_join(co) != 0) {
+		perror("weft");
+		return 1;
+	}
+	/* Anything still running SHUTDOWN_GRACE_S from now is cancelled. */
+	if (weft_shutdown_until(weft_now() + SHUTDOWN_GRACE_S * 1000000000LL) != 0) {
+		perror("weft_shutdown_until");	/* the stragglers are named above */
 		return 1;
 	}
 	return s.status;

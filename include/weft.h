@@ -135,6 +135,20 @@ WEFT_EXPORT int weft_init(const weft_config *cfg);
 WEFT_EXPORT int weft_shutdown(void);
 
 /*
+ * weft_shutdown with a deadline (absolute weft_now() ns; -1 none): waits
+ * until every coroutine has finished or the deadline passes; then cancels
+ * (weft_cancel) every coroutine still running, and every one spawned
+ * meanwhile, and waits for them.  Returns 0 once all have finished and the
+ * runtime is stopped, as weft_shutdown does.  ETIMEDOUT if some still run a
+ * second after their cancellation (they ignore it: they never block, or
+ * catch ECANCELED and carry on): each is named on stderr, one line with its
+ * id and entry function, and the runtime is left running (they stay
+ * cancelled), for a later weft_shutdown or weft_shutdown_until.
+ * Errors: those of weft_shutdown.
+ */
+WEFT_EXPORT int weft_shutdown_until(int64_t deadline);
+
+/*
  * weft_init(cfg), runs fn(arg) as a coroutine, waits for it to return, then
  * weft_shutdown().  Returns 0, or -1 with the errno of the step that failed.
  */
@@ -190,6 +204,49 @@ WEFT_EXPORT int weft_join(weft_co *co);
  * From coroutines (which park) and plain threads (which block).
  */
 WEFT_EXPORT int weft_join_until(weft_co *co, int64_t deadline);
+
+/*
+ * Groups (libdill's bundles, Tokio's JoinSet): a set of coroutines, its
+ * members, that the group joins as they return, waited for, cancelled and
+ * freed together.  Every call works from coroutines (which park) and plain
+ * threads (which block).  The object-lifetime rule holds: weft_group_free may
+ * be called as soon as weft_group_wait has returned.
+ */
+typedef struct weft_group weft_group;
+
+/* A new, empty group; NULL/ENOMEM. */
+WEFT_EXPORT weft_group *weft_group_new(void);
+
+/*
+ * Spawns fn(arg) as a member of g (as weft_spawn: the default stack and no
+ * name); a member may spawn members.  After weft_group_cancel, the member
+ * starts cancelled.  The group frees the member when it returns: the handle
+ * returned may be used (weft_cancel, weft_co_id, weft_co_name) only while
+ * the caller knows the member has not returned, and never with weft_join or
+ * weft_detach.  NULL with errno: EINVAL if g or fn is NULL; those of
+ * weft_spawn.
+ */
+WEFT_EXPORT weft_co *weft_group_spawn(weft_group *g, void (*fn)(void *), void *arg);
+
+/*
+ * Waits until every member of g has returned (the members spawned while it
+ * waits included): 0.  Errors: EINVAL if g is NULL; ETIMEDOUT at deadline
+ * (absolute weft_now() ns, -1 none), the members left running; ECANCELED if
+ * the caller is cancelled; EDEADLK if the caller is a member of g.
+ */
+WEFT_EXPORT int weft_group_wait(weft_group *g, int64_t deadline);
+
+/* Calls weft_cancel on every member of g, and on every member spawned
+ * later.  Errors: EINVAL if g is NULL. */
+WEFT_EXPORT int weft_group_cancel(weft_group *g);
+
+/*
+ * Cancels the members of g that still run, waits for them (a cancelled
+ * caller waits all the same: members never outlive their group) and frees
+ * g.  Errors: EINVAL if g is NULL; EDEADLK if the caller is a member of g
+ * (nothing is done).
+ */
+WEFT_EXPORT int weft_group_free(weft_group *g);
 
 /*
  * Lets co free itself when it returns (at once if it already has).
@@ -606,7 +663,8 @@ WEFT_EXPORT int weft_stats_get(weft_stats *out);
  * weft_chan_recv (or a select) on a one-shot reply channel then
  * weft_chan_free, while the sender's call may still be on its way out; the
  * last user's weft_mutex_unlock then weft_mutex_free; a weft_cond_wait woken
- * by a broadcast then weft_cond_free.  What stays undefined is freeing an
+ * by a broadcast then weft_cond_free; weft_group_wait then weft_group_free,
+ * while the last member is still on its way out.  What stays undefined is freeing an
  * object while a call on it has not returned: a waiter still parked on it,
  * or a call that another thread may still make.
  */

@@ -67,6 +67,7 @@ static void co_free(struct weft__worker *w, struct weft_co *co)
 
 static void co_finish(struct weft__worker *w, struct weft_co *co)
 {
+	at_store_uint(&co->live, 0);
 	san_destroy(&co->san);
 	weft__count(&w->c.finished);
 	if (!weft__complete(&co->join, JOIN_DETACHED))
@@ -160,6 +161,8 @@ static void co_main(void *arg)
 	co->fn(co->arg);
 	if (co->locals)
 		weft__locals_destroy(co);
+	if (co->group)
+		weft__group_leave(co);
 	uint64_t word = at_load_64(&co->park_word);
 	WEFT_ASSERT(park_state(word) == CO_RUNNING);
 	at_store_64(&co->park_word, park_word(park_gen(word), 0, CO_EXITING));
@@ -196,6 +199,17 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 
 weft_co *weft_spawn_with(void (*fn)(void *), void *arg, const weft_spawn_opts *opts)
 {
+	struct weft_co *co = weft__co_new(fn, arg, opts);
+	if (co)
+		weft__co_start(co);
+	return co;
+}
+
+/* The fields that weft__co_each_live's callback may read or write while the
+ * stack is being reused (cancelled, park_word, id, fn) are stored
+ * atomically here (relaxed: plain moves). */
+struct weft_co *weft__co_new(void (*fn)(void *), void *arg, const weft_spawn_opts *opts)
+{
 	if (!weft__runtime_accepting()) {
 		weft__fail(EPERM);
 		return NULL;
@@ -213,26 +227,53 @@ weft_co *weft_spawn_with(void (*fn)(void *), void *arg, const weft_spawn_opts *o
 	}
 	struct weft_co *co = weft__stack_payload(stack);
 	co->stack = stack;
-	co->fn = fn;
+	at_store_ptr((void **)&co->fn, (void *)fn);
 	co->arg = arg;
 	co->join = NULL;
 	co->next = NULL;
 	co->worker = w;
 	co->saved_errno = 0;
-	co->cancelled = 0;
+	/* a weft_shutdown_until past its deadline cancels every spawn */
+	at_store_uint(&co->cancelled, at_load_uint(&weft__rt.cancel_all));
 	co->locals = NULL;
 	co->nlocals = 0;
+	co->group = NULL;
 	copy_name(co, opts ? opts->name : NULL);
-	co->park_word = park_word(0, 0, CO_RUNNABLE);
-	co->id = weft__next_id(w);
+	at_store_64(&co->park_word, park_word(0, 0, CO_RUNNABLE));
+	at_store_64(&co->id, weft__next_id(w));
 	co->sp = weft__ctx_make(weft__stack_top(stack), co_main, co);
 	san_init(&co->san, weft__stack_base(stack), weft__stack_usable(stack), true);
+	return co;
+}
+
+void weft__co_start(struct weft_co *co)
+{
+	struct weft__worker *w = co->worker;
 	if (w)
 		weft__count(&w->c.spawned);
 	else
 		at_faa_64(&weft__rt.ext_spawned, 1);
+	at_store_uint(&co->live, 1);
 	weft__schedule(co);
-	return co;
+}
+
+struct each_live {
+	void (*fn)(struct weft_co *co, void *arg);
+	void *arg;
+};
+
+static void visit(void *payload, void *arg)
+{
+	struct weft_co *co = payload;
+	const struct each_live *e = arg;
+	if (at_load_uint(&co->live))
+		e->fn(co, e->arg);
+}
+
+void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg)
+{
+	struct each_live e = { fn, arg };
+	weft__stack_each(visit, &e);
 }
 
 int weft_join(weft_co *co)

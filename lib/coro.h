@@ -28,6 +28,7 @@
 
 struct weft__worker;
 struct weft__local;
+struct weft_group;
 
 struct weft_co {
 	void *sp;			/* saved stack pointer while switched out */
@@ -44,6 +45,9 @@ struct weft_co {
 	struct weft__local *locals;	/* coroutine-local values, by key slot */
 	unsigned nlocals;
 	struct weft__san san;
+	struct weft_group *group;	/* the group it is a member of (group.c), or NULL */
+	struct weft_co *gprev, *gnext;	/* its link among the members, under the group's lock */
+	unsigned live;			/* atomic: spawned and not yet finished (weft__co_each_live) */
 	char name[WEFT_NAME_MAX];	/* weft_set_name's copy, "" if none */
 };
 
@@ -53,6 +57,22 @@ void weft__co_run(struct weft__worker *w, struct weft_co *co);
 
 /* The coroutine's side: switch to the scheduler of the worker running co. */
 void weft__co_switch_out(struct weft_co *co, int dying);
+
+/* weft_spawn_with in two steps: a coroutine ready to run but not yet
+ * scheduled (NULL/errno), which the caller may set up (a group adopts it),
+ * then its start. */
+struct weft_co *weft__co_new(void (*fn)(void *), void *arg, const weft_spawn_opts *opts);
+void weft__co_start(struct weft_co *co);
+
+/* group.c: co, a member of co->group, has returned; the group lets it go. */
+void weft__group_leave(struct weft_co *co);
+
+/* Calls fn(co, arg) for every coroutine spawned and not finished, under the
+ * stack pool's lock (so no stack is freed meanwhile; fn must not spawn).
+ * Racy by design: a coroutine may finish, and its stack be reused by a new
+ * one, while fn runs; fn's effect (a cancel, a line on stderr) must be
+ * harmless then.  For weft_shutdown_until (runtime.c). */
+void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg);
 
 /* True when the calling coroutine has been cancelled (false on a thread):
  * every call that could block checks it first and fails with ECANCELED. */

@@ -120,8 +120,7 @@ static void adopt(unsigned i, bool on)
 	mon.watch[i].adopted = on;
 }
 
-/* "entry 0x... (symbol+0x.. in object)", as much as dladdr can tell. */
-static void describe(void *fn, char *buf, size_t size)
+void weft__describe_entry(void *fn, char *buf, size_t size)
 {
 	Dl_info info;
 	if (!dladdr(fn, &info) || !info.dli_fname)
@@ -138,7 +137,7 @@ static void report_stall(struct weft__worker *w, int64_t ran_ns)
 {
 	uint64_t id = at_load_64(&w->current_id);
 	char entry[512];
-	describe(at_load_ptr(&w->current_fn), entry, sizeof entry);
+	weft__describe_entry(at_load_ptr(&w->current_fn), entry, sizeof entry);
 	/* The dispatch may have ended since the sample; then it was a stall of
 	 * this length all the same. */
 	fprintf(stderr, "weft: stall: worker %u has run coroutine %" PRIu64

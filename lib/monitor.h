@@ -5,6 +5,7 @@
 #ifndef WEFT_MONITOR_H
 #define WEFT_MONITOR_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Starts the monitor; stall_ms: report dispatches that run this long, 0 never. */
@@ -15,5 +16,9 @@ void weft__monitor_stop(void);
 void weft__monitor_counts(uint64_t *polls, uint64_t *events, uint64_t *wakeups);
 /* A worker left its sleep: wakes the monitor if it sleeps without a tick. */
 void weft__monitor_worker_awake(void);
+/* A coroutine's entry fn for a report on stderr: "0x... (symbol+0x.. in
+ * object)", as much as dladdr can tell (the stall report, and
+ * weft_shutdown_until's list of coroutines that ignored their cancel). */
+void weft__describe_entry(void *fn, char *buf, size_t size);
 
 #endif

@@ -6,16 +6,20 @@
  * workers and the monitor.  shutdown: wait until every coroutine has
  * finished (draining), print the stats if asked, stop accepting spawns,
  * stop the offload helpers, stop the monitor, stop and
- * join the workers, free the pool and the fd table.  A mutex
+ * join the workers, free the pool and the fd table.  shutdown_until: the
+ * same drain until its deadline, then cancels what still runs (below).  A mutex
  * serialises init and shutdown against each other; nothing on a hot path
  * takes it.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <time.h>
 
 #include "atomic.h"
 #include "config.h"
+#include "coro.h"
 #include "errors.h"
 #include "fdtable.h"
 #include "futex.h"
@@ -69,30 +73,41 @@ int weft_init(const weft_config *cfg)
 	return r == 0 ? 0 : weft__fail(e);
 }
 
-static void wait_all_finished(void)
+/* Waits until every coroutine has finished (true) or until deadline
+ * (false; -1: none), calling sweep (if given) at once and then once per
+ * tick at most (a round also ends whenever a worker goes idle). */
+static bool wait_finished_until(int64_t deadline, void (*sweep)(void))
 {
 	at_store_uint(&weft__rt.draining, 1);
 	at_fence_store_load();
-	const struct timespec tick = { 0, 10 * 1000 * 1000 };
-	while (!weft__all_finished()) {
+	const int64_t tick = 10 * 1000 * 1000;
+	int64_t swept = 0;
+	for (bool first = true; !weft__all_finished(); first = false) {
+		if (sweep && (first || weft_now() - swept >= tick)) {
+			sweep();
+			swept = weft_now();
+		}
 		uint32_t seen = at_load_uint((unsigned *)&weft__rt.quiesce);
 		if (weft__all_finished())
 			break;
+		int64_t left = tick;
+		if (deadline >= 0) {
+			left = deadline - weft_now();
+			if (left <= 0)
+				return false;
+			if (left > tick)
+				left = tick;
+		}
 		/* Woken when a worker goes idle; the timeout is a safety net. */
-		weft__futex_wait(&weft__rt.quiesce, seen, &tick);
+		const struct timespec ts = { 0, (long)left };
+		weft__futex_wait(&weft__rt.quiesce, seen, &ts);
 	}
+	return true;
 }
 
-int weft_shutdown(void)
+/* With lifecycle_lock held and every coroutine finished. */
+static void stop_locked(void)
 {
-	if (weft__worker_self())
-		return weft__fail(EDEADLK);
-	pthread_mutex_lock(&lifecycle_lock);
-	if (!started) {
-		pthread_mutex_unlock(&lifecycle_lock);
-		return weft__fail(ESRCH);
-	}
-	wait_all_finished();
 	if (print_stats)
 		weft__stats_print(stderr);
 	at_store_uint(&weft__rt.running, 0);
@@ -103,6 +118,83 @@ int weft_shutdown(void)
 	weft__workers_free();
 	weft__fdtable_fini();	/* registrations died with the loops */
 	started = false;
+}
+
+/* Takes lifecycle_lock if the runtime runs and the caller is a plain
+ * thread: 0, else the error. */
+static int shutdown_begin(void)
+{
+	if (weft__worker_self())
+		return EDEADLK;
+	pthread_mutex_lock(&lifecycle_lock);
+	if (!started) {
+		pthread_mutex_unlock(&lifecycle_lock);
+		return ESRCH;
+	}
+	return 0;
+}
+
+int weft_shutdown(void)
+{
+	int e = shutdown_begin();
+	if (e)
+		return weft__fail(e);
+	wait_finished_until(-1, NULL);
+	stop_locked();
+	pthread_mutex_unlock(&lifecycle_lock);
+	return 0;
+}
+
+static void cancel_one(struct weft_co *co, void *arg)
+{
+	(void)arg;
+	weft_cancel(co);
+}
+
+/* Cancels every live coroutine; a spawn that missed cancel_all is caught by
+ * the next sweep (so spawns need no fence).  Cancelling one twice is
+ * harmless: a wait that is not cancellable loops over the stray wake. */
+static void cancel_sweep(void)
+{
+	weft__co_each_live(cancel_one, NULL);
+}
+
+static void name_one(struct weft_co *co, void *arg)
+{
+	(void)arg;
+	char entry[512];
+	weft__describe_entry(at_load_ptr((void **)&co->fn), entry, sizeof entry);
+	fprintf(stderr, "weft: shutdown: coroutine %" PRIu64 " (entry %s) ignored its cancellation\n",
+		at_load_64(&co->id), entry);
+}
+
+/*
+ * weft_shutdown_until: the drain of weft_shutdown until deadline; then
+ * cancel_all (spawns start cancelled) and a sweep of weft__co_each_live
+ * cancels every coroutine still running, again every 10 ms (a spawn that
+ * missed cancel_all) for GRACE; those still running then are named and the
+ * runtime is left up, draining ended, for a later shutdown.
+ */
+int weft_shutdown_until(int64_t deadline)
+{
+	const int64_t GRACE = 1000 * 1000 * 1000;
+	int e = shutdown_begin();
+	if (e)
+		return weft__fail(e);
+	if (!wait_finished_until(deadline, NULL)) {
+		at_store_uint(&weft__rt.cancel_all, 1);
+		at_fence_store_load();
+		bool done = wait_finished_until(weft_now() + GRACE, cancel_sweep);
+		if (!done)
+			weft__co_each_live(name_one, NULL);
+		at_store_uint(&weft__rt.cancel_all, 0);
+		if (!done) {
+			at_store_uint(&weft__rt.draining, 0);
+			pthread_mutex_unlock(&lifecycle_lock);
+			return weft__fail(ETIMEDOUT);
+		}
+	}
+	stop_locked();
 	pthread_mutex_unlock(&lifecycle_lock);
 	return 0;
 }

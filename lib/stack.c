@@ -509,3 +509,11 @@ uint64_t weft__stack_pool_allocated(void)
 	pthread_mutex_unlock(&pool.all_lock);
 	return n;
 }
+
+void weft__stack_each(void (*fn)(void *payload, void *arg), void *arg)
+{
+	pthread_mutex_lock(&pool.all_lock);
+	for (struct weft__stack *s = pool.all; s; s = s->all_next)
+		fn(weft__stack_payload(s), arg);
+	pthread_mutex_unlock(&pool.all_lock);
+}

@@ -110,6 +110,10 @@ bool weft__stack_guard_hit(const struct weft__stack *s, const void *addr);
  * not the last `reserve` magazines; true if a later call may free more. */
 bool weft__stack_pool_trim(size_t reserve);
 
+/* Calls fn(payload, arg) for every allocated stack, cached or in use, under
+ * the lock of the list of all stacks (none is freed meanwhile). */
+void weft__stack_each(void (*fn)(void *payload, void *arg), void *arg);
+
 /* Stacks allocated from jemalloc now, cached or in use. */
 uint64_t weft__stack_pool_allocated(void);
 

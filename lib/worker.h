@@ -118,6 +118,8 @@ struct weft__runtime {
 	uint64_t ext_wakeups;		/* atomic: wakes won by plain threads */
 	uint32_t quiesce;		/* futex: bumped when a worker goes idle while draining */
 	unsigned draining;		/* atomic: a shutdown is waiting */
+	unsigned cancel_all;		/* atomic: weft_shutdown_until passed its deadline:
+					 * spawns start cancelled */
 };
 
 extern struct weft__runtime weft__rt;

@@ -387,3 +387,54 @@ Test(lifetime, rwlock_freed_right_after_the_lock_it_was_handed, .timeout = 600)
 {
 	both_wakers(rwlock_rounds);
 }
+
+/* ------------------------------------------------------ group */
+
+/* The last member's leave wakes the waiter after releasing the group's
+ * lock; the waiter frees the group at once, while the member is still
+ * leaving (switching out).  The member spins a moment so the waiter
+ * usually parks first. */
+static void member_spins(void *arg)
+{
+	(void)arg;
+	int64_t until = weft_now() + 2000;
+	while (weft_now() < until)
+		;
+}
+
+/* A quarter of the rounds per waiter, since each round spawns a coroutine;
+ * under TSan, whose fiber creation costs milliseconds, 1,000 at most. */
+static unsigned group_round_count(void)
+{
+	unsigned n = rounds() / 4;
+#ifdef WEFT_TEST_TSAN
+	if (n > 1000)
+		n = 1000;
+#endif
+	return n;
+}
+
+static void group_rounds(void)
+{
+	for (unsigned i = 0, n = group_round_count(); i < n; i++) {
+		weft_group *g = weft_group_new();
+		CHECK(g);
+		CHECK(weft_group_spawn(g, member_spins, NULL) != NULL);
+		CHECK(weft_group_wait(g, -1) == 0);
+		CHECK(weft_group_free(g) == 0);
+	}
+}
+
+static void group_rounds_co(void *arg)
+{
+	(void)arg;
+	group_rounds();
+}
+
+Test(lifetime, group_freed_right_after_its_wait, .timeout = 600)
+{
+	run(2, group_rounds_co, NULL);	/* the waiter a coroutine */
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
+	group_rounds();			/* the waiter a plain thread */
+	cr_assert_eq(weft_shutdown(), 0);
+}

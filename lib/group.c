@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * group.c — weft_group, a set of coroutines joined together (libdill's
+ * bundle, Tokio's JoinSet, the coroutine side of Go's errgroup).
+ *
+ * A member is an ordinary coroutine, detached at its spawn, that knows its
+ * group (co->group) and sits in the group's list of running members (linked
+ * through co->gprev/gnext, under the group's lock) from before its start
+ * until it returns.  So the group joins its members as they finish: when a
+ * member's function (and its coroutine-locals' destructors) have returned,
+ * coro.c calls weft__group_leave, which unlinks it and counts it out under
+ * the lock; the last one out claims every waiter of weft_group_wait and
+ * weft_group_free (waitq.h), and wakes them after releasing the lock, its
+ * last access to the group.  The coroutine then exits and frees its control
+ * block itself, as a detached one does.  Hence the object-lifetime rule
+ * (weft.h): a wait that returned 0 has seen the last member's lock release,
+ * so weft_group_free may follow at once, even while that member is still
+ * switching out.
+ *
+ * The handle weft_group_spawn returns is valid while the member runs: the
+ * caller may weft_cancel it, or read its id or name, only while it knows the
+ * member has not returned (it is the member itself, or the member waits on
+ * something only the caller can release).  Once the member returns the
+ * handle is freed; weft_join and weft_detach never apply to it.  To reach
+ * members whose state is unknown, use weft_group_cancel.
+ *
+ * Cancellation: weft_group_cancel marks the group and calls weft_cancel on
+ * each member in the list, under the lock (a listed member is not freed);
+ * a member spawned after it starts cancelled.  Members may spawn members
+ * (the group never empties while the spawner runs).  A member that waits
+ * for, or frees, its own group would wait for itself: EDEADLK.
+ * weft_group_free cancels, then waits without being cancellable (a
+ * cancelled caller still waits: the members must not outlive the group).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "atomic.h"
+#include "coro.h"
+#include "errors.h"
+#include "waitq.h"
+#include "weft.h"
+
+struct weft_group {
+	struct weft__lock lock;
+	struct weft__waitq waiters;	/* weft_group_wait and weft_group_free callers */
+	struct weft_co *members;	/* running members, newest first */
+	size_t count;			/* how many */
+	bool cancelled;			/* weft_group_cancel was called */
+};
+
+weft_group *weft_group_new(void)
+{
+	return weft__waitq_object_new(sizeof(weft_group));
+}
+
+/* Under the lock. */
+static void link_member(weft_group *g, struct weft_co *co)
+{
+	co->gprev = NULL;
+	co->gnext = g->members;
+	if (g->members)
+		g->members->gprev = co;
+	g->members = co;
+	g->count++;
+}
+
+static void unlink_member(weft_group *g, struct weft_co *co)
+{
+	if (co->gprev)
+		co->gprev->gnext = co->gnext;
+	else
+		g->members = co->gnext;
+	if (co->gnext)
+		co->gnext->gprev = co->gprev;
+	g->count--;
+}
+
+weft_co *weft_group_spawn(weft_group *g, void (*fn)(void *), void *arg)
+{
+	if (!g) {
+		weft__fail(EINVAL);
+		return NULL;
+	}
+	struct weft_co *co = weft__co_new(fn, arg, NULL);
+	if (!co)
+		return NULL;
+	weft_detach(co);	/* not started yet: always succeeds */
+	co->group = g;
+	weft__lock_acquire(&g->lock);
+	if (g->cancelled)
+		at_store_uint(&co->cancelled, 1);
+	link_member(g, co);
+	weft__lock_release(&g->lock);
+	weft__co_start(co);
+	return co;
+}
+
+void weft__group_leave(struct weft_co *co)
+{
+	weft_group *g = co->group;
+	co->group = NULL;
+	struct weft__wakes ws = { NULL };
+	weft__lock_acquire(&g->lock);
+	unlink_member(g, co);
+	if (g->count == 0)
+		weft__waitq_claim_all(&g->waiters, 0, &ws);
+	weft__lock_release(&g->lock);	/* the member's last access to g */
+	weft__wakes_run(&ws);
+}
+
+/* Waits until g has no member: 0, or the wait's failure (ETIMEDOUT,
+ * ECANCELED if cancellable; a stray cancel wake of an uncancellable wait
+ * also returns ECANCELED, and the caller waits again). */
+static int wait_empty(weft_group *g, int64_t deadline, bool cancellable)
+{
+	weft__lock_acquire(&g->lock);
+	if (g->count == 0) {
+		weft__lock_release(&g->lock);
+		return 0;
+	}
+	struct weft__wait x;
+	weft__wait_enqueue(&x, &g->waiters, NULL);
+	x.waiter.cancellable = cancellable;
+	return weft__wait_park(&x, &g->lock, &g->waiters, deadline);
+}
+
+/* The caller is a member of g, so waiting for g would wait for itself. */
+static bool own_group(weft_group *g)
+{
+	weft_co *self = weft_self();
+	return self && self->group == g;
+}
+
+int weft_group_wait(weft_group *g, int64_t deadline)
+{
+	if (!g)
+		return weft__fail(EINVAL);
+	if (weft__cancelled())
+		return weft__fail(ECANCELED);
+	if (own_group(g))
+		return weft__fail(EDEADLK);
+	int r = wait_empty(g, deadline, true);
+	return r ? weft__fail(r) : 0;
+}
+
+int weft_group_cancel(weft_group *g)
+{
+	if (!g)
+		return weft__fail(EINVAL);
+	weft__lock_acquire(&g->lock);
+	g->cancelled = true;
+	for (struct weft_co *co = g->members; co; co = co->gnext)
+		weft_cancel(co);
+	weft__lock_release(&g->lock);
+	return 0;
+}
+
+int weft_group_free(weft_group *g)
+{
+	if (!g)
+		return weft__fail(EINVAL);
+	if (own_group(g))
+		return weft__fail(EDEADLK);
+	weft_group_cancel(g);
+	while (wait_empty(g, -1, false) != 0)
+		;	/* a stray cancel wake: not cancellable, wait again */
+	free(g);
+	return 0;
+}
