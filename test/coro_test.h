@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +67,12 @@ static inline weft_co *go(void (*fn)(void *), void *arg)
 static inline void join(weft_co *co)
 {
 	CHECK(weft_join(co) == 0);
+}
+
+/* A connected pair of Unix stream sockets, close-on-exec. */
+static inline void socket_pair(int sv[2])
+{
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
 }
 
 /* Sends this process's stderr (fd 2) to a temporary file until

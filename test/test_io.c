@@ -58,11 +58,6 @@ static int tcp_socket(void)
 	return fd;
 }
 
-static void socket_pair(int sv[2])
-{
-	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-}
-
 /* ------------------------------------------------------ outside */
 
 static void check_all_eperm(void)

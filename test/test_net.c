@@ -33,11 +33,6 @@
 		}                                                                        \
 	} while (0)
 
-static void stream_pair(int sv[2])
-{
-	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
-}
-
 /* A temporary file holding n bytes of pattern(i), unlinked. */
 static unsigned char pattern(size_t i)
 {
@@ -172,7 +167,7 @@ enum { NCALLS = sizeof calls / sizeof calls[0], MSG = 5 };
  * buffer is full when full is set. */
 static void pair_for(const struct call *c, int sv[2], bool full)
 {
-	stream_pair(sv);
+	socket_pair(sv);
 	if (c->dir == WEFT_OUT && full)
 		fill(sv[0]);
 }
@@ -247,7 +242,7 @@ static void each_write_all_call_writes_all(void *arg)
 		if (!c->all)
 			continue;
 		int sv[2];
-		stream_pair(sv);
+		socket_pair(sv);
 		int small = 4096;
 		CHECK(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small) == 0);
 		struct pattern_reader r = { .fd = sv[1], .naps = true, .want = size };
@@ -478,7 +473,7 @@ static ssize_t bad_release_unseen(int fd)
 {
 	(void)fd;
 	int sv[2];
-	stream_pair(sv);	/* open, but weft never saw it */
+	socket_pair(sv);	/* open, but weft never saw it */
 	ssize_t r = weft_release(sv[0]);
 	int e = errno;
 	CHECK(close(sv[0]) == 0 && close(sv[1]) == 0);
@@ -518,7 +513,7 @@ static void bad_arguments(void *arg)
 	for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
 		const struct bad_case *b = &bad_cases[i];
 		int sv[2];
-		stream_pair(sv);
+		socket_pair(sv);
 		errno = 0;
 		ssize_t r = b->fn(sv[0]);
 		if (r != -1 || errno != b->err) {
@@ -595,7 +590,7 @@ static void vec_writer(void *arg)
 static void vec_root(void *arg)
 {
 	struct vec_test *t = arg;
-	stream_pair(t->sv);
+	socket_pair(t->sv);
 	int small = 4096;
 	CHECK(setsockopt(t->sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small) == 0);
 	CHECK(setsockopt(t->sv[1], SOL_SOCKET, SO_RCVBUF, &small, sizeof small) == 0);
@@ -738,8 +733,8 @@ static void pass_fd(void *arg)
 {
 	(void)arg;
 	int ch[2], sv[2];
-	stream_pair(ch);
-	stream_pair(sv);
+	socket_pair(ch);
+	socket_pair(sv);
 	for (int cloexec = 0; cloexec < 2; cloexec++) {
 		union {
 			struct cmsghdr h;
@@ -794,7 +789,7 @@ static void peek(void *arg)
 {
 	(void)arg;
 	int sv[2];
-	stream_pair(sv);
+	socket_pair(sv);
 	char b[16];
 	for (int i = 0; i < 100; i++) {
 		CHECK(weft_write(sv[1], "abc", 3, -1) == 3);
@@ -822,7 +817,7 @@ static void sendfile_root(void *arg)
 	struct file_test *t = arg;
 	int file = pattern_file(t->size);
 	int sv[2];
-	stream_pair(sv);
+	socket_pair(sv);
 	/* with an offset: the file's position stays where it was */
 	CHECK(lseek(file, 3, SEEK_SET) == 3);
 	struct pattern_reader r = { .fd = sv[1], .want = t->size };
@@ -859,7 +854,7 @@ static void release(void *arg)
 {
 	(void)arg;
 	int sv[2];
-	stream_pair(sv);	/* blocking, as socketpair makes them */
+	socket_pair(sv);	/* blocking, as socketpair makes them */
 	CHECK(!(fcntl(sv[0], F_GETFL) & O_NONBLOCK));
 	/* a reader parked on it is woken with ECANCELED */
 	struct parked_call p = { .c = &calls[1], .fd = sv[0] };	/* weft_recv */
@@ -881,7 +876,7 @@ static void release(void *arg)
 	int num = sv[0];
 	CHECK(close(sv[0]) == 0);
 	int again[2];
-	stream_pair(again);
+	socket_pair(again);
 	CHECK(again[0] == num || again[1] == num);
 	int fd = again[0] == num ? again[0] : again[1], peer = again[0] == num ? again[1] : again[0];
 	CHECK(weft_recv(fd, b, sizeof b, 0, weft_now() + 20 * MS) == -1 && errno == ETIMEDOUT);
