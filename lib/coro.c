@@ -238,6 +238,8 @@ struct weft_co *weft__co_new(void (*fn)(void *), void *arg, const weft_spawn_opt
 	co->locals = NULL;
 	co->nlocals = 0;
 	co->group = NULL;
+	co->home = NULL;
+	co->locks = 0;
 	copy_name(co, opts ? opts->name : NULL);
 	at_store_64(&co->park_word, park_word(0, 0, CO_RUNNABLE));
 	at_store_64(&co->id, weft__next_id(w));

@@ -48,6 +48,12 @@ struct weft_co {
 	struct weft_group *group;	/* the group it is a member of (group.c), or NULL */
 	struct weft_co *gprev, *gnext;	/* its link among the members, under the group's lock */
 	unsigned live;			/* atomic: spawned and not yet finished (weft__co_each_live) */
+	/* weft_lock_thread (affinity.c): while locks > 0 it runs on home alone.
+	 * Both are written by the coroutine itself while it runs; a waker reads
+	 * home only after the park word's CAS that makes it runnable, which
+	 * orders it after the coroutine's last write before parking. */
+	struct weft__worker *home;
+	unsigned locks;
 	char name[WEFT_NAME_MAX];	/* weft_set_name's copy, "" if none */
 };
 

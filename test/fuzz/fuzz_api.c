@@ -134,6 +134,8 @@ struct ctx {
 	int64_t wait_deadline;
 	atomic_uint wait_seq;
 	unsigned held;			/* mutexes held (bit i: mutex i) */
+	unsigned locks;			/* weft_lock_thread nesting */
+	int home;			/* the worker it locked on */
 	struct ctx *kid[MAX_KIDS];
 	weft_co *kid_h[MAX_KIDS];
 	void *local[NKEY];		/* the model of its local values */
@@ -1219,8 +1221,37 @@ static void op_name(struct ctx *c, unsigned a)
 	(void)c;
 }
 
-static void op_query(struct ctx *c)
+/* weft_lock_thread / weft_unlock_thread by a's bits; while locked, every
+ * instruction starts on the worker it locked on (exec_insn). */
+static void op_affinity(struct ctx *c, unsigned a)
 {
+	int r;
+	switch (a % 4) {
+	case 0:
+		CHECK(weft_lock_thread() == 0, "weft_lock_thread: errno %d", errno);
+		if (c->locks++ == 0)
+			c->home = weft_worker_id();
+		break;
+	case 1:
+		if (!c->locks)
+			break;
+		CHECK(weft_unlock_thread() == 0, "weft_unlock_thread: errno %d", errno);
+		c->locks--;
+		break;
+	case 2:
+		if (c->locks)
+			break;
+		r = weft_unlock_thread();
+		EXPECT_FAIL(r, errno, "weft_unlock_thread while not locked", EINVAL);
+		break;
+	default:
+		break;
+	}
+}
+
+static void op_query(struct ctx *c, unsigned a)
+{
+	op_affinity(c, a >> 1);
 	weft_co *self = weft_self();
 	CHECK(self == atomic_load(&c->self), "weft_self() changed");
 	int w = weft_worker_id();
@@ -1585,6 +1616,8 @@ static void thread_probe(struct ctx *c, unsigned op, unsigned a, unsigned b)
 		CHECK(weft_worker_count() == G.workers, "weft_worker_count() %u", weft_worker_count());
 		r = weft_init(NULL);
 		EXPECT_FAIL(r, errno, "weft_init while running", EALREADY);
+		r = weft_lock_thread();
+		EXPECT_FAIL(r, errno, "weft_lock_thread from a thread", EPERM);
 		r = weft_cancel(weft_self());
 		EXPECT_FAIL(r, errno, "weft_cancel(NULL)", EINVAL);
 		break;
@@ -1616,6 +1649,9 @@ static void exec_insn(struct ctx *c, int *pc)
 	unsigned op = in[0] & 31, a = in[1], b = in[2];
 	atomic_store(&c->op, (int)op);
 	bool co = coroutine_role(c);
+	if (co && c->locks)
+		CHECK(weft_worker_id() == c->home, "a locked coroutine runs on worker %d, not %d",
+		      weft_worker_id(), c->home);
 	switch (op) {
 	case OP_YIELD:
 		weft_yield();
@@ -1673,7 +1709,7 @@ static void exec_insn(struct ctx *c, int *pc)
 			thread_probe(c, op, a, b);
 			break;
 		}
-		op_query(c);
+		op_query(c, a);
 		break;
 	default:
 		if (!co) {	/* the rest is for coroutines: EPERM probes */
