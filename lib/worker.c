@@ -391,9 +391,8 @@ static int worker_init(struct weft__worker *w, unsigned index)
 	w->epfd = w->evfd = -1;	/* slice_start 0: the first fairness turn sets the clocks */
 	pthread_mutex_init(&w->ready.lock, NULL);
 	pthread_mutex_init(&w->pinned.lock, NULL);
-	if (weft__deque_init(&w->deque, DEQUE_INITIAL) != 0)
-		return -1;
-	return weft__loop_init(w);
+	int r = weft__deque_init(&w->deque, DEQUE_INITIAL);
+	return r < 0 ? r : weft__loop_init(w);
 }
 
 static void worker_fini(struct weft__worker *w)
@@ -442,14 +441,14 @@ int weft__workers_start(unsigned n, int pin)
 	weft__rt.idle = weft__fault() ? NULL : calloc(n, sizeof *weft__rt.idle);
 	if (!weft__rt.workers || !weft__rt.idle) {
 		workers_free(0);
-		return weft__fail(ENOMEM);
+		return -ENOMEM;
 	}
 	unsigned i;
 	for (i = 0; i < n; i++) {
-		if (worker_init(&weft__rt.workers[i], i) != 0) {
-			int e = errno;
+		int r = worker_init(&weft__rt.workers[i], i);
+		if (r < 0) {
 			workers_free(i + 1);
-			return weft__fail(e);
+			return r;
 		}
 	}
 	int err = 0;
@@ -463,9 +462,8 @@ int weft__workers_start(unsigned n, int pin)
 		weft__rt.nworkers = i - 1;	/* the started ones */
 		weft__workers_stop();
 		workers_free(n);
-		return weft__fail(EAGAIN);
 	}
-	return 0;
+	return err;
 }
 
 void weft__workers_stop(void)

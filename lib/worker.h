@@ -162,7 +162,8 @@ void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop);
  * dispatched by w), or NULL: then switch to w's scheduler. */
 struct weft_co *weft__worker_successor(struct weft__worker *w);
 
-/* Starts and stops the worker threads (runtime.c drives them). */
+/* Starts and stops the worker threads (runtime.c drives them); start
+ * returns 0 or a negative errno (ENOMEM, EMFILE, EAGAIN). */
 int weft__workers_start(unsigned n, int pin);
 void weft__workers_stop(void);		/* wakes and joins every worker */
 void weft__workers_free(void);		/* then frees them */
