@@ -65,9 +65,9 @@ void weft__co_run(struct weft__worker *w, struct weft_co *co);
 void weft__co_switch_out(struct weft_co *co, int dying);
 
 /* weft_spawn_with in two steps: a coroutine ready to run but not yet
- * scheduled (NULL/errno), which the caller may set up (a group adopts it),
- * then its start. */
-struct weft_co *weft__co_new(void (*fn)(void *), void *arg, const weft_spawn_opts *opts);
+ * scheduled, in *out (0; else -EPERM, -EINVAL or -ENOMEM), which the caller
+ * may set up (a group adopts it), then its start. */
+int weft__co_new(struct weft_co **out, void (*fn)(void *), void *arg, const weft_spawn_opts *opts);
 void weft__co_start(struct weft_co *co);
 
 /* group.c: co, a member of co->group, has returned; the group lets it go. */

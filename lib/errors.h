@@ -11,7 +11,10 @@
  *
  * The convention (libuv's): an internal function that can fail returns a
  * negative errno (-ENOMEM), and 0 or a count on success; it never sets
- * errno.  Only the public boundary does: `return weft__result(r);`.
+ * errno.  Only the public boundary does: `return weft__result(r);`.  The
+ * boundary includes a public call's file-local body (chan.c's chan_op for
+ * send and recv) and the one constructor helper whose NULL the public
+ * constructors return as it is (weft__waitq_object_new: ENOMEM).
  *
  * A leaf: it includes only libc headers, so every file can report an error
  * without depending on the scheduler (worker.h) for it.
@@ -35,6 +38,12 @@ int weft__fail(int e);
 static inline int weft__result(int r)
 {
 	return r < 0 ? weft__fail(-r) : r;
+}
+/* The same for a public call that returns a pointer: NULL, errno = -r. */
+static inline void *weft__result_null(int r)
+{
+	weft__fail(-r);
+	return (void *)0;
 }
 /* The calling thread's errno, read through a fresh thread-local address
  * (out of line: safe after a suspension moved the coroutine). */
