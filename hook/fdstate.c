@@ -206,12 +206,12 @@ unsigned weft__hook_fd_gen(int fd)
 	return e ? __atomic_load_n(&e->gen, __ATOMIC_SEQ_CST) : 0;
 }
 
-bool weft__hook_blocking(int mode, int fd)
+int weft__hook_blocking(int fd)
 {
-	if (mode == HOOK_PASS)
-		return false;
 	struct weft__hook_ofd *o = weft__hook_ofd(fd);
-	return o && !weft__hook_ofd_nonblock(o);
+	if (!o || weft__hook_ofd_nonblock(o))
+		return HOOK_PASS;
+	return weft__hook_mode();
 }
 
 bool weft__hook_takes(int nonblock_flag)

@@ -103,10 +103,11 @@ void weft__hook_leave(void);
  */
 struct weft__hook_ofd;
 
-/* Whether a call on fd must behave as blocking over the non-blocking fd
- * (the hooks' work): fd is tracked and believed blocking, and the caller
- * is not weft itself (mode HOOK_PASS). */
-bool weft__hook_blocking(int mode, int fd);
+/* The caller's mode (HOOK_PLAIN, HOOK_CORO) when a call on fd must behave
+ * as blocking over the non-blocking fd, which is the hooks' work: fd is
+ * tracked and believed blocking, and the caller is not weft itself.  Else
+ * HOOK_PASS: the real call, untouched.  Untracked fds cost one lookup. */
+int weft__hook_blocking(int fd);
 /* After a creation call made fd: with take, tracks it (the hooks made it
  * non-blocking), else clears what a number closed behind the hooks' back
  * left.  fd, or -1 (fd closed again) when it cannot be tracked. */

@@ -54,8 +54,8 @@ static ssize_t finish(struct op *op, ssize_t r)
 
 static ssize_t run(struct op *op, int fd)
 {
-	int mode = weft__hook_mode();
-	if ((op->flags & MSG_DONTWAIT) || !weft__hook_blocking(mode, fd))
+	int mode = op->flags & MSG_DONTWAIT ? HOOK_PASS : weft__hook_blocking(fd);
+	if (mode == HOOK_PASS)
 		return op->attempt(op, fd);
 	struct weft__hook_wait w;
 	weft__hook_wait_init(&w, fd, op->events, mode);

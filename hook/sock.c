@@ -91,8 +91,8 @@ static int connect_finish(struct weft__hook_wait *w)
 
 HOOK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 {
-	int mode = weft__hook_mode();
-	if (!weft__hook_blocking(mode, fd))
+	int mode = weft__hook_blocking(fd);
+	if (mode == HOOK_PASS)
 		return REAL(connect)(fd, addr, addrlen);
 	struct weft__hook_wait w;
 	weft__hook_wait_init(&w, fd, WEFT_OUT, mode);
