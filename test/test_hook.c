@@ -122,12 +122,6 @@ static void ticker(void *arg)
 	}
 }
 
-struct during {
-	void (*fn)(void *);
-	void *arg;
-	long ticks;
-};
-
 /* Runs fn(arg) while the ticker runs: the ticks counted meanwhile. */
 static long ticks_during(void (*fn)(void *), void *arg)
 {
@@ -142,7 +136,7 @@ static long ticks_during(void (*fn)(void *), void *arg)
 	return n;
 }
 
-/* The worker ran others while fn blocked for about `ms`. */
+/* The worker ran others (3 ticks at least) while fn(arg) blocked. */
 #define CHECK_NOT_BLOCKED(fn, arg) CHECK(ticks_during((fn), (arg)) >= 3)
 
 /* A coroutine that writes `byte` to fd after ms milliseconds. */
