@@ -336,12 +336,12 @@ static void polls(void *arg)
 	CHECK(p.r == 0 && p.took >= 120 * MS && p.took < 900 * MS);
 	/* three fds, one becomes ready */
 	struct pollfd three[3] = { { a[0], POLLIN, 0 }, { b[0], POLLIN, 0 }, { c[0], POLLIN, 0 } };
-	struct later l = { b[1], 80, 'b' };
+	struct later l = { b[1], 100, 'b' };
 	weft_co *w = go(write_later, &l);
 	p = (struct pl){ three, 3, -1, 0, 0 };
 	CHECK_NOT_BLOCKED(do_poll, &p);
 	CHECK(p.r == 1 && three[1].revents == POLLIN && !three[0].revents && !three[2].revents);
-	CHECK(p.took >= 80 * MS);
+	CHECK(p.took >= 100 * MS);
 	join(w);
 	/* timeout 0 never waits */
 	p = (struct pl){ three, 2, 0, 0, 0 };
@@ -391,11 +391,11 @@ static void selects(void *arg)
 	CHECK_NOT_BLOCKED(do_select, &s);
 	CHECK(s.r == 0 && !s.set && s.took >= 120 * MS && s.took < 900 * MS);
 	CHECK(s.left.tv_sec == 0 && s.left.tv_usec == 0);
-	struct later l = { sv[1], 60, 's' };
+	struct later l = { sv[1], 100, 's' };
 	weft_co *w = go(write_later, &l);
 	s = (struct sel){ .fd = sv[0], .ms = 800 };
 	CHECK_NOT_BLOCKED(do_select, &s);
-	CHECK(s.r == 1 && s.set && s.took >= 60 * MS);
+	CHECK(s.r == 1 && s.set && s.took >= 100 * MS);
 	CHECK(s.left.tv_usec > 0);	/* the time not slept */
 	join(w);
 	close(sv[0]);
@@ -427,7 +427,7 @@ static void do_accept(void *arg)
 static void client(void *arg)
 {
 	struct sockaddr_in *addr = arg;
-	weft_sleep(weft_now() + 60 * MS);
+	weft_sleep(weft_now() + 100 * MS);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK(fd >= 0 && hooked(fd));
 	CHECK(connect(fd, (struct sockaddr *)addr, sizeof *addr) == 0);
@@ -448,7 +448,7 @@ static void connect_accept(void *arg)
 	weft_co *c = go(client, &addr);
 	struct acc a = { .fd = lfd };
 	CHECK_NOT_BLOCKED(do_accept, &a);
-	CHECK(a.c >= 0 && hooked(a.c) && a.took >= 60 * MS);
+	CHECK(a.c >= 0 && hooked(a.c) && a.took >= 100 * MS);
 	char buf[4] = { 0 };
 	CHECK(recv(a.c, buf, 2, MSG_WAITALL) == 2 && memcmp(buf, "hi", 2) == 0);
 	CHECK(read(a.c, buf, 1) == 0);
@@ -523,7 +523,7 @@ static void dups(void *arg)
 	int fds[] = { d, d2, spare[0] };
 	for (int i = 0; i < 3; i++) {
 		CHECK(fds[i] >= 0 && hooked(fds[i]));
-		struct later l = { sv[1], 50, (char)('0' + i) };
+		struct later l = { sv[1], 100, (char)('0' + i) };
 		weft_co *w = go(write_later, &l);
 		struct rd rd = { .fd = fds[i] };
 		CHECK_NOT_BLOCKED(blocking_read, &rd);
@@ -554,7 +554,7 @@ Test(hook, dup_dup2_and_f_dupfd_keep_the_state)
 static void close_later(void *arg)
 {
 	int *fd = arg;
-	weft_sleep(weft_now() + 60 * MS);
+	weft_sleep(weft_now() + 100 * MS);
 	CHECK(close(*fd) == 0);
 }
 
@@ -589,7 +589,7 @@ static void close_parked(void *arg)
 	CHECK_NOT_BLOCKED(blocking_read, &rd);
 	atomic_store(&wd.done, true);
 	CHECK(pthread_join(t, NULL) == 0);
-	CHECK(rd.r == -1 && rd.err == EBADF && rd.took >= 60 * MS);
+	CHECK(rd.r == -1 && rd.err == EBADF && rd.took >= 100 * MS);
 	join(c);
 	close(sv[1]);
 }
