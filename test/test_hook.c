@@ -304,6 +304,33 @@ Test(hook, a_blocking_write_writes_everything)
 	run(1, write_all, NULL);
 }
 
+/* A blocking writev of three vectors, 1 MiB in all, drained as it goes:
+ * every partial write resumes within an iovec, the bytes in order. */
+static void writev_all(void *arg)
+{
+	(void)arg;
+	for (size_t i = 0; i < sizeof big; i++)
+		big[i] = (char)(i * 13);
+	int sv[2];
+	socket_pair(sv);
+	CHECK(hooked(sv[0]));
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, drain, &sv[1]) == 0);
+	struct iovec iov[3] = { { big, 1000 }, { big + 1000, 300000 },
+				{ big + 301000, sizeof big - 301000 } };
+	CHECK(writev(sv[0], iov, 3) == (ssize_t)sizeof big);
+	CHECK(iov[1].iov_base == big + 1000 && iov[1].iov_len == 300000);	/* untouched */
+	CHECK(pthread_join(t, NULL) == 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, a_blocking_writev_writes_every_vector)
+{
+	REQUIRE_HOOKS();
+	run(1, writev_all, NULL);
+}
+
 /* ---------------------------------------------------------- poll, select */
 
 struct pl {
@@ -324,7 +351,6 @@ static void do_poll(void *arg)
 
 static void polls(void *arg)
 {
-	(void)arg;
 	int a[2], b[2], c[2];
 	socket_pair(a);
 	socket_pair(b);
@@ -347,6 +373,13 @@ static void polls(void *arg)
 	p = (struct pl){ three, 2, 0, 0, 0 };
 	do_poll(&p);
 	CHECK(p.r == 1);
+	/* a blocking fd the hooks do not track (made on the plain thread)
+	 * stays blocking after a coroutine polled it */
+	int *plain = arg;
+	struct pollfd pf = { .fd = plain[0], .events = POLLIN };
+	p = (struct pl){ &pf, 1, 120, 0, 0 };
+	CHECK_NOT_BLOCKED(do_poll, &p);
+	CHECK(p.r == 0 && !really_nonblocking(plain[0]));
 	for (int i = 0; i < 2; i++) {
 		close(a[i]);
 		close(b[i]);
@@ -357,7 +390,11 @@ static void polls(void *arg)
 Test(hook, poll_with_a_timeout_and_with_several_fds)
 {
 	REQUIRE_HOOKS();
-	run(1, polls, NULL);
+	int plain[2];
+	cr_assert_eq(pipe(plain), 0);
+	run(1, polls, plain);
+	close(plain[0]);
+	close(plain[1]);
 }
 
 struct sel {
