@@ -90,7 +90,8 @@ struct weft__fd {
 	unsigned gen;		/* atomic: odd while weft_close runs; names stale events */
 	unsigned refs;		/* atomic: I/O calls in flight on the fd */
 	unsigned flags;		/* FD_SOCKET, FD_NO_POLL; set by the registrar */
-	bool drained;		/* the reader's: its last read came back short */
+	unsigned drained;	/* atomic: the last read came back short (a hint;
+				 * readers may race on it) */
 	bool blocking;		/* registration set O_NONBLOCK (weft_release clears it) */
 	unsigned hangup;	/* atomic: an event said RDHUP/HUP/ERR (sticky) */
 };

@@ -263,7 +263,7 @@ static int io_retry(struct io *io, int e, int events, int64_t deadline)
  */
 static int park_if_drained(struct io *io, int64_t deadline)
 {
-	if (!io->e->drained || !(io->e->flags & FD_STREAM) || at_load_uint(&io->e->hangup) ||
+	if (!at_load_uint(&io->e->drained) || !(io->e->flags & FD_STREAM) || at_load_uint(&io->e->hangup) ||
 	    weft__deadline_passed(deadline))
 		return 0;
 	int r = io_park(io, WEFT_IN, deadline);
@@ -301,7 +301,7 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 		ssize_t n = attempt(op, fd);
 		if (n >= 0) {
 			if (reads)
-				io.e->drained = hint && n > 0 && (size_t)n < op->asked;
+				at_store_uint(&io.e->drained, hint && n > 0 && (size_t)n < op->asked);
 			return io_return(&io, n, 0);
 		}
 		e = io_retry(&io, weft__errno(), events, deadline);
@@ -479,7 +479,7 @@ int weft_wait(int fd, int events, int64_t deadline)
 		return -1;
 	int r = wait_ready(&io, events, deadline);
 	if (events & WEFT_IN)
-		io.e->drained = false;	/* it dropped READY: the next read must try */
+		at_store_uint(&io.e->drained, 0);	/* it dropped READY: the next read must try */
 	return (int)io_return(&io, r, -r);
 }
 

@@ -90,7 +90,7 @@ static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 	if (S_ISSOCK(st.st_mode))
 		e->flags = getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM
 				   ? FD_SOCKET | FD_STREAM : FD_SOCKET;
-	e->drained = false;
+	at_store_uint(&e->drained, 0);
 	e->blocking = false;
 	at_store_uint(&e->hangup, 0);
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
