@@ -736,6 +736,62 @@ Test(io, a_queued_waiter_timing_out_or_cancelled_leaves_the_others_working)
 	run(1, queued_timeouts, NULL);
 }
 
+/* Several readers of one datagram socket on two workers: every datagram
+ * reaches exactly one of them, and none is left unread (a reader asleep
+ * while datagrams wait would leave the others to finish, or hang). */
+enum { DGRAM_READERS = 4 };
+
+struct dgram_share {
+	int fd;
+	unsigned n;		/* datagrams numbered 0..n-1, then one stop each */
+	unsigned char *seen;	/* atomic per element: times received */
+};
+
+static void dgram_reader(void *arg)
+{
+	struct dgram_share *d = arg;
+	for (;;) {
+		unsigned v;
+		CHECK(weft_read(d->fd, &v, sizeof v, -1) == (ssize_t)sizeof v);
+		if (v == ~0u)
+			return;
+		CHECK(v < d->n);
+		__atomic_fetch_add(&d->seen[v], 1, __ATOMIC_RELAXED);
+	}
+}
+
+static void dgram_readers(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) == 0);
+	struct dgram_share d = { .fd = sv[0], .n = scaled(20000, 5000, 1000) };
+	d.seen = calloc(d.n, 1);
+	CHECK(d.seen != NULL);
+	weft_co *co[DGRAM_READERS];
+	for (int i = 0; i < DGRAM_READERS; i++)
+		co[i] = go(dgram_reader, &d);
+	for (unsigned v = 0; v < d.n; v++) {
+		CHECK(weft_write(sv[1], &v, sizeof v, -1) == (ssize_t)sizeof v);
+		if (v % 64 == 0)
+			weft_yield();
+	}
+	unsigned stop = ~0u;
+	for (int i = 0; i < DGRAM_READERS; i++)
+		CHECK(weft_write(sv[1], &stop, sizeof stop, -1) == (ssize_t)sizeof stop);
+	for (int i = 0; i < DGRAM_READERS; i++)
+		join(co[i]);
+	for (unsigned v = 0; v < d.n; v++)
+		CHECK(d.seen[v] == 1);
+	free(d.seen);
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(io, readers_sharing_a_datagram_socket_get_every_datagram_once, .timeout = 300)
+{
+	run(2, dgram_readers, NULL);
+}
+
 enum { ACCEPTORS = 64 };
 
 struct acceptors {
