@@ -53,7 +53,8 @@
  * one waiter; a waiter that does not use it up lets the next one try.
  *
  * Closing (io.c): weft_close (and weft_release, which leaves out the
- * close(2)) makes gen odd, wakes both slots with ECANCELED,
+ * close(2)) makes gen odd, wakes every waiter of both directions (queued
+ * or in the slot: weft__fd_close_wake) with ECANCELED,
  * waits until refs (the I/O calls in flight: each holds one from start to
  * return) drops to 0, unregisters, makes gen even again and only then calls
  * close(2).  A call reads gen before it takes its reference and checks it
@@ -61,9 +62,10 @@
  * way, both seq_cst), and registers the fd only under that checked
  * reference: a close that overlaps a call's start is either seen by the
  * call (ECANCELED) or waits for it.  A call that parks checks gen after its
- * slot CAS: the closer's
- * gen bump and its claim are ordered the other way (Dekker, both seq_cst), so
- * either the closer finds the waiter or the waiter sees the close.  Hence no
+ * slot CAS or its queueing: the closer's gen bump and its claim are ordered
+ * the other way (Dekker, both seq_cst; for the queue, qlock, which the
+ * closer takes after its bump to claim every queued node), so either the
+ * closer finds the waiter or the waiter sees the close.  Hence no
  * call is left parked on a closed fd, and no call of ours touches an fd
  * number after it has been closed and perhaps reused.
  */

@@ -4,8 +4,9 @@
  * weft_close, weft_release and weft_sleep.
  *
  * Every call has the same shape: try the syscall; on EAGAIN park on the fd's
- * slot for that direction (fdtable.h) until readiness, the deadline or a
- * close wins the park word (park.h); retry.  The call holds a reference on
+ * slot for that direction, or in its queue behind other waiters (fdtable.h),
+ * until readiness (or the turn), the deadline or a close wins the park word
+ * (park.h); retry; on return, pass on the turn it holds.  The call holds a reference on
  * the fd's entry from start to return, which is what weft_close waits for.
  * The two loops of that shape, one attempt and write-all, take the syscall
  * as a callback and serve net.c's calls too (io.h).
