@@ -44,7 +44,7 @@
 
 enum {
 	CHUNK_SHIFT = 10,
-	CHUNK = 1 << CHUNK_SHIFT,	/* entries per chunk (32 KiB) */
+	CHUNK = 1 << CHUNK_SHIFT,	/* entries per chunk (80 KiB: 80-byte entries) */
 	DIR_INITIAL = 64,		/* chunks: fds 0..65535 before the first growth */
 };
 
