@@ -52,7 +52,7 @@ struct io {
 	unsigned char leave;
 };
 
-enum { LEAVE_TURNS = FD_WAKE_TURN(WEFT_IN | WEFT_OUT) };
+enum { LEAVE_TURNS = FD_WAKE_TURN(WEFT_IN | WEFT_OUT) };	/* the turn bits of leave */
 
 /* Drops a reference taken in io_begin. */
 static inline void ref_drop(struct weft__fd *e)
@@ -111,25 +111,28 @@ static int io_begin(struct io *io, int fd)
 
 /* A call holding a turn is returning, having not parked again: it did
  * not end in EAGAIN, so what woke it may not be used up, and the next
- * waiter gets to try (fdtable.c). */
-static __attribute__((noinline)) void io_pass(struct io *io)
+ * waiter gets to try (fdtable.c).  A call that took readiness without the
+ * turn wakes a waiter that parked in the slot meanwhile (weft__fd_nudge). */
+static __attribute__((noinline)) void io_leave(struct io *io)
 {
-	if (io->leave & FD_WAKE_TURN(WEFT_IN))
-		weft__fd_pass(io->e, FD_SLOT_IN);
-	if (io->leave & FD_WAKE_TURN(WEFT_OUT))
-		weft__fd_pass(io->e, FD_SLOT_OUT);
+	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
+		if (io->leave & FD_WAKE_TURN(bit))
+			weft__fd_pass(io->e, d);
+		else if (io->leave & bit)
+			weft__fd_nudge(io->e, d);
+	}
 }
 
-/* Ends the call; one that took readiness without the turn wakes a waiter
- * that parked in the slot meanwhile (a load when there is none). */
+/* Ends the call.  The common case inline: a read woken by readiness, with
+ * nobody else waiting (one load). */
 static inline void io_end(struct io *io)
 {
 	unsigned leave = io->leave;
 	if (leave) {
-		if (leave & LEAVE_TURNS)
-			io_pass(io);
-		else	/* one direction: a call parks for both only in weft_wait */
-			weft__fd_nudge(io->e, leave & WEFT_IN ? FD_SLOT_IN : FD_SLOT_OUT);
+		if (leave == WEFT_IN)
+			weft__fd_nudge(io->e, FD_SLOT_IN);
+		else
+			io_leave(io);
 	}
 	ref_drop(io->e);
 }
