@@ -28,6 +28,17 @@
  * qlock to hand the turn on): they drop it, back off and look again.  The
  * uncontended path (nobody queued) makes the single waiter's CASes and no
  * other RMW: the returning call's check (weft__fd_nudge) is one load.
+ *
+ * Orderings: every CAS on a slot is seq_cst (atomic.h), so the bit a
+ * queuer sets and a claimer's CAS are ordered on the one word (the claimer
+ * sees FD_QUEUED, or the queuer sees the claim and backs off); the loads
+ * before them are relaxed and only choose what to CAS.  A claimer ends its
+ * claim with weft__slot_release (release fence, then the store), its last
+ * touch of the waiter.  The queues, the nodes' links and results are read
+ * and written under qlock (acquire/release, lock.h); a node's claim word
+ * follows waitq.h (the claim under qlock, the WAKING clear a release store
+ * read with acquire).  The close check after queueing is ordered by qlock:
+ * weft_close bumps gen (seq_cst) before it takes qlock to claim the queue.
  */
 #include "fdtable.h"
 
