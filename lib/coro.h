@@ -76,6 +76,6 @@ void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg);
 
 /* True when the calling coroutine has been cancelled (false on a thread):
  * every call that could block checks it first and fails with ECANCELED. */
-bool weft__cancelled(void);
+bool weft__co_cancelled(void);
 
 #endif

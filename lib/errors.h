@@ -6,7 +6,7 @@
  * suspend, and glibc declares __errno_location const, so the compiler may
  * reuse an &errno computed before the suspension: the old thread's errno.
  * These calls are out of line and opaque to interprocedural analysis
- * (WEFT__ERRORS_OPAQUE), so every use computes the thread-local's address
+ * (WEFT__ERR_OPAQUE), so every use computes the thread-local's address
  * afresh.  weft_errno_location is the public form (weft.h).
  *
  * A leaf: it includes only libc headers, so every file can report an error
@@ -19,15 +19,15 @@
  * reads (a thread-local) is read afresh at each call.  weft__worker_self
  * (worker.c) is defined the same way, for the same reason. */
 #if defined(__clang__)
-#define WEFT__ERRORS_OPAQUE __attribute__((noinline))
+#define WEFT__ERR_OPAQUE __attribute__((noinline))
 #else
-#define WEFT__ERRORS_OPAQUE __attribute__((noinline, noipa))
+#define WEFT__ERR_OPAQUE __attribute__((noinline, noipa))
 #endif
 
 /* Reports errno = e on the calling thread and returns -1 (out of line). */
-int weft__fail(int e);
+int weft__err_fail(int e);
 /* The calling thread's errno, read through a fresh thread-local address
  * (out of line: safe after a suspension moved the coroutine). */
-int weft__errno(void);
+int weft__err_get(void);
 
 #endif

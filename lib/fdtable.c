@@ -175,7 +175,7 @@ static inline bool is_claimed_waiter(uintptr_t v)
 static inline int turn_result(int d)
 {
 	int bit = d == FD_SLOT_IN ? WEFT_IN : WEFT_OUT;
-	return WEFT__WAKE_READY | bit | FD_WAKE_TURN(bit);
+	return WEFT__PARK_WAKE_READY | bit | FD_WAKE_TURN(bit);
 }
 
 /* The holder of d's turn parks (v: a turn) or consumes the readiness that
@@ -226,7 +226,7 @@ int weft__fd_park_slow(struct weft__fd *e, int d, struct weft__waiter *w, bool t
 		} else if (turn && is_turn(word(v))) {
 			r = park_holder(slot, word(v), w);
 		} else {
-			WEFT_ASSERT(!turn);	/* a turn stays in the slot until its holder acts */
+			WEFT__ASSERT(!turn);	/* a turn stays in the slot until its holder acts */
 			r = enqueue(e, d, w, n);
 		}
 		if (r >= 0)
@@ -289,7 +289,7 @@ bool weft__fd_unqueue(struct weft__fd *e, int d, struct weft__fd_node *n)
 void weft__fd_unqueue_done(struct weft__fd_node *n, int r, int bit)
 {
 	/* r names this node's claimer only if it carries this direction */
-	bool by_claimer = (r & WEFT__WAKE_CLAIMED) && (r & bit);
+	bool by_claimer = (r & WEFT__PARK_WAKE_CLAIMED) && (r & bit);
 	weft__wnode_claimed_case(&n->node, by_claimer ? r : 0);
 }
 
@@ -316,7 +316,7 @@ void weft__fd_pass(struct weft__fd *e, int d)
 	/* only readiness (FD_TURN -> FD_TURN_READY) changes a turn without qlock */
 	for (;;) {
 		void *v = at_load_ptr(slot);
-		WEFT_ASSERT(is_turn(word(v)));
+		WEFT__ASSERT(is_turn(word(v)));
 		if (at_cas_ptr(slot, v, next))
 			break;
 	}
@@ -332,7 +332,7 @@ void weft__fd_nudge_slow(struct weft__fd *e, int d)
 	if (!w)
 		return;
 	int bit = d == FD_SLOT_IN ? WEFT_IN : WEFT_OUT;
-	int r = WEFT__WAKE_READY | bit | (queued ? FD_WAKE_TURN(bit) : 0);
+	int r = WEFT__PARK_WAKE_READY | bit | (queued ? FD_WAKE_TURN(bit) : 0);
 	weft__fd_slot_release(e, d, queued, weft__waiter_wake(w, r), true);
 }
 
@@ -371,7 +371,7 @@ void weft__fd_close_wake(struct weft__fd *e, int d)
 	struct weft__wnode *n;
 	/* no turn with these: each call sees the close and returns */
 	while ((n = weft__waitq_claim(&e->queue[d])))
-		weft__wakes_add(&ws, n, WEFT__WAKE_READY | bit);
+		weft__wakes_add(&ws, n, WEFT__PARK_WAKE_READY | bit);
 	weft__lock_release(&e->qlock);
 	weft__wakes_run(&ws);
 	bool queued;

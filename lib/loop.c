@@ -164,17 +164,17 @@ static void fd_event(struct weft__worker *w, uint64_t tag, uint32_t events)
 	int rturn = rq ? FD_WAKE_TURN(WEFT_IN) : 0, wturn = wq ? FD_WAKE_TURN(WEFT_OUT) : 0;
 	if (r && r == wr) {	/* one weft_wait(fd, WEFT_IN | WEFT_OUT) */
 		bool woke = weft__waiter_wake_ready(
-			r, WEFT__WAKE_READY | WEFT_IN | WEFT_OUT | rturn | wturn, w);
+			r, WEFT__PARK_WAKE_READY | WEFT_IN | WEFT_OUT | rturn | wturn, w);
 		weft__fd_slot_release(e, FD_SLOT_IN, rq, woke, true);
 		weft__fd_slot_release(e, FD_SLOT_OUT, wq, woke, true);
 		return;
 	}
 	if (r) {
-		bool woke = weft__waiter_wake_ready(r, WEFT__WAKE_READY | WEFT_IN | rturn, w);
+		bool woke = weft__waiter_wake_ready(r, WEFT__PARK_WAKE_READY | WEFT_IN | rturn, w);
 		weft__fd_slot_release(e, FD_SLOT_IN, rq, woke, true);
 	}
 	if (wr) {
-		bool woke = weft__waiter_wake_ready(wr, WEFT__WAKE_READY | WEFT_OUT | wturn, w);
+		bool woke = weft__waiter_wake_ready(wr, WEFT__PARK_WAKE_READY | WEFT_OUT | wturn, w);
 		weft__fd_slot_release(e, FD_SLOT_OUT, wq, woke, true);
 	}
 	/* (claimed here rather than one slot at a time: one waiter in both

@@ -4,7 +4,7 @@
  * the locked FIFOs (a worker's ready FIFO, the injection queue), inline
  * since the worker loop (worker.c) pops them at every dispatch that finds
  * its LIFO end empty, and the push onto a worker's deque (queue.c).
- * weft__schedule, weft__schedule_ready and weft__worker_stuck, which the
+ * weft__schedule, weft__schedule_ready and weft__schedule_stuck, which the
  * rest of lib/ calls, are declared in worker.h and defined in queue.c.
  */
 #ifndef WEFT_QUEUE_H
@@ -59,7 +59,7 @@ static inline struct weft_co *weft__queue_inject_pop(void)
  */
 static inline bool weft__queue_ready_shared(struct weft__worker *w)
 {
-	WEFT_ASSERT(weft__rt.nworkers > 1 || weft__worker_self() == w);
+	WEFT__ASSERT(weft__rt.nworkers > 1 || weft__worker_self() == w);
 	(void)w;
 	return weft__rt.nworkers > 1;
 }

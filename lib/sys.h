@@ -31,7 +31,7 @@
 #if defined(WEFT_ASAN) || defined(WEFT_TSAN)
 #define WEFT__SYS_LIBC 1
 #elif defined(__x86_64__)
-static inline long weft__sys6(long n, long a, long b, long c, long d, long e, long f)
+static inline long weft__sys_call6(long n, long a, long b, long c, long d, long e, long f)
 {
 	register long r10 __asm__("r10") = d;
 	register long r8 __asm__("r8") = e;
@@ -44,7 +44,7 @@ static inline long weft__sys6(long n, long a, long b, long c, long d, long e, lo
 	return r;
 }
 #elif defined(__aarch64__)
-static inline long weft__sys6(long n, long a, long b, long c, long d, long e, long f)
+static inline long weft__sys_call6(long n, long a, long b, long c, long d, long e, long f)
 {
 	register long x8 __asm__("x8") = n;
 	register long x0 __asm__("x0") = a;
@@ -80,7 +80,7 @@ static inline ssize_t weft__sys_read(int fd, void *buf, size_t len)
 #ifdef WEFT__SYS_LIBC
 	return read(fd, buf, len);
 #else
-	return weft__sys_result(weft__sys6(SYS_read, fd, (long)buf, (long)len, 0, 0, 0));
+	return weft__sys_result(weft__sys_call6(SYS_read, fd, (long)buf, (long)len, 0, 0, 0));
 #endif
 }
 
@@ -89,7 +89,7 @@ static inline ssize_t weft__sys_write(int fd, const void *buf, size_t len)
 #ifdef WEFT__SYS_LIBC
 	return write(fd, buf, len);
 #else
-	return weft__sys_result(weft__sys6(SYS_write, fd, (long)buf, (long)len, 0, 0, 0));
+	return weft__sys_result(weft__sys_call6(SYS_write, fd, (long)buf, (long)len, 0, 0, 0));
 #endif
 }
 
@@ -98,7 +98,7 @@ static inline ssize_t weft__sys_send(int fd, const void *buf, size_t len, int fl
 #ifdef WEFT__SYS_LIBC
 	return send(fd, buf, len, flags);
 #else
-	return weft__sys_result(weft__sys6(SYS_sendto, fd, (long)buf, (long)len, flags, 0, 0));
+	return weft__sys_result(weft__sys_call6(SYS_sendto, fd, (long)buf, (long)len, flags, 0, 0));
 #endif
 }
 

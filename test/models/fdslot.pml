@@ -177,7 +177,7 @@
 
 /* results */
 #define R_NONE     0
-#define R_READY    1	/* WEFT__WAKE_READY | WEFT_IN */
+#define R_READY    1	/* WEFT__PARK_WAKE_READY | WEFT_IN */
 #define R_TIMEDOUT 2	/* ETIMEDOUT */
 #define R_CANCEL   3	/* ECANCELED from weft_cancel */
 #define R_CLOSE    4	/* ECANCELED from weft_close */
@@ -371,7 +371,7 @@ active proctype co()
 
 	/* ---- io_begin ---- */
 	if
-	:: cancelled -> result = R_CANCEL; goto finished	/* weft__cancelled */
+	:: cancelled -> result = R_CANCEL; goto finished	/* weft__co_cancelled */
 	:: else
 	fi;
 #ifdef BUG_GEN_AFTER_REF
