@@ -96,7 +96,7 @@ static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 	if (S_ISSOCK(st.st_mode))
 		e->flags = getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM
 				   ? FD_SOCKET | FD_STREAM : FD_SOCKET;
-	e->drained = false;
+	at_store_uint(&e->drained, 0);
 	e->blocking = false;
 	at_store_uint(&e->hangup, 0);
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -144,7 +144,9 @@ void weft__loop_unregister(struct weft__fd *e, int fd)
 		epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
 		at_fas_uint(&w->nfds, 1);
 	}
-	at_store_ptr(&e->slot[FD_SLOT_IN], NULL);	/* no readiness carries over */
+	/* no readiness or turn carries over (no call is left: the queues are
+	 * empty) */
+	at_store_ptr(&e->slot[FD_SLOT_IN], NULL);
 	at_store_ptr(&e->slot[FD_SLOT_OUT], NULL);
 	e->flags = 0;
 	at_store_uint(&e->owner, 0);
@@ -161,21 +163,28 @@ static void fd_event(struct weft__worker *w, uint64_t tag, uint32_t events)
 	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		at_store_uint(&e->hangup, 1);	/* before the wake: see park_if_drained */
 	bool out = events & (EPOLLOUT | EPOLLHUP | EPOLLERR);
-	void **rs = &e->slot[FD_SLOT_IN], **ws = &e->slot[FD_SLOT_OUT];
-	struct weft__waiter *r = in ? weft__fd_slot_claim(rs, true) : NULL;
-	struct weft__waiter *wr = out ? weft__fd_slot_claim(ws, true) : NULL;
+	bool rq = false, wq = false;
+	struct weft__waiter *r = in ? weft__fd_slot_claim(&e->slot[FD_SLOT_IN], true, &rq) : NULL;
+	struct weft__waiter *wr = out ? weft__fd_slot_claim(&e->slot[FD_SLOT_OUT], true, &wq) : NULL;
+	/* a waiter with others queued behind gets the turn with its wake */
+	int rturn = rq ? FD_WAKE_TURN(WEFT_IN) : 0, wturn = wq ? FD_WAKE_TURN(WEFT_OUT) : 0;
 	if (r && r == wr) {	/* one weft_wait(fd, WEFT_IN | WEFT_OUT) */
-		bool woke = weft__waiter_wake_ready(r, WEFT__PARK_WAKE_READY | WEFT_IN | WEFT_OUT, w);
-		weft__fd_slot_release(rs, !woke);
-		weft__fd_slot_release(ws, !woke);
+		bool woke = weft__waiter_wake_ready(
+			r, WEFT__PARK_WAKE_READY | WEFT_IN | WEFT_OUT | rturn | wturn, w);
+		weft__fd_slot_release(e, FD_SLOT_IN, rq, woke, true);
+		weft__fd_slot_release(e, FD_SLOT_OUT, wq, woke, true);
 		return;
 	}
-	if (r)
-		weft__fd_slot_release(rs, !weft__waiter_wake_ready(r, WEFT__PARK_WAKE_READY | WEFT_IN, w));
-	if (wr)
-		weft__fd_slot_release(ws, !weft__waiter_wake_ready(wr, WEFT__PARK_WAKE_READY | WEFT_OUT, w));
-	/* (claimed here rather than with weft__fd_slot_wake: one waiter in
-	 * both slots gets one wake with both events) */
+	if (r) {
+		bool woke = weft__waiter_wake_ready(r, WEFT__PARK_WAKE_READY | WEFT_IN | rturn, w);
+		weft__fd_slot_release(e, FD_SLOT_IN, rq, woke, true);
+	}
+	if (wr) {
+		bool woke = weft__waiter_wake_ready(wr, WEFT__PARK_WAKE_READY | WEFT_OUT | wturn, w);
+		weft__fd_slot_release(e, FD_SLOT_OUT, wq, woke, true);
+	}
+	/* (claimed here rather than one slot at a time: one waiter in both
+	 * slots gets one wake with both events) */
 }
 
 /*
