@@ -7,6 +7,7 @@
  * connect and run 20 queries `SELECT n + 1`, every result checked, beside
  * the ticker of real.c.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,7 +103,7 @@ static int session(struct real_env *env, unsigned client)
 int main(int argc, char **argv)
 {
 	static const struct real_test t = {
-		.name = "pg", .start = start, .ready = ready, .stop_signal = 2 /* fast shutdown */,
+		.name = "pg", .start = start, .ready = ready, .stop_signal = SIGQUIT /* immediate shutdown */,
 		.session = session, .clients = CLIENTS, .stack_size = 256 << 10,
 	};
 

@@ -6,6 +6,7 @@
  * connection and do 100 SET/GET pairs, every reply checked, beside the
  * ticker of real.c.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,7 +73,7 @@ int main(int argc, char **argv)
 {
 	static const char *const needs[] = { "/usr/bin/redis-server", NULL };
 	static const struct real_test t = {
-		.name = "redis", .start = start, .stop_signal = 15, .session = session,
+		.name = "redis", .start = start, .stop_signal = SIGTERM, .session = session,
 		.clients = CLIENTS,
 	};
 
