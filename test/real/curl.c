@@ -2,7 +2,7 @@
 /*
  * libcurl's easy API (curl_easy_perform, blocking) in coroutines against
  * weft's own HTTP example (examples/http.c, weft-http, started on a free
- * loopback port): 200 concurrent coroutines each fetch 50 responses on one
+ * loopback port): 200 concurrent coroutines each fetch 200 responses on one
  * keep-alive connection, every status and body checked, beside the ticker
  * of real.c.
  *   test_real_curl [--unhooked]      (weft-http: $WEFT_REAL_HTTP)
@@ -19,7 +19,7 @@
 #if defined(WEFT_TEST_ASAN) || defined(WEFT_TEST_TSAN)
 enum { CLIENTS = 50, REQUESTS = 50 };
 #else
-enum { CLIENTS = 200, REQUESTS = 50 };
+enum { CLIENTS = 200, REQUESTS = 200 };
 #endif
 
 static const char BODY[] = "Hello, World!";

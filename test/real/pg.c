@@ -4,7 +4,7 @@
  * server: initdb into the test's throwaway directory and postgres on a free
  * loopback port with its socket there, as the unprivileged user `nobody`
  * when the test runs as root (initdb refuses root).  100 coroutines each
- * connect and run 20 queries `SELECT n + 1`, every result checked, beside
+ * connect and run 200 queries `SELECT n + 1`, every result checked, beside
  * the ticker of real.c.
  */
 #include <signal.h>
@@ -19,7 +19,7 @@
 #if defined(WEFT_TEST_ASAN) || defined(WEFT_TEST_TSAN)
 enum { CLIENTS = 50, QUERIES = 20 };
 #else
-enum { CLIENTS = 100, QUERIES = 20 };
+enum { CLIENTS = 100, QUERIES = 200 };
 #endif
 
 static char *initdb_bin, *postgres_bin;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -118,6 +119,11 @@ static void child_setup(struct real_env *env, bool as_nobody, pid_t parent)
 	close(fd);
 	if (as_nobody && nobody(&uid, &gid) &&
 	    (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0))
+		_exit(126);
+	/* The servers yield the CPUs to the test's workers: on 2 cores, 100
+	 * busy postgres backends at nice 0 would hold a worker thread off its
+	 * core for hundreds of ms, the OS's doing, not the clients'. */
+	if (setpriority(PRIO_PROCESS, 0, 19) != 0)
 		_exit(126);
 	/* after setuid, which clears it */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
@@ -262,7 +268,9 @@ static void remove_dir(const char *dir)
 
 struct ticker {
 	atomic_bool stop;
+	int64_t start;	/* weft_now() when it started */
 	int64_t worst;	/* ns, the longest time between two ticks */
+	int64_t worst_end;	/* ns after start when it ended */
 	unsigned long ticks;
 };
 
@@ -270,13 +278,15 @@ struct ticker {
 static void tick(void *arg)
 {
 	struct ticker *t = arg;
-	int64_t last = weft_now();
+	int64_t last = t->start = weft_now();
 
 	while (!atomic_load(&t->stop)) {
 		weft_sleep(weft_now() + MS);
 		int64_t now = weft_now();
-		if (now - last > t->worst)
+		if (now - last > t->worst) {
 			t->worst = now - last;
+			t->worst_end = now - t->start;
+		}
 		last = now;
 		t->ticks++;
 	}
@@ -317,7 +327,16 @@ static weft_co *spawn_client(struct client *c)
 	return co;
 }
 
-/* Every session at once, beside the ticker. */
+/* Every session at once, beside the ticker.  The clients start in batches
+ * of 200: the spawner yields between them, so that what was woken meanwhile
+ * (the ticker) runs before the next batch's first steps.  Spawned all at
+ * once, a thousand fresh coroutines would all run before any woken one (the
+ * local deque comes before the ready FIFO): the ticker waited for a
+ * thousand connects, 4-6% of the run with the hooks on a loaded machine.
+ * (Spawned from a plain thread, through the injection queue, they would
+ * not: a worker takes the ticker between two injected coroutines, so
+ * without the hooks the ticker would wait for one session only, and the
+ * check could not tell.) */
 static void concurrently(struct run *r)
 {
 	unsigned n = r->t->clients;
@@ -332,6 +351,8 @@ static void concurrently(struct run *r)
 	for (unsigned i = 0; i < n; i++) {
 		c[i] = (struct client){ r, i };
 		co[i] = spawn_client(&c[i]);
+		if (i % 200 == 199)
+			weft_yield();
 	}
 	for (unsigned i = 0; i < n; i++)
 		weft_join(co[i]);
@@ -347,21 +368,32 @@ static double ms(int64_t ns)
 	return (double)ns / (double)MS;
 }
 
-/* The verdict: every reply right, and the ticker's worst gap below 5% of
- * the run (reversed when unhooked).  Without the hooks a worker runs each
- * session to its end, and fires its timers only at its fairness turns, every
- * 61 dispatches: the ticker waits for tens of sessions, over 10% of the run
- * at these sizes (27% measured for redis); with them it waits for a few
- * short turns of the others. */
+/* The verdict: every reply right, and the ticker's worst gap below 10
+ * sessions' worth of a worker's time in this run (the run's duration times
+ * the workers over the sessions: with the hooks the sessions overlap, and
+ * it is what one session costs a worker; without them, what a worker
+ * blocked in one spends on it).  Without the hooks a worker runs each
+ * session to its end and fires its timers only at its fairness turns (every
+ * 61 dispatches) or between the spawner's batches: the ticker waits for
+ * tens of sessions (34 to 99 measured); with them, for a few short turns of
+ * the others (under 4 measured, on 2 cores with a load average of 8 to 40).
+ * The share of the run is printed too: it separates less well (7% to 99%
+ * without the hooks, up to 3% with them), as a worker runs 500 redis
+ * sessions. */
 static int verdict(struct run *r)
 {
 	const char *name = r->t->name;
-	bool held = r->ticker.worst * 20 >= r->duration;
+	double unit = (double)r->duration * weft_worker_count() / r->t->clients;
+	double sessions = (double)r->ticker.worst / unit;
+	bool held = sessions >= 10;
 
-	printf("%s: %u sessions in %.1f ms (one alone: %.2f ms); ticker: %lu ticks, "
-	       "worst gap %.2f ms = %.2f%% of the run (limit 5%%)%s\n",
-	       name, r->t->clients, ms(r->duration), ms(r->alone), r->ticker.ticks,
-	       ms(r->ticker.worst), 100.0 * (double)r->ticker.worst / (double)r->duration,
+	printf("%s: %u sessions in %.1f ms on %u workers (one alone: %.2f ms); ticker: %lu "
+	       "ticks (mean gap %.2f ms), worst gap %.2f ms (ending %.0f ms in) = %.1f sessions' "
+	       "worth of a worker's time (%.2f ms each; limit 10) = %.2f%% of the run%s\n",
+	       name, r->t->clients, ms(r->duration), weft_worker_count(), ms(r->alone),
+	       r->ticker.ticks, ms(r->duration) / (double)(r->ticker.ticks + 1),
+	       ms(r->ticker.worst), ms(r->ticker.worst_end), sessions, unit / (double)MS,
+	       100.0 * (double)r->ticker.worst / (double)r->duration,
 	       r->unhooked ? " [without the hooks]" : "");
 	if (atomic_load(&r->failed)) {
 		printf("FAIL: %s: %u sessions failed\n", name, atomic_load(&r->failed));
@@ -376,8 +408,8 @@ static int verdict(struct run *r)
 		return held ? 0 : 1;
 	}
 	if (held)
-		printf("FAIL: %s: the ticker's worst gap is not far below the run's "
-		       "duration: a worker was blocked\n", name);
+		printf("FAIL: %s: the ticker waited as long as 10 sessions: a worker was "
+		       "blocked\n", name);
 	return held ? 1 : 0;
 }
 
