@@ -69,7 +69,7 @@ static int query(PGconn *c, unsigned n)
 static void conninfo(char *buf, size_t size, const struct real_env *env)
 {
 	snprintf(buf, size, "hostaddr=127.0.0.1 port=%d user=weft dbname=postgres "
-		 "connect_timeout=60", env->port);
+		 "connect_timeout=60 sslmode=disable gssencmode=disable", env->port);
 }
 
 /* Accepting connections, and done starting up. */
