@@ -13,8 +13,9 @@
  * if the test itself is killed (meson's timeout).
  *
  * The check is relative, never a wall-clock threshold: the ticker's worst
- * gap must stay below 10 sessions' worth of a worker's time in the same run
- * (duration x workers / sessions).  Without the hooks a worker that runs a
+ * gap, less the time its worker thread waited for a CPU (the kernel's run
+ * delay: the OS's noise, not the clients'), must stay below 10 sessions'
+ * worth of a worker's time in the same run (duration x workers / sessions).  Without the hooks a worker that runs a
  * client is blocked for its whole session, and the ticker waits for tens of
  * them; with the hooks for a few short turns of the others (real.c,
  * verdict).  One session alone is timed first and reported too.

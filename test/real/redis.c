@@ -15,7 +15,7 @@
 #include "real.h"
 
 #if defined(WEFT_TEST_ASAN) || defined(WEFT_TEST_TSAN)
-enum { CLIENTS = 200, PAIRS = 50 };
+enum { CLIENTS = 200, PAIRS = 100 };
 #else
 enum { CLIENTS = 1000, PAIRS = 100 };
 #endif
