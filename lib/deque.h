@@ -30,28 +30,28 @@ struct weft__deque {
 	struct weft__deque_array *array;
 };
 
-/* An empty deque of `capacity` slots (a power of two); -1/ENOMEM. */
+/* An empty deque of `capacity` slots (a power of two); -ENOMEM. */
 int weft__deque_init(struct weft__deque *d, int64_t capacity);
 /* Frees the array and every retired one.  No thread may use d any more. */
 void weft__deque_fini(struct weft__deque *d);
 
-/* Owner only.  Grows the array when full; -1/ENOMEM if it cannot. */
+/* Owner only.  Grows the array when full; -ENOMEM if it cannot. */
 int weft__deque_push(struct weft__deque *d, void *item);
 /* Owner only.  The newest item, or NULL when empty. */
 void *weft__deque_take(struct weft__deque *d);
 
 /* Result of a steal: an item, EMPTY, or ABORT (lost a race: try again). */
-#define WEFT_DEQUE_EMPTY ((void *)0)
-#define WEFT_DEQUE_ABORT ((void *)1)
+#define WEFT__DEQUE_EMPTY ((void *)0)
+#define WEFT__DEQUE_ABORT ((void *)1)
 /* Any thread, the owner included.  The oldest item, EMPTY or ABORT. */
 void *weft__deque_steal(struct weft__deque *d);
 /* A steal retried until it did not lose a race: the top item, or NULL
- * (WEFT_DEQUE_EMPTY) when the deque is empty. */
+ * (WEFT__DEQUE_EMPTY) when the deque is empty. */
 static inline void *weft__deque_steal_retry(struct weft__deque *d)
 {
 	for (;;) {
 		void *item = weft__deque_steal(d);
-		if (item != WEFT_DEQUE_ABORT)
+		if (item != WEFT__DEQUE_ABORT)
 			return item;
 	}
 }

@@ -8,7 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Starts the monitor; stall_ms: report dispatches that run this long, 0 never. */
+/* Starts the monitor; stall_ms: report dispatches that run this long, 0 never.
+ * 0 or a negative errno. */
 int weft__monitor_start(unsigned stall_ms);
 void weft__monitor_stop(void);
 /* Its harvests of stuck workers' loops, the events they returned, and
@@ -19,6 +20,6 @@ void weft__monitor_worker_awake(void);
 /* A coroutine's entry fn for a report on stderr: "0x... (symbol+0x.. in
  * object)", as much as dladdr can tell (the stall report, and
  * weft_shutdown_until's list of coroutines that ignored their cancel). */
-void weft__describe_entry(void *fn, char *buf, size_t size);
+void weft__monitor_describe_entry(void *fn, char *buf, size_t size);
 
 #endif

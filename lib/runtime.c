@@ -38,26 +38,25 @@ static bool print_stats;	/* $WEFT_STATS=1 */
 static int init_locked(const weft_config *cfg)
 {
 	if (started)
-		return weft__fail(EALREADY);
-	struct weft__settings s;
-	if (weft__config_resolve(cfg, &s) != 0)
-		return -1;
-	if (weft__stack_pool_init(s.stack_size, s.stack_guards) != 0)
-		return -1;
+		return -EALREADY;
+	struct weft__config_settings s;
+	int r = weft__config_resolve(cfg, &s);
+	if (r < 0)
+		return r;
+	if ((r = weft__stack_pool_init(s.stack_size, s.stack_guards)) < 0)
+		return r;
 	weft__overflow_install();
 	weft__offload_init(s.blocking_threads);
 	print_stats = s.stats;
-	if (weft__workers_start(s.workers, s.pin) != 0) {
-		int e = errno;
+	if ((r = weft__workers_start(s.workers, s.pin)) < 0) {
 		weft__stack_pool_fini();
-		return weft__fail(e);
+		return r;
 	}
-	if (weft__monitor_start(s.stall_ms) != 0) {
-		int e = errno;
+	if ((r = weft__monitor_start(s.stall_ms)) < 0) {
 		weft__workers_stop();
 		weft__stack_pool_fini();
 		weft__workers_free();
-		return weft__fail(e);
+		return r;
 	}
 	started = true;
 	at_store_uint(&weft__rt.running, 1);
@@ -68,9 +67,8 @@ int weft_init(const weft_config *cfg)
 {
 	pthread_mutex_lock(&lifecycle_lock);
 	int r = init_locked(cfg);
-	int e = errno;
 	pthread_mutex_unlock(&lifecycle_lock);
-	return r == 0 ? 0 : weft__fail(e);
+	return weft__err_result(r);
 }
 
 /* Waits until every coroutine has finished (true) or until deadline
@@ -82,13 +80,13 @@ static bool wait_finished_until(int64_t deadline, void (*sweep)(void))
 	at_fence_store_load();
 	const int64_t tick = 10 * 1000 * 1000;
 	int64_t swept = 0;
-	for (bool first = true; !weft__all_finished(); first = false) {
+	for (bool first = true; !weft__workers_all_finished(); first = false) {
 		if (sweep && (first || weft_now() - swept >= tick)) {
 			sweep();
 			swept = weft_now();
 		}
 		uint32_t seen = at_load_uint((unsigned *)&weft__rt.quiesce);
-		if (weft__all_finished())
+		if (weft__workers_all_finished())
 			break;
 		int64_t left = tick;
 		if (deadline >= 0) {
@@ -121,24 +119,24 @@ static void stop_locked(void)
 }
 
 /* Takes lifecycle_lock if the runtime runs and the caller is a plain
- * thread: 0, else the error. */
+ * thread: 0, else -EDEADLK or -ESRCH. */
 static int shutdown_begin(void)
 {
 	if (weft__worker_self())
-		return EDEADLK;
+		return -EDEADLK;
 	pthread_mutex_lock(&lifecycle_lock);
 	if (!started) {
 		pthread_mutex_unlock(&lifecycle_lock);
-		return ESRCH;
+		return -ESRCH;
 	}
 	return 0;
 }
 
 int weft_shutdown(void)
 {
-	int e = shutdown_begin();
-	if (e)
-		return weft__fail(e);
+	int r = shutdown_begin();
+	if (r < 0)
+		return weft__err_result(r);
 	wait_finished_until(-1, NULL);
 	stop_locked();
 	pthread_mutex_unlock(&lifecycle_lock);
@@ -163,7 +161,7 @@ static void name_one(struct weft_co *co, void *arg)
 {
 	(void)arg;
 	char entry[512];
-	weft__describe_entry(at_load_ptr((void **)&co->fn), entry, sizeof entry);
+	weft__monitor_describe_entry(at_load_ptr((void **)&co->fn), entry, sizeof entry);
 	fprintf(stderr, "weft: shutdown: coroutine %" PRIu64 " (entry %s) ignored its cancellation\n",
 		at_load_64(&co->id), entry);
 }
@@ -178,9 +176,9 @@ static void name_one(struct weft_co *co, void *arg)
 int weft_shutdown_until(int64_t deadline)
 {
 	const int64_t GRACE = 1000 * 1000 * 1000;
-	int e = shutdown_begin();
-	if (e)
-		return weft__fail(e);
+	int r = shutdown_begin();
+	if (r < 0)
+		return weft__err_result(r);
 	if (!wait_finished_until(deadline, NULL)) {
 		at_store_uint(&weft__rt.cancel_all, 1);
 		at_fence_store_load();
@@ -191,7 +189,7 @@ int weft_shutdown_until(int64_t deadline)
 		if (!done) {
 			at_store_uint(&weft__rt.draining, 0);
 			pthread_mutex_unlock(&lifecycle_lock);
-			return weft__fail(ETIMEDOUT);
+			return weft__err_fail(ETIMEDOUT);
 		}
 	}
 	stop_locked();
@@ -208,7 +206,7 @@ int weft_main(void (*fn)(void *), void *arg, const weft_config *cfg)
 	if (co)
 		weft_join(co);
 	weft_shutdown();
-	return e ? weft__fail(e) : 0;
+	return e ? weft__err_fail(e) : 0;
 }
 
 int weft_worker_id(void)
@@ -219,5 +217,5 @@ int weft_worker_id(void)
 
 unsigned weft_worker_count(void)
 {
-	return weft__runtime_accepting() ? weft__rt.nworkers : 0;
+	return weft__rt_accepting() ? weft__rt.nworkers : 0;
 }
