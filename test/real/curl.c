@@ -17,7 +17,7 @@
 #include "real.h"
 
 #if defined(WEFT_TEST_ASAN) || defined(WEFT_TEST_TSAN)
-enum { CLIENTS = 50, REQUESTS = 50 };
+enum { CLIENTS = 200, REQUESTS = 25 };
 #else
 enum { CLIENTS = 200, REQUESTS = 200 };
 #endif
