@@ -15,10 +15,11 @@
  * The check is relative, never a wall-clock threshold: the ticker's worst
  * gap, less the time its worker thread waited for a CPU (the kernel's run
  * delay: the OS's noise, not the clients'), must stay below 10 sessions'
- * worth of a worker's time in the same run (duration x workers / sessions).  Without the hooks a worker that runs a
- * client is blocked for its whole session, and the ticker waits for tens of
- * them; with the hooks for a few short turns of the others (real.c,
- * verdict).  One session alone is timed first and reported too.
+ * worth of a worker's time in the same run (duration x workers / sessions).
+ * Without the hooks a worker that runs a client is blocked for its whole
+ * session, and the ticker waits for tens of them; with the hooks for a few
+ * short turns of the others (real.c, verdict).  One session alone is timed
+ * first and reported too.
  */
 #ifndef WEFT_TEST_REAL_H
 #define WEFT_TEST_REAL_H
