@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "eventfd.h"
 #include "fdtable.h"
+#include "idle.h"
 #include "monitor.h"
 #include "park.h"
 #include "timer.h"
@@ -222,11 +223,34 @@ static bool count_harvest(struct weft__worker *w, int64_t now, int events)
 	return events > 0;
 }
 
+/*
+ * The owner's harvests notify idle workers once, at their end, rather than
+ * at every coroutine they wake (weft__schedule_ready): only if the ready
+ * FIFO holds more than `keep`, what the owner will run itself before
+ * anyone could steal it.  A worker that slept keeps one (it runs it next);
+ * a busy one keeps none (its own work comes first).  At two workers, a
+ * wake-up that readied one coroutine used to wake the other worker for
+ * nothing: an eventfd write, its epoll_wait, a context switch.
+ */
+static void harvest_begin(struct weft__worker *w)
+{
+	w->harvesting = true;
+}
+
+static void harvest_end(struct weft__worker *w, uint64_t keep)
+{
+	w->harvesting = false;
+	if (weft__rt.nworkers > 1 && at_load_64(&w->ready.len) > keep)
+		weft__idle_notify();
+}
+
 bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 {
+	harvest_begin(w);
 	bool woke = weft__timers_fire(&w->timers, now);
 	if (poll_fds && at_load_uint(&w->nfds) > 0)
 		woke |= count_harvest(w, now, harvest(w, true));
+	harvest_end(w, 0);
 	return woke;
 }
 
@@ -258,11 +282,13 @@ void weft__loop_wait(struct weft__worker *w, struct weft__loop_events *got)
 void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
 {
 	int64_t now = weft_now();
+	harvest_begin(w);
 	int events = dispatch(w, got->ev, got->n, false);	/* the token is taken */
 	if (got->n == WEFT__LOOP_BATCH)
 		events += harvest(w, true);
 	count_harvest(w, now, events);
 	weft__timers_fire(&w->timers, now);
+	harvest_end(w, 1);
 }
 
 void weft__loop_wake(struct weft__worker *w)
