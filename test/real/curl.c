@@ -17,7 +17,7 @@
 #include "real.h"
 
 #if defined(WEFT_TEST_ASAN) || defined(WEFT_TEST_TSAN)
-enum { CLIENTS = 200, REQUESTS = 25 };
+enum { CLIENTS = 200, REQUESTS = 100 };
 #else
 enum { CLIENTS = 200, REQUESTS = 200 };
 #endif
