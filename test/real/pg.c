@@ -17,7 +17,7 @@
 #include "real.h"
 
 #if defined(WEFT_TEST_ASAN) || defined(WEFT_TEST_TSAN)
-enum { CLIENTS = 100, QUERIES = 20 };
+enum { CLIENTS = 100, QUERIES = 100 };
 #else
 enum { CLIENTS = 100, QUERIES = 200 };
 #endif
