@@ -108,3 +108,23 @@ SERVER_BENCHES: List[ServerBench] = [
                 "http", "req/s", 100),
 ]
 GROUPS = list(dict.fromkeys(b.group for b in SERVER_BENCHES))
+
+
+@dataclasses.dataclass
+class RedisBench:
+    """A redis row (issue 24): hiredis clients against one redis-server,
+    in each of the modes of bench/redis.c."""
+    name: str  # the RESULT name, also what --only selects
+    title: str
+    clients: int
+    unit: str = "req/s"
+    group: str = "redis"
+
+
+REDIS_MODES = ("hooks", "threads", "async")  # the first is the subject
+REDIS_BENCHES: List[RedisBench] = [
+    RedisBench(f"redis-{c}", f"hiredis SET/GET pairs, {c} clients, one "
+               f"connection each: coroutines through libweft-hook, a thread "
+               f"each, or the async API on one libevent loop", c)
+    for c in (100, 1000)
+]
