@@ -30,7 +30,7 @@
  *          value=122469 check=ok rss_kb=23456 conns=1000 errors=0
  *
  * value is requests per second; rss_kb the peak resident set of the whole
- * process (VmHWM, see peak_rss_kb); check=fail (exit status 1) when a
+ * process (VmHWM, see peak_rss.h); check=fail (exit status 1) when a
  * client could not connect, lost its connection, or got a wrong reply.
  */
 #include <errno.h>
@@ -49,6 +49,8 @@
 #include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+
+#include "peak_rss.h"
 
 #ifdef REDIS_BENCH_HOOKS
 #include <weft.h>
@@ -406,30 +408,6 @@ static double parse_seconds(const char *s)
 	if (end == s || *end != '\0' || !(v > 0 && v < 3600))
 		usage();
 	return v;
-}
-
-/*
- * The process's peak resident set in KiB: /proc/self/status's VmHWM, the
- * high-water mark of this program's own address space.  Not getrusage's
- * ru_maxrss: Linux carries that over execve from the process before it, so
- * a client started by a big parent (bench.py's Python, ~18 MiB) would report
- * the parent's peak when its own is smaller.  ru_maxrss where /proc is not.
- */
-static long peak_rss_kb(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
-	long kb = -1;
-	struct rusage ru;
-
-	while (f != NULL && kb < 0 && fgets(line, sizeof line, f) != NULL)
-		if (sscanf(line, "VmHWM: %ld kB", &kb) != 1)
-			kb = -1;
-	if (f != NULL)
-		fclose(f);
-	if (kb < 0 && getrusage(RUSAGE_SELF, &ru) == 0)
-		kb = ru.ru_maxrss;
-	return kb;
 }
 
 /* Room for a descriptor per connection: the soft limit raised to the hard. */

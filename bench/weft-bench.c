@@ -28,10 +28,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <weft.h>
+
+#include "peak_rss.h"
 
 /* The sizes; bench/peers/go/main.go uses the same ones. */
 #define YIELD_N 2000000 /* yields per coroutine; two coroutines */
@@ -100,15 +101,6 @@ static void *calloc_or_die(size_t n, size_t size)
 	if (p == NULL)
 		die("calloc");
 	return p;
-}
-
-/* getrusage's ru_maxrss, the process's peak resident set: KiB on Linux (the
- * peers report the same, as rss_kb= of skynet and sleep). */
-static long max_rss_kb(void)
-{
-	struct rusage ru;
-
-	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 }
 
 /* Spawns co[i] = fn(args + i * stride) for i < n (stride 0: all share args). */
@@ -305,7 +297,7 @@ static void bench_skynet(struct outcome *o)
 	o->ops = SKYNET_NODES;
 	o->value = (int64_t)root.sum;
 	o->ok = root.sum == SKYNET_SUM;
-	snprintf(o->extra, sizeof o->extra, "rss_kb=%ld", max_rss_kb());
+	snprintf(o->extra, sizeof o->extra, "rss_kb=%ld", peak_rss_kb());
 }
 
 /* -------------------------------------------------------------------- fib */
@@ -381,7 +373,7 @@ static void bench_sleep(struct outcome *o)
 	o->ops = SLEEP_N;
 	o->value = atomic_load(&on_time);
 	o->ok = o->value == SLEEP_N;
-	snprintf(o->extra, sizeof o->extra, "rss_kb=%ld", max_rss_kb());
+	snprintf(o->extra, sizeof o->extra, "rss_kb=%ld", peak_rss_kb());
 }
 
 /* ---------------------------------------------------------- chan-pingpong */

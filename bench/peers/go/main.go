@@ -29,6 +29,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -283,8 +284,18 @@ func benchParked() outcome {
 			(rss-rssAtStartKiB)*1024/parkedN, vm/1024, maps)}
 }
 
-// maxRSSKiB is getrusage's ru_maxrss, in KiB on Linux (as in weft-bench).
+// maxRSSKiB is the process's peak resident set in KiB: /proc/self/status's
+// VmHWM, as in weft-bench (bench/peak_rss.h: getrusage's ru_maxrss is
+// carried over execve from bench.py's Python); ru_maxrss without /proc.
 func maxRSSKiB() int64 {
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			var kb int64
+			if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
+				return kb
+			}
+		}
+	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return -1

@@ -100,9 +100,17 @@ async fn join<T>(h: JoinHandle<T>) -> T {
     h.await.expect("task failed")
 }
 
-/// getrusage's ru_maxrss, the process's peak resident set, in KiB on Linux
-/// (as weft-bench and go-bench): rss_kb= of skynet and sleep.
+/// The process's peak resident set in KiB (as weft-bench and go-bench):
+/// rss_kb= of skynet and sleep.  /proc/self/status's VmHWM, not getrusage's
+/// ru_maxrss, which Linux carries over execve from bench.py's Python
+/// (bench/peak_rss.h); ru_maxrss only without /proc.
 fn max_rss_kib() -> i64 {
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        let hwm = status.lines().find_map(|l| l.strip_prefix("VmHWM:"));
+        if let Some(Ok(kb)) = hwm.map(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>()) {
+            return kb;
+        }
+    }
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return -1;
