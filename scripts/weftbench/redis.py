@@ -210,7 +210,7 @@ def redis_footnote(args, pins: Optional[Pins]) -> str:
             f"request at a time, each reply checked; requests/s over a "
             f"{run_s:g} s window after {warm_s:g} s of connecting and "
             f"warming up: higher is better.  Peak RSS: the client process's "
-            f"getrusage ru_maxrss.  {SUBJECT}/mode: medians of run-by-run "
+            f"VmHWM (bench/peak_rss.h).  {SUBJECT}/mode: medians of run-by-run "
             f"ratios.  The modes run the same request code: hooks one weft "
             f"coroutine per connection (1 worker), the synchronous API "
             f"parked by libweft-hook; threads one pthread (default "
