@@ -297,6 +297,24 @@ WEFT_EXPORT int weft_worker_id(void);
 /* The number of workers, 0 when the runtime is not running. */
 WEFT_EXPORT unsigned weft_worker_count(void);
 
+/*
+ * Thread affinity for foreign code (Go's runtime.LockOSThread habit).
+ * After weft_lock_thread the calling coroutine always resumes on the worker
+ * thread it called from: it is never stolen, and whoever wakes it (another
+ * worker, a plain thread, a timer, I/O readiness) queues it there.  So a
+ * library that keeps per-thread state across a blocking call (OpenSSL's
+ * error queue, a thread-local cached by a client library: docs/hooks.md)
+ * stays correct (errno needs none of this: it follows each coroutine).  The worker keeps running
+ * other coroutines meanwhile; if it is stuck in one, the locked coroutine
+ * waits for it rather than run elsewhere.  Calls nest: the coroutine is
+ * unlocked when weft_unlock_thread has been called as many times as
+ * weft_lock_thread.  A coroutine that returns while locked just ends.
+ * Errors: EPERM outside a coroutine; EOVERFLOW past UINT_MAX nested locks;
+ * EINVAL from weft_unlock_thread when not locked.
+ */
+WEFT_EXPORT int weft_lock_thread(void);
+WEFT_EXPORT int weft_unlock_thread(void);
+
 /* Monotonic time in nanoseconds (CLOCK_MONOTONIC). */
 WEFT_EXPORT int64_t weft_now(void);
 

@@ -24,7 +24,7 @@
 static int bad_env(const char *name, const char *value, const char *range)
 {
 	fprintf(stderr, "weft: %s=\"%s\" is invalid: expected %s\n", name, value, range);
-	return weft__fail(EINVAL);
+	return -EINVAL;
 }
 
 /* Digits, then an optional k/m/g suffix when `scaled`; false on anything else. */
@@ -53,7 +53,7 @@ static bool parse_u64(const char *s, bool scaled, uint64_t *out)
 	return true;
 }
 
-/* Reads name into *out if set: 0 unset, 1 set, -1 invalid (reported). */
+/* Reads name into *out if set: 0 unset, 1 set, -EINVAL invalid (reported). */
 static int env_u64(const char *name, bool scaled, uint64_t min, uint64_t max,
 		   const char *range, uint64_t *out)
 {
@@ -152,7 +152,7 @@ static int config_copy(const weft_config *cfg, weft_config *c)
 	if (!cfg)
 		return 0;
 	if (cfg->size < sizeof cfg->size)
-		return weft__fail(EINVAL);
+		return -EINVAL;
 #define COPY_IF_COVERED(f) \
 	if (cfg->size >= offsetof(weft_config, f) + sizeof c->f) \
 		memcpy(&c->f, (const char *)cfg + offsetof(weft_config, f), sizeof c->f)
@@ -167,10 +167,10 @@ int weft__config_resolve(const weft_config *in, struct weft__settings *out)
 {
 	weft_config cfg;
 	if (config_copy(in, &cfg) != 0)
-		return -1;
+		return -EINVAL;
 	if (cfg.workers > WEFT_WORKERS_MAX || cfg.pin < -1 || cfg.pin > 1 ||
 	    (cfg.stack_size && (cfg.stack_size < WEFT_STACK_MIN || cfg.stack_size > WEFT_STACK_MAX)))
-		return weft__fail(EINVAL);
+		return -EINVAL;
 
 	/* Every variable is validated even when a field overrides it: a typo in
 	 * the environment is reported, not silently ignored. */
@@ -188,7 +188,7 @@ int weft__config_resolve(const weft_config *in, struct weft__settings *out)
 			 "milliseconds in 0..3600000 (0 disables)", &stall);
 	int rt = env_u64("WEFT_STATS", false, 0, 1, "0 or 1", &stats);
 	if (rw < 0 || rs < 0 || rp < 0 || rg < 0 || rb < 0 || rl < 0 || rt < 0)
-		return -1;
+		return -EINVAL;
 	out->stack_guards = rg ? (long)guards : -1;
 	out->blocking_threads = (unsigned)blocking;
 	out->stall_ms = (unsigned)stall;

@@ -36,7 +36,7 @@ struct weft__settings {
 };
 
 /* Fills out from cfg (the fields its size covers), the environment and the
- * defaults; -1/EINVAL (after one stderr line for a bad environment
+ * defaults; -EINVAL (after one stderr line for a bad environment
  * variable). */
 int weft__config_resolve(const weft_config *cfg, struct weft__settings *out);
 

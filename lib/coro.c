@@ -199,32 +199,28 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 
 weft_co *weft_spawn_with(void (*fn)(void *), void *arg, const weft_spawn_opts *opts)
 {
-	struct weft_co *co = weft__co_new(fn, arg, opts);
-	if (co)
-		weft__co_start(co);
+	struct weft_co *co;
+	int r = weft__co_new(&co, fn, arg, opts);
+	if (r < 0)
+		return weft__result_null(r);
+	weft__co_start(co);
 	return co;
 }
 
 /* The fields that weft__co_each_live's callback may read or write while the
  * stack is being reused (cancelled, park_word, id, fn) are stored
  * atomically here (relaxed: plain moves). */
-struct weft_co *weft__co_new(void (*fn)(void *), void *arg, const weft_spawn_opts *opts)
+int weft__co_new(struct weft_co **out, void (*fn)(void *), void *arg, const weft_spawn_opts *opts)
 {
-	if (!weft__runtime_accepting()) {
-		weft__fail(EPERM);
-		return NULL;
-	}
+	if (!weft__runtime_accepting())
+		return -EPERM;
 	size_t size = opts_stack_size(opts);
-	if (!fn || !size) {
-		weft__fail(EINVAL);
-		return NULL;
-	}
+	if (!fn || !size)
+		return -EINVAL;
 	struct weft__worker *w = weft__worker_self();
 	struct weft__stack *stack = weft__stack_get_sized(stacks_of(w), size);
-	if (!stack) {
-		weft__fail(ENOMEM);
-		return NULL;
-	}
+	if (!stack)
+		return -ENOMEM;
 	struct weft_co *co = weft__stack_payload(stack);
 	co->stack = stack;
 	at_store_ptr((void **)&co->fn, (void *)fn);
@@ -238,12 +234,15 @@ struct weft_co *weft__co_new(void (*fn)(void *), void *arg, const weft_spawn_opt
 	co->locals = NULL;
 	co->nlocals = 0;
 	co->group = NULL;
+	co->home = NULL;
+	co->locks = 0;
 	copy_name(co, opts ? opts->name : NULL);
 	at_store_64(&co->park_word, park_word(0, 0, CO_RUNNABLE));
 	at_store_64(&co->id, weft__next_id(w));
 	co->sp = weft__ctx_make(weft__stack_top(stack), co_main, co);
 	san_init(&co->san, weft__stack_base(stack), weft__stack_usable(stack), true);
-	return co;
+	*out = co;
+	return 0;
 }
 
 void weft__co_start(struct weft_co *co)

@@ -48,6 +48,12 @@ struct weft_co {
 	struct weft_group *group;	/* the group it is a member of (group.c), or NULL */
 	struct weft_co *gprev, *gnext;	/* its link among the members, under the group's lock */
 	unsigned live;			/* atomic: spawned and not yet finished (weft__co_each_live) */
+	/* weft_lock_thread (affinity.c): while locks > 0 it runs on home alone.
+	 * Both are written by the coroutine itself while it runs; a waker reads
+	 * home only after the park word's CAS that makes it runnable, which
+	 * orders it after the coroutine's last write before parking. */
+	struct weft__worker *home;
+	unsigned locks;
 	char name[WEFT_NAME_MAX];	/* weft_set_name's copy, "" if none */
 };
 
@@ -59,9 +65,9 @@ void weft__co_run(struct weft__worker *w, struct weft_co *co);
 void weft__co_switch_out(struct weft_co *co, int dying);
 
 /* weft_spawn_with in two steps: a coroutine ready to run but not yet
- * scheduled (NULL/errno), which the caller may set up (a group adopts it),
- * then its start. */
-struct weft_co *weft__co_new(void (*fn)(void *), void *arg, const weft_spawn_opts *opts);
+ * scheduled, in *out (0; else -EPERM, -EINVAL or -ENOMEM), which the caller
+ * may set up (a group adopts it), then its start. */
+int weft__co_new(struct weft_co **out, void (*fn)(void *), void *arg, const weft_spawn_opts *opts);
 void weft__co_start(struct weft_co *co);
 
 /* group.c: co, a member of co->group, has returned; the group lets it go. */

@@ -43,10 +43,8 @@
 static struct weft__deque_array *array_new(int64_t capacity)
 {
 	struct weft__deque_array *a = weft__fault() ? NULL : malloc(sizeof *a + (size_t)capacity * sizeof(void *));
-	if (!a) {
-		errno = ENOMEM;
+	if (!a)
 		return NULL;
-	}
 	a->mask = capacity - 1;
 	a->older = NULL;
 	return a;
@@ -66,7 +64,7 @@ int weft__deque_init(struct weft__deque *d, int64_t capacity)
 {
 	d->array = array_new(capacity);
 	if (!d->array)
-		return -1;
+		return -ENOMEM;
 	d->top = 1;	/* start at 1: b - 1 in take never goes below zero */
 	d->bottom = 1;
 	return 0;
@@ -109,7 +107,7 @@ int weft__deque_push(struct weft__deque *d, void *item)
 	if (b - t > a->mask) {
 		a = grow(d, a, t, b);
 		if (!a)
-			return -1;
+			return -ENOMEM;
 	}
 	WEFT_ASSERT(b - t <= a->mask);	/* a free slot for the item */
 	slot_put(a, b, item);

@@ -30,12 +30,12 @@ struct weft__deque {
 	struct weft__deque_array *array;
 };
 
-/* An empty deque of `capacity` slots (a power of two); -1/ENOMEM. */
+/* An empty deque of `capacity` slots (a power of two); -ENOMEM. */
 int weft__deque_init(struct weft__deque *d, int64_t capacity);
 /* Frees the array and every retired one.  No thread may use d any more. */
 void weft__deque_fini(struct weft__deque *d);
 
-/* Owner only.  Grows the array when full; -1/ENOMEM if it cannot. */
+/* Owner only.  Grows the array when full; -ENOMEM if it cannot. */
 int weft__deque_push(struct weft__deque *d, void *item);
 /* Owner only.  The newest item, or NULL when empty. */
 void *weft__deque_take(struct weft__deque *d);

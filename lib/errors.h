@@ -9,6 +9,13 @@
  * (WEFT__ERRORS_OPAQUE), so every use computes the thread-local's address
  * afresh.  weft_errno_location is the public form (weft.h).
  *
+ * The convention (libuv's): an internal function that can fail returns a
+ * negative errno (-ENOMEM), and 0 or a count on success; it never sets
+ * errno.  Only the public boundary does: `return weft__result(r);`.  The
+ * boundary includes a public call's file-local body (chan.c's chan_op for
+ * send and recv) and the one constructor helper whose NULL the public
+ * constructors return as it is (weft__waitq_object_new: ENOMEM).
+ *
  * A leaf: it includes only libc headers, so every file can report an error
  * without depending on the scheduler (worker.h) for it.
  */
@@ -26,6 +33,18 @@
 
 /* Reports errno = e on the calling thread and returns -1 (out of line). */
 int weft__fail(int e);
+/* A public call's result from an internal one's: r when r >= 0, else -1
+ * with errno = -r. */
+static inline int weft__result(int r)
+{
+	return r < 0 ? weft__fail(-r) : r;
+}
+/* The same for a public call that returns a pointer: NULL, errno = -r. */
+static inline void *weft__result_null(int r)
+{
+	weft__fail(-r);
+	return (void *)0;
+}
 /* The calling thread's errno, read through a fresh thread-local address
  * (out of line: safe after a suspension moved the coroutine). */
 int weft__errno(void);

@@ -19,10 +19,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-/* A fresh wake-up eventfd, or -1 with errno set. */
+/* A fresh wake-up eventfd, or a negative errno. */
 static inline int weft__eventfd_open(void)
 {
-	return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
 }
 
 /* Wakes whoever sleeps on fd (or the next one to). */

@@ -82,9 +82,10 @@ weft_co *weft_group_spawn(weft_group *g, void (*fn)(void *), void *arg)
 		weft__fail(EINVAL);
 		return NULL;
 	}
-	struct weft_co *co = weft__co_new(fn, arg, NULL);
-	if (!co)
-		return NULL;
+	struct weft_co *co;
+	int r = weft__co_new(&co, fn, arg, NULL);
+	if (r < 0)
+		return weft__result_null(r);
 	weft_detach(co);	/* not started yet: always succeeds */
 	co->group = g;
 	weft__lock_acquire(&g->lock);

@@ -103,6 +103,9 @@ void weft__idle_stop_spinning(struct weft__worker *w)
 		weft__idle_notify();
 }
 
+/* Pinned FIFOs are left out: a worker that saw another's would spin on
+ * work it may not take.  A pinned coroutine's worker is woken by its
+ * eventfd (queue.c); at shutdown there is none (all have finished). */
 bool weft__idle_any_work(void)
 {
 	if (at_load_64(&weft__rt.inject.len) != 0)
@@ -133,7 +136,10 @@ void weft__idle_park(struct weft__worker *w)
 	}
 	at_fence_store_load();
 	signal_quiesce();
-	if (weft__idle_any_work() || at_load_uint(&weft__rt.stopping)) {
+	/* Its own pinned FIFO too, which no other worker takes from (their
+	 * pinned coroutines are not work for w: see weft__idle_any_work). */
+	if (weft__idle_any_work() || at_load_64(&w->pinned.len) != 0 ||
+	    at_load_uint(&weft__rt.stopping)) {
 		if (!retract_idle(w))
 			weft__loop_take_token(w);	/* a waker popped us: its write is ours */
 	} else {

@@ -19,7 +19,8 @@ bool weft__idle_may_spin(struct weft__worker *w);
 /* Invariant (2): a spinner that found work wakes another if it was the
  * last spinner. */
 void weft__idle_stop_spinning(struct weft__worker *w);
-/* Whether any queue of any worker, or the injection queue, holds work. */
+/* Whether any queue of any worker, or the injection queue, holds work
+ * that any worker may run (pinned FIFOs are not: idle.c). */
 bool weft__idle_any_work(void);
 /* Goes idle: returns when there may be work again (or the runtime is
  * stopping), having slept in w's loop unless work appeared meanwhile. */

@@ -38,12 +38,17 @@ static uint64_t event_tag(int fd, unsigned gen)
 int weft__loop_init(struct weft__worker *w)
 {
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (w->epfd < 0)
+		return -errno;
 	w->evfd = weft__eventfd_open();
-	if (w->epfd < 0 || w->evfd < 0 || weft__timers_init(&w->timers, w) != 0)
-		return -1;
+	if (w->evfd < 0)
+		return w->evfd;
+	int r = weft__timers_init(&w->timers, w);
+	if (r < 0)
+		return r;
 	w->timers_ready = true;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = TOKEN_TAG };
-	return epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &ev);
+	return epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &ev) == 0 ? 0 : -errno;
 }
 
 static void close_fd(int *fd)

@@ -31,6 +31,8 @@
 struct weft__worker;
 struct weft__fd;
 
+/* w's epoll set, wake-up eventfd and timer heap; 0 or a negative errno
+ * (weft__loop_fini releases what was made either way). */
 int weft__loop_init(struct weft__worker *w);
 void weft__loop_fini(struct weft__worker *w);
 

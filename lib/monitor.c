@@ -282,19 +282,22 @@ int weft__monitor_start(unsigned stall_ms)
 	mon.next_trim = weft_now() + STACK_TRIM_NS;
 	mon.stacks_cached = false;
 	mon.watch = weft__fault() ? NULL : calloc(weft__rt.nworkers, sizeof *mon.watch);
+	int err = mon.watch ? 0 : -ENOMEM;
 	mon.hub = epoll_create1(EPOLL_CLOEXEC);
+	if (!err && mon.hub < 0)
+		err = -errno;
 	mon.evfd = weft__eventfd_open();
+	if (!err && mon.evfd < 0)
+		err = mon.evfd;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = HUB_KICK };
-	int err = !mon.watch ? ENOMEM : 0;
-	if (!err && (mon.hub < 0 || mon.evfd < 0 || epoll_ctl(mon.hub, EPOLL_CTL_ADD, mon.evfd, &ev) != 0))
-		err = errno;
-	if (!err) {
+	if (!err && epoll_ctl(mon.hub, EPOLL_CTL_ADD, mon.evfd, &ev) != 0)
+		err = -errno;
+	if (!err)
 		err = weft__thread_start(&mon.thread, false, monitor_main, NULL);
-	}
 	mon.running = !err;
 	if (err)
 		weft__monitor_stop();
-	return err ? weft__fail(err) : 0;
+	return err;
 }
 
 void weft__monitor_counts(uint64_t *polls, uint64_t *events, uint64_t *wakeups)

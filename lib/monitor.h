@@ -8,7 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Starts the monitor; stall_ms: report dispatches that run this long, 0 never. */
+/* Starts the monitor; stall_ms: report dispatches that run this long, 0 never.
+ * 0 or a negative errno. */
 int weft__monitor_start(unsigned stall_ms);
 void weft__monitor_stop(void);
 /* Its harvests of stuck workers' loops, the events they returned, and

@@ -33,6 +33,7 @@
 
 #include "errors.h"
 #include "io.h"
+#include "sys.h"
 #include "weft.h"
 
 /* sendfile(2) moves at most 0x7ffff000 bytes a call; ask for less. */
@@ -88,7 +89,7 @@ struct vec_op {
 static ssize_t readv_attempt(struct weft__io_op *op, int fd)
 {
 	struct vec_op *v = (struct vec_op *)op;
-	return readv(fd, v->iov, v->cnt);
+	return weft__sys_readv(fd, v->iov, v->cnt);
 }
 
 ssize_t weft_readv(int fd, const struct iovec *iov, int iovcnt, int64_t deadline)
@@ -129,9 +130,9 @@ static ssize_t writev_attempt(struct weft__io_op *op, int fd)
 	ssize_t n;
 	if (op->socket) {
 		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)cnt };
-		n = sendmsg(fd, &m, MSG_NOSIGNAL);
+		n = weft__sys_sendmsg(fd, &m, MSG_NOSIGNAL);
 	} else {
-		n = writev(fd, iov, cnt);
+		n = weft__sys_writev(fd, iov, cnt);
 	}
 	if (n > 0)
 		vec_advance(v, (size_t)n);
@@ -165,7 +166,7 @@ static ssize_t recv_attempt(struct weft__io_op *op, int fd)
 	struct recv_op *r = (struct recv_op *)op;
 	if (r->fromlen)
 		*r->fromlen = r->fromlen0;
-	return recvfrom(fd, r->buf, r->len, r->flags, r->from, r->fromlen);
+	return weft__sys_recvfrom(fd, r->buf, r->len, r->flags, r->from, r->fromlen);
 }
 
 ssize_t weft_recvfrom(int fd, void *buf, size_t len, int flags, struct sockaddr *from,
@@ -196,7 +197,7 @@ static ssize_t send_attempt(struct weft__io_op *op, int fd)
 {
 	struct send_op *s = (struct send_op *)op;
 	op->asked = op->len - op->done;
-	return sendto(fd, s->buf + op->done, op->asked, s->flags | MSG_NOSIGNAL, s->to, s->tolen);
+	return weft__sys_sendto(fd, s->buf + op->done, op->asked, s->flags | MSG_NOSIGNAL, s->to, s->tolen);
 }
 
 ssize_t weft_send(int fd, const void *buf, size_t len, int flags, int64_t deadline)
@@ -228,7 +229,7 @@ static ssize_t recvmsg_attempt(struct weft__io_op *op, int fd)
 	struct msg_op *m = (struct msg_op *)op;
 	m->msg->msg_namelen = m->namelen0;
 	m->msg->msg_controllen = m->controllen0;
-	return recvmsg(fd, m->msg, m->flags);
+	return weft__sys_recvmsg(fd, m->msg, m->flags);
 }
 
 ssize_t weft_recvmsg(int fd, struct msghdr *msg, int flags, int64_t deadline)
@@ -247,7 +248,7 @@ ssize_t weft_recvmsg(int fd, struct msghdr *msg, int flags, int64_t deadline)
 static ssize_t sendmsg_attempt(struct weft__io_op *op, int fd)
 {
 	struct msg_op *m = (struct msg_op *)op;
-	return sendmsg(fd, m->cmsg, m->flags | MSG_NOSIGNAL);
+	return weft__sys_sendmsg(fd, m->cmsg, m->flags | MSG_NOSIGNAL);
 }
 
 ssize_t weft_sendmsg(int fd, const struct msghdr *msg, int flags, int64_t deadline)
@@ -272,7 +273,7 @@ static ssize_t sendfile_attempt(struct weft__io_op *op, int fd)
 {
 	struct file_op *f = (struct file_op *)op;
 	size_t left = op->len - op->done;
-	return sendfile(fd, f->in_fd, f->offset, left < SENDFILE_MAX ? left : SENDFILE_MAX);
+	return weft__sys_sendfile(fd, f->in_fd, f->offset, left < SENDFILE_MAX ? left : SENDFILE_MAX);
 }
 
 ssize_t weft_sendfile(int out_fd, int in_fd, off_t *offset, size_t count, int64_t deadline)

@@ -10,6 +10,7 @@
 
 #include "atomic.h"
 #include "idle.h"
+#include "loop.h"
 #include "worker.h"
 
 void weft__queue_push_local(struct weft__worker *w, struct weft_co *co)
@@ -28,8 +29,28 @@ void weft__queue_push_local(struct weft__worker *w, struct weft_co *co)
  * (docs/bench.md, "Measurements behind the code": lone runnext).  If w gets stuck in the current coroutine instead, the monitor
  * notifies for the slot (weft__worker_stuck).
  */
+/*
+ * A coroutine locked to its worker (weft_lock_thread) goes to that worker's
+ * pinned FIFO, which nobody steals from; the worker is woken by its eventfd
+ * unless it is the caller (a wake to a worker that is not asleep stays in
+ * the eventfd until its next harvest or sleep takes it, so no handshake
+ * with its idling is needed).  False for an unlocked coroutine.
+ */
+static bool schedule_pinned(struct weft_co *co)
+{
+	struct weft__worker *home = co->home;
+	if (!home)
+		return false;
+	weft__queue_push(&home->pinned, co, true);
+	if (home != weft__worker_self())
+		weft__loop_wake(home);
+	return true;
+}
+
 void weft__schedule(struct weft_co *co)
 {
+	if (schedule_pinned(co))
+		return;
 	struct weft__worker *w = weft__worker_self();
 	if (!w) {
 		weft__queue_push(&weft__rt.inject, co, true);
@@ -52,6 +73,8 @@ void weft__worker_stuck(struct weft__worker *w)
 
 void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop)
 {
+	if (schedule_pinned(co))
+		return;
 	weft__queue_push(&loop->ready, co, weft__queue_ready_shared(loop));
 	if (weft__rt.nworkers > 1 || weft__worker_self() != loop)
 		weft__idle_notify();

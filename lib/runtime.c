@@ -38,26 +38,25 @@ static bool print_stats;	/* $WEFT_STATS=1 */
 static int init_locked(const weft_config *cfg)
 {
 	if (started)
-		return weft__fail(EALREADY);
+		return -EALREADY;
 	struct weft__settings s;
-	if (weft__config_resolve(cfg, &s) != 0)
-		return -1;
-	if (weft__stack_pool_init(s.stack_size, s.stack_guards) != 0)
-		return -1;
+	int r = weft__config_resolve(cfg, &s);
+	if (r < 0)
+		return r;
+	if ((r = weft__stack_pool_init(s.stack_size, s.stack_guards)) < 0)
+		return r;
 	weft__overflow_install();
 	weft__offload_init(s.blocking_threads);
 	print_stats = s.stats;
-	if (weft__workers_start(s.workers, s.pin) != 0) {
-		int e = errno;
+	if ((r = weft__workers_start(s.workers, s.pin)) < 0) {
 		weft__stack_pool_fini();
-		return weft__fail(e);
+		return r;
 	}
-	if (weft__monitor_start(s.stall_ms) != 0) {
-		int e = errno;
+	if ((r = weft__monitor_start(s.stall_ms)) < 0) {
 		weft__workers_stop();
 		weft__stack_pool_fini();
 		weft__workers_free();
-		return weft__fail(e);
+		return r;
 	}
 	started = true;
 	at_store_uint(&weft__rt.running, 1);
@@ -68,9 +67,8 @@ int weft_init(const weft_config *cfg)
 {
 	pthread_mutex_lock(&lifecycle_lock);
 	int r = init_locked(cfg);
-	int e = errno;
 	pthread_mutex_unlock(&lifecycle_lock);
-	return r == 0 ? 0 : weft__fail(e);
+	return weft__result(r);
 }
 
 /* Waits until every coroutine has finished (true) or until deadline
@@ -121,24 +119,24 @@ static void stop_locked(void)
 }
 
 /* Takes lifecycle_lock if the runtime runs and the caller is a plain
- * thread: 0, else the error. */
+ * thread: 0, else -EDEADLK or -ESRCH. */
 static int shutdown_begin(void)
 {
 	if (weft__worker_self())
-		return EDEADLK;
+		return -EDEADLK;
 	pthread_mutex_lock(&lifecycle_lock);
 	if (!started) {
 		pthread_mutex_unlock(&lifecycle_lock);
-		return ESRCH;
+		return -ESRCH;
 	}
 	return 0;
 }
 
 int weft_shutdown(void)
 {
-	int e = shutdown_begin();
-	if (e)
-		return weft__fail(e);
+	int r = shutdown_begin();
+	if (r < 0)
+		return weft__result(r);
 	wait_finished_until(-1, NULL);
 	stop_locked();
 	pthread_mutex_unlock(&lifecycle_lock);
@@ -178,9 +176,9 @@ static void name_one(struct weft_co *co, void *arg)
 int weft_shutdown_until(int64_t deadline)
 {
 	const int64_t GRACE = 1000 * 1000 * 1000;
-	int e = shutdown_begin();
-	if (e)
-		return weft__fail(e);
+	int r = shutdown_begin();
+	if (r < 0)
+		return weft__result(r);
 	if (!wait_finished_until(deadline, NULL)) {
 		at_store_uint(&weft__rt.cancel_all, 1);
 		at_fence_store_load();

@@ -167,10 +167,8 @@ static int arena_get(unsigned *arena)
 
 int weft__stack_pool_init(size_t stack_size, long guards)
 {
-	if (arena_get(&pool.arena) != 0) {
-		errno = ENOMEM;
-		return -1;
-	}
+	if (arena_get(&pool.arena) != 0)
+		return -ENOMEM;
 	pool.page = (size_t)sysconf(_SC_PAGESIZE);
 	pool.stack_size = stack_size;
 	pool.mallocx_flags = (int)(MALLOCX_ARENA(pool.arena) | MALLOCX_ALIGN(pool.page) |
@@ -238,10 +236,8 @@ static struct weft__stack *stack_alloc(size_t size)
 {
 	size_t alloc = size + pool.page;
 	char *lo = weft__fault() ? NULL : mallocx(alloc, pool.mallocx_flags);
-	if (!lo) {
-		errno = ENOMEM;
+	if (!lo)
 		return NULL;
-	}
 	san_after_alloc(&pool.arena);
 	struct weft__stack *s = (struct weft__stack *)(void *)(lo + alloc - sizeof *s);
 	s = (struct weft__stack *)((uintptr_t)s & ~(uintptr_t)63);

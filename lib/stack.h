@@ -54,7 +54,7 @@ struct weft__stack_cache {
 };
 
 /* Sets up the pool for stacks of stack_size bytes, at most `guards` of them
- * with a guard page at once (-1: a quarter of vm.max_map_count); -1/ENOMEM. */
+ * with a guard page at once (-1: a quarter of vm.max_map_count); -ENOMEM. */
 int weft__stack_pool_init(size_t stack_size, long guards);
 /* Frees every stack, cached or still held by an unjoined coroutine, and the
  * arena. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sys.h — the system calls of the I/O fast path (read, write, send), made
- * directly rather than through libc.
+ * sys.h — the system calls of the I/O paths (read, write, send, and the
+ * vectored, datagram, message and sendfile calls of net.c), made directly
+ * rather than through libc.
  *
  * glibc's read, write and send are cancellation points: in a process with
  * more than one thread, which every weft process is, each one brackets the
@@ -21,8 +22,10 @@
 #define WEFT_SYS_H
 
 #include <errno.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -75,31 +78,66 @@ static inline ssize_t weft__sys_result(long r)
 }
 #endif
 
+/* One wrapper per call: libc's function under the sanitizers, else the
+ * system call with up to six arguments. */
+#ifdef WEFT__SYS_LIBC
+#define WEFT__SYS(libc_call, nr, ...) return libc_call
+#else
+#define WEFT__SYS(libc_call, nr, a, b, c, d, e, f) \
+	return weft__sys_result(weft__sys6(nr, (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f)))
+#endif
+
 static inline ssize_t weft__sys_read(int fd, void *buf, size_t len)
 {
-#ifdef WEFT__SYS_LIBC
-	return read(fd, buf, len);
-#else
-	return weft__sys_result(weft__sys6(SYS_read, fd, (long)buf, (long)len, 0, 0, 0));
-#endif
+	WEFT__SYS(read(fd, buf, len), SYS_read, fd, buf, len, 0, 0, 0);
 }
 
 static inline ssize_t weft__sys_write(int fd, const void *buf, size_t len)
 {
-#ifdef WEFT__SYS_LIBC
-	return write(fd, buf, len);
-#else
-	return weft__sys_result(weft__sys6(SYS_write, fd, (long)buf, (long)len, 0, 0, 0));
-#endif
+	WEFT__SYS(write(fd, buf, len), SYS_write, fd, buf, len, 0, 0, 0);
 }
 
 static inline ssize_t weft__sys_send(int fd, const void *buf, size_t len, int flags)
 {
-#ifdef WEFT__SYS_LIBC
-	return send(fd, buf, len, flags);
-#else
-	return weft__sys_result(weft__sys6(SYS_sendto, fd, (long)buf, (long)len, flags, 0, 0));
-#endif
+	WEFT__SYS(send(fd, buf, len, flags), SYS_sendto, fd, buf, len, flags, 0, 0);
+}
+
+static inline ssize_t weft__sys_readv(int fd, const struct iovec *iov, int cnt)
+{
+	WEFT__SYS(readv(fd, iov, cnt), SYS_readv, fd, iov, cnt, 0, 0, 0);
+}
+
+static inline ssize_t weft__sys_writev(int fd, const struct iovec *iov, int cnt)
+{
+	WEFT__SYS(writev(fd, iov, cnt), SYS_writev, fd, iov, cnt, 0, 0, 0);
+}
+
+static inline ssize_t weft__sys_recvfrom(int fd, void *buf, size_t len, int flags,
+					 struct sockaddr *from, socklen_t *fromlen)
+{
+	WEFT__SYS(recvfrom(fd, buf, len, flags, from, fromlen), SYS_recvfrom, fd, buf, len, flags,
+		  from, fromlen);
+}
+
+static inline ssize_t weft__sys_sendto(int fd, const void *buf, size_t len, int flags,
+				       const struct sockaddr *to, socklen_t tolen)
+{
+	WEFT__SYS(sendto(fd, buf, len, flags, to, tolen), SYS_sendto, fd, buf, len, flags, to, tolen);
+}
+
+static inline ssize_t weft__sys_recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	WEFT__SYS(recvmsg(fd, msg, flags), SYS_recvmsg, fd, msg, flags, 0, 0, 0);
+}
+
+static inline ssize_t weft__sys_sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	WEFT__SYS(sendmsg(fd, msg, flags), SYS_sendmsg, fd, msg, flags, 0, 0, 0);
+}
+
+static inline ssize_t weft__sys_sendfile(int out, int in, off_t *offset, size_t count)
+{
+	WEFT__SYS(sendfile(out, in, offset, count), SYS_sendfile, out, in, offset, count, 0, 0);
 }
 
 #endif

@@ -13,7 +13,7 @@ int weft__thread_start(pthread_t *t, bool faults, void *(*fn)(void *), void *arg
 {
 	pthread_attr_t attr;
 	if (weft__fault() || pthread_attr_init(&attr) != 0)
-		return EAGAIN;
+		return -EAGAIN;
 	pthread_t detached;
 	if (!t) {
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -26,7 +26,7 @@ int weft__thread_start(pthread_t *t, bool faults, void *(*fn)(void *), void *arg
 		sigdelset(&block, SIGBUS);
 	}
 	pthread_sigmask(SIG_BLOCK, &block, &old);
-	int err = pthread_create(t, &attr, fn, arg) ? EAGAIN : 0;
+	int err = pthread_create(t, &attr, fn, arg) ? -EAGAIN : 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	return err;

@@ -18,7 +18,7 @@
 #include <stdbool.h>
 
 /* Starts fn(arg) on a new thread with every signal blocked: all but SIGSEGV
- * and SIGBUS when `faults`.  Detached when t is NULL.  0 or EAGAIN. */
+ * and SIGBUS when `faults`.  Detached when t is NULL.  0 or -EAGAIN. */
 int weft__thread_start(pthread_t *t, bool faults, void *(*fn)(void *), void *arg);
 
 #endif

@@ -19,7 +19,8 @@ int weft__timers_init(struct weft__timers *t, struct weft__worker *owner)
 	t->heap = NULL;
 	t->n = t->cap = 0;
 	t->next = INT64_MAX;
-	return pthread_mutex_init(&t->lock, NULL) == 0 ? 0 : -1;
+	int r = pthread_mutex_init(&t->lock, NULL);
+	return r ? -r : 0;
 }
 
 void weft__timers_fini(struct weft__timers *t)
@@ -89,7 +90,7 @@ static int reserve(struct weft__timers *t)
 	uint32_t cap = t->cap ? 2 * t->cap : HEAP_INITIAL;
 	void *heap = weft__fault() ? NULL : realloc(t->heap, (size_t)cap * sizeof *t->heap);
 	if (!heap)
-		return -1;
+		return -ENOMEM;
 	t->heap = heap;
 	t->cap = cap;
 	return 0;
@@ -105,8 +106,6 @@ int weft__timer_add(struct weft__timers *t, struct weft__waiter *w)
 		publish_next(t);
 	}
 	pthread_mutex_unlock(&t->lock);
-	if (r != 0)
-		errno = ENOMEM;
 	return r;
 }
 

@@ -49,7 +49,7 @@ enum { WEFT__TIMER_NONE = UINT32_MAX };	/* waiter->timer_index when not in a hea
 int weft__timers_init(struct weft__timers *t, struct weft__worker *owner);
 void weft__timers_fini(struct weft__timers *t);
 
-/* Adds w (w->deadline set) to t; -1/ENOMEM if the heap cannot grow. */
+/* Adds w (w->deadline set) to t; -ENOMEM if the heap cannot grow. */
 int weft__timer_add(struct weft__timers *t, struct weft__waiter *w);
 /* Takes w out of its heap if it is still there (any thread). */
 void weft__timer_remove(struct weft__waiter *w);

@@ -211,10 +211,24 @@ static struct weft_co *pop_yielder(struct weft__worker *w)
 	}
 	for (p = rev; p; p = rev) {
 		rev = p->next;
-		weft__queue_push_local(w, p);
+		if (p->home)	/* locked to w (weft_lock_thread): not stealable */
+			weft__queue_push(&w->pinned, p, true);
+		else
+			weft__queue_push_local(w, p);
 	}
 	weft__idle_notify();
 	return co;
+}
+
+/* The oldest coroutine w's loop woke, else the oldest locked to w. */
+static struct weft_co *pop_fifos(struct weft__worker *w)
+{
+	struct weft_co *co = weft__queue_pop(&w->ready, weft__queue_ready_shared(w));
+	if (co) {
+		weft__count(&w->c.ready_pops);
+		return co;
+	}
+	return weft__queue_pop(&w->pinned, true);
 }
 
 /*
@@ -256,10 +270,8 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 			weft__count(&w->c.inject_pops);
 			return co;
 		}
-		if ((co = weft__queue_pop(&w->ready, weft__queue_ready_shared(w)))) {
-			weft__count(&w->c.ready_pops);
+		if ((co = pop_fifos(w)))
 			return co;
-		}
 	}
 	if (now - w->slice_start >= w->slice_len) {
 		w->slice_start = now;
@@ -322,10 +334,8 @@ static struct weft_co *find_local(struct weft__worker *w)
 	if ((co = take_runnext(w)) || (co = take_local(w)))
 		return lifo_hit(w, co);
 	w->slice_start = 0;	/* restart the clocks at the next turn (no clock read here) */
-	if ((co = weft__queue_pop(&w->ready, weft__queue_ready_shared(w)))) {
-		weft__count(&w->c.ready_pops);
+	if ((co = pop_fifos(w)))
 		return co;
-	}
 	if ((co = weft__queue_inject_pop())) {
 		weft__count(&w->c.inject_pops);
 		return co;
@@ -380,9 +390,9 @@ static int worker_init(struct weft__worker *w, unsigned index)
 	w->rng = 0x9e3779b97f4a7c15ull * (index + 1);
 	w->epfd = w->evfd = -1;	/* slice_start 0: the first fairness turn sets the clocks */
 	pthread_mutex_init(&w->ready.lock, NULL);
-	if (weft__deque_init(&w->deque, DEQUE_INITIAL) != 0)
-		return -1;
-	return weft__loop_init(w);
+	pthread_mutex_init(&w->pinned.lock, NULL);
+	int r = weft__deque_init(&w->deque, DEQUE_INITIAL);
+	return r < 0 ? r : weft__loop_init(w);
 }
 
 static void worker_fini(struct weft__worker *w)
@@ -390,6 +400,7 @@ static void worker_fini(struct weft__worker *w)
 	weft__deque_fini(&w->deque);
 	weft__loop_fini(w);
 	pthread_mutex_destroy(&w->ready.lock);
+	pthread_mutex_destroy(&w->pinned.lock);
 }
 
 static void pin_thread(pthread_t t, unsigned index)
@@ -430,14 +441,14 @@ int weft__workers_start(unsigned n, int pin)
 	weft__rt.idle = weft__fault() ? NULL : calloc(n, sizeof *weft__rt.idle);
 	if (!weft__rt.workers || !weft__rt.idle) {
 		workers_free(0);
-		return weft__fail(ENOMEM);
+		return -ENOMEM;
 	}
 	unsigned i;
 	for (i = 0; i < n; i++) {
-		if (worker_init(&weft__rt.workers[i], i) != 0) {
-			int e = errno;
+		int r = worker_init(&weft__rt.workers[i], i);
+		if (r < 0) {
 			workers_free(i + 1);
-			return weft__fail(e);
+			return r;
 		}
 	}
 	int err = 0;
@@ -451,9 +462,8 @@ int weft__workers_start(unsigned n, int pin)
 		weft__rt.nworkers = i - 1;	/* the started ones */
 		weft__workers_stop();
 		workers_free(n);
-		return weft__fail(EAGAIN);
 	}
-	return 0;
+	return err;
 }
 
 void weft__workers_stop(void)

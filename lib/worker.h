@@ -52,7 +52,8 @@ struct weft__locked_fifo {
  * split), each group starting on its own cache line so that the owner's
  * constant writes do not share a line with what other threads write:
  *   shared     written by other threads too: thieves (runnext, the ready
- *              FIFO's lock), wakers (sleeping, woken_spinning), closers
+ *              FIFO's lock), wakers (sleeping, woken_spinning, the pinned
+ *              FIFO), closers
  *              (nfds), the monitor (the ready FIFO, the timer heap's lock);
  *   fixed      written once at start, read by anyone;
  *   published  written by the owner, read by others: the counters (stats,
@@ -67,6 +68,8 @@ struct weft__worker {
 	/* shared */
 	struct weft_co *runnext WEFT__LINE;	/* atomic: what runs next (queue.c) */
 	struct weft__locked_fifo ready;	/* woken by readiness or a deadline, in order */
+	struct weft__locked_fifo pinned;	/* runnable coroutines locked to this worker
+						 * (weft_lock_thread): never stolen */
 	unsigned nfds;			/* atomic: fds registered in epfd */
 	unsigned polling;		/* atomic: 1 while asleep in its epoll_wait */
 	unsigned sleeping;		/* atomic: 1 while announced idle */
@@ -140,7 +143,9 @@ uint32_t weft__worker_rand(struct weft__worker *w);
 /* Makes co runnable: in this worker's runnext slot if called on a worker
  * (what it displaces goes to the deque), else on the injection queue; wakes
  * an idle worker if nobody is looking for work, except for a lone slot
- * (the caller's worker runs it next; see weft__worker_stuck). */
+ * (the caller's worker runs it next; see weft__worker_stuck).  A coroutine
+ * locked to its worker (weft_lock_thread) goes to that worker's pinned FIFO
+ * instead, here and in weft__schedule_ready, and that worker is woken. */
 void weft__schedule(struct weft_co *co);
 /* The monitor found w running one coroutine for a tick or more: if w's
  * runnext slot holds a coroutine, wake an idle worker as weft__schedule
@@ -157,7 +162,8 @@ void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop);
  * dispatched by w), or NULL: then switch to w's scheduler. */
 struct weft_co *weft__worker_successor(struct weft__worker *w);
 
-/* Starts and stops the worker threads (runtime.c drives them). */
+/* Starts and stops the worker threads (runtime.c drives them); start
+ * returns 0 or a negative errno (ENOMEM, EMFILE, EAGAIN). */
 int weft__workers_start(unsigned n, int pin);
 void weft__workers_stop(void);		/* wakes and joins every worker */
 void weft__workers_free(void);		/* then frees them */

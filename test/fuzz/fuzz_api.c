@@ -17,8 +17,11 @@
  * if sent, FIFO per sender, everything sent is drained after close, then
  * EPIPE), wait-group counts, mutual exclusion, deadlines (ETIMEDOUT only
  * once they passed), cancellation (every blocking call fails at once after
- * weft_cancel), socket byte streams (content and counts), local keys and
- * their destructors, weft_offload and weft_stats_get, and liveness (a wait
+ * weft_cancel), socket byte streams (content and counts, through each
+ * reading and writing call: read, readv, recv, recvmsg, write, writev,
+ * send), local keys and their destructors, weft_offload and
+ * weft_stats_get, weft_lock_thread (a locked coroutine never changes
+ * worker), and liveness (a wait
  * whose reason to end is there must end).  A violation prints a line and
  * the state of every coroutine, then abort()s, which libFuzzer records as a
  * crash.
@@ -53,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -134,6 +138,8 @@ struct ctx {
 	int64_t wait_deadline;
 	atomic_uint wait_seq;
 	unsigned held;			/* mutexes held (bit i: mutex i) */
+	unsigned locks;			/* weft_lock_thread nesting */
+	int home;			/* the worker it locked on */
 	struct ctx *kid[MAX_KIDS];
 	weft_co *kid_h[MAX_KIDS];
 	void *local[NKEY];		/* the model of its local values */
@@ -931,6 +937,50 @@ static void io_err(struct ctx *c, struct iocall *k, long r, int e, int64_t dl, b
 		      "%s on an fd closed before: errno %d", what, e);
 }
 
+/* The reading call a's top bits pick, the same contract for each: some
+ * bytes, at most len (recv and recvmsg on sockets only). */
+static ssize_t read_call(const struct fdrec *f, unsigned a, void *buf, size_t len, int64_t dl,
+			 const char **what)
+{
+	size_t half = len / 2;
+	struct iovec iov[2] = { { buf, half }, { (char *)buf + half, len - half } };
+	struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
+	switch ((a >> 6) % (f->is_pipe ? 2 : 4)) {
+	case 1:
+		*what = "weft_readv";
+		return weft_readv(f->fd, iov, 2, dl);
+	case 2:
+		*what = "weft_recv";
+		return weft_recv(f->fd, buf, len, 0, dl);
+	case 3:
+		*what = "weft_recvmsg";
+		return weft_recvmsg(f->fd, &m, 0, dl);
+	default:
+		*what = "weft_read";
+		return weft_read(f->fd, buf, len, dl);
+	}
+}
+
+/* The writing call a's top bits pick, each writing every byte (weft_send on
+ * sockets only). */
+static ssize_t write_call(const struct fdrec *f, unsigned a, const void *buf, size_t len,
+			  int64_t dl, const char **what)
+{
+	size_t half = len / 2;
+	struct iovec iov[2] = { { (void *)buf, half }, { (char *)buf + half, len - half } };
+	switch ((a >> 6) % (f->is_pipe ? 2 : 3)) {
+	case 1:
+		*what = "weft_writev";
+		return weft_writev(f->fd, iov, 2, dl);
+	case 2:
+		*what = "weft_send";
+		return weft_send(f->fd, buf, len, 0, dl);
+	default:
+		*what = "weft_write";
+		return weft_write(f->fd, buf, len, dl);
+	}
+}
+
 static void op_read(struct ctx *c, int fi, unsigned a, unsigned d)
 {
 	struct fdrec *f = &G.fds[fi], *p = &G.fds[f->peer];
@@ -940,24 +990,25 @@ static void op_read(struct ctx *c, int fi, unsigned a, unsigned d)
 	struct iocall k;
 	io_enter(&k, fi, 1);
 	wait_begin(c, W_TIMED, fi, dl);
-	ssize_t r = weft_read(f->fd, c->iobuf, len, dl);
+	const char *what;
+	ssize_t r = read_call(f, a, c->iobuf, len, dl, &what);
 	int e = errno;
 	wait_end(c);
 	if (r >= 0) {
-		CHECK(!pre, "weft_read succeeded after weft_cancel");
-		CHECK(!closed, "weft_read succeeded on an fd closed before");
-		CHECK((size_t)r <= len, "weft_read returned %zd > %zu", r, len);
-		CHECK(f->can_read || len == 0, "weft_read succeeded on a pipe's write end");
+		CHECK(!pre, "%s succeeded after weft_cancel", what);
+		CHECK(!closed, "%s succeeded on an fd closed before", what);
+		CHECK((size_t)r <= len, "%s returned %zd > %zu", what, r, len);
+		CHECK(f->can_read || len == 0, "%s succeeded on a pipe's write end", what);
 		for (ssize_t i = 0; i < r; i++)
 			CHECK(c->iobuf[i] == p->pattern,
-			      "weft_read fd %d: byte %zd is %02x, the peer writes %02x", f->fd, i,
+			      "%s fd %d: byte %zd is %02x, the peer writes %02x", what, f->fd, i,
 			      c->iobuf[i], p->pattern);
 		if (r == 0 && len > 0)
-			CHECK(atomic_load(&p->close_started), "weft_read: EOF on fd %d, peer open",
+			CHECK(atomic_load(&p->close_started), "%s: EOF on fd %d, peer open", what,
 			      f->fd);
 		atomic_fetch_add(&f->rd_total, r);
 	} else {
-		io_err(c, &k, r, e, dl, pre, closed, "weft_read");
+		io_err(c, &k, r, e, dl, pre, closed, what);
 	}
 	io_exit(&k);
 }
@@ -972,18 +1023,19 @@ static void op_write(struct ctx *c, int fi, unsigned a, unsigned d)
 	struct iocall k;
 	io_enter(&k, fi, 2);
 	wait_begin(c, W_TIMED, fi, dl);
-	ssize_t r = weft_write(f->fd, c->iobuf, len, dl);
+	const char *what;
+	ssize_t r = write_call(f, a, c->iobuf, len, dl, &what);
 	int e = errno;
 	wait_end(c);
 	if (r >= 0) {
-		CHECK(!pre, "weft_write succeeded after weft_cancel");
-		CHECK(!closed, "weft_write succeeded on an fd closed before");
-		CHECK((size_t)r == len, "weft_write returned %zd, not %zu", r, len);
-		CHECK(f->can_write || len == 0, "weft_write succeeded on a pipe's read end");
+		CHECK(!pre, "%s succeeded after weft_cancel", what);
+		CHECK(!closed, "%s succeeded on an fd closed before", what);
+		CHECK((size_t)r == len, "%s returned %zd, not %zu", what, r, len);
+		CHECK(f->can_write || len == 0, "%s succeeded on a pipe's read end", what);
 		atomic_fetch_add(&f->wr_ok, r);
 	} else {
 		atomic_fetch_add(&f->wr_unc, (long)len);
-		io_err(c, &k, r, e, dl, pre, closed, "weft_write");
+		io_err(c, &k, r, e, dl, pre, closed, what);
 	}
 	io_exit(&k);
 }
@@ -1219,8 +1271,37 @@ static void op_name(struct ctx *c, unsigned a)
 	(void)c;
 }
 
-static void op_query(struct ctx *c)
+/* weft_lock_thread / weft_unlock_thread by a's bits; while locked, every
+ * instruction starts on the worker it locked on (exec_insn). */
+static void op_affinity(struct ctx *c, unsigned a)
 {
+	int r;
+	switch (a % 4) {
+	case 0:
+		CHECK(weft_lock_thread() == 0, "weft_lock_thread: errno %d", errno);
+		if (c->locks++ == 0)
+			c->home = weft_worker_id();
+		break;
+	case 1:
+		if (!c->locks)
+			break;
+		CHECK(weft_unlock_thread() == 0, "weft_unlock_thread: errno %d", errno);
+		c->locks--;
+		break;
+	case 2:
+		if (c->locks)
+			break;
+		r = weft_unlock_thread();
+		EXPECT_FAIL(r, errno, "weft_unlock_thread while not locked", EINVAL);
+		break;
+	default:
+		break;
+	}
+}
+
+static void op_query(struct ctx *c, unsigned a)
+{
+	op_affinity(c, a >> 1);
 	weft_co *self = weft_self();
 	CHECK(self == atomic_load(&c->self), "weft_self() changed");
 	int w = weft_worker_id();
@@ -1585,6 +1666,8 @@ static void thread_probe(struct ctx *c, unsigned op, unsigned a, unsigned b)
 		CHECK(weft_worker_count() == G.workers, "weft_worker_count() %u", weft_worker_count());
 		r = weft_init(NULL);
 		EXPECT_FAIL(r, errno, "weft_init while running", EALREADY);
+		r = weft_lock_thread();
+		EXPECT_FAIL(r, errno, "weft_lock_thread from a thread", EPERM);
 		r = weft_cancel(weft_self());
 		EXPECT_FAIL(r, errno, "weft_cancel(NULL)", EINVAL);
 		break;
@@ -1616,6 +1699,9 @@ static void exec_insn(struct ctx *c, int *pc)
 	unsigned op = in[0] & 31, a = in[1], b = in[2];
 	atomic_store(&c->op, (int)op);
 	bool co = coroutine_role(c);
+	if (co && c->locks)
+		CHECK(weft_worker_id() == c->home, "a locked coroutine runs on worker %d, not %d",
+		      weft_worker_id(), c->home);
 	switch (op) {
 	case OP_YIELD:
 		weft_yield();
@@ -1673,7 +1759,7 @@ static void exec_insn(struct ctx *c, int *pc)
 			thread_probe(c, op, a, b);
 			break;
 		}
-		op_query(c);
+		op_query(c, a);
 		break;
 	default:
 		if (!co) {	/* the rest is for coroutines: EPERM probes */
