@@ -20,9 +20,9 @@ int weft_lock_thread(void)
 	struct weft__worker *w = weft__worker_self();
 	struct weft_co *co = w ? w->current : NULL;
 	if (!co)
-		return weft__fail(EPERM);
+		return weft__err_fail(EPERM);
 	if (co->locks == UINT_MAX)
-		return weft__fail(EOVERFLOW);
+		return weft__err_fail(EOVERFLOW);
 	if (co->locks++ == 0)
 		co->home = w;
 	return 0;
@@ -32,9 +32,9 @@ int weft_unlock_thread(void)
 {
 	struct weft_co *co = weft_self();
 	if (!co)
-		return weft__fail(EPERM);
+		return weft__err_fail(EPERM);
 	if (co->locks == 0)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	if (--co->locks == 0)
 		co->home = NULL;
 	return 0;

@@ -48,28 +48,28 @@
 
 #if defined(WEFT_TSAN) || defined(WEFT_ASAN)
 
-#define WEFT_SC __ATOMIC_SEQ_CST
-static inline uint64_t at_load_64(const uint64_t *p) { return __atomic_load_n(p, WEFT_SC); }
-static inline int64_t at_load_i64(const int64_t *p) { return __atomic_load_n(p, WEFT_SC); }
-static inline void at_store_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, WEFT_SC); }
-static inline void at_store_64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, WEFT_SC); }
-static inline unsigned at_load_uint(const unsigned *p) { return __atomic_load_n(p, WEFT_SC); }
-static inline void at_store_uint(unsigned *p, unsigned v) { __atomic_store_n(p, v, WEFT_SC); }
-static inline void *at_load_ptr(void *const *p) { return __atomic_load_n(p, WEFT_SC); }
-static inline void at_store_ptr(void **p, void *v) { __atomic_store_n(p, v, WEFT_SC); }
+#define WEFT__ATOMIC_SC __ATOMIC_SEQ_CST
+static inline uint64_t at_load_64(const uint64_t *p) { return __atomic_load_n(p, WEFT__ATOMIC_SC); }
+static inline int64_t at_load_i64(const int64_t *p) { return __atomic_load_n(p, WEFT__ATOMIC_SC); }
+static inline void at_store_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, WEFT__ATOMIC_SC); }
+static inline void at_store_64(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, WEFT__ATOMIC_SC); }
+static inline unsigned at_load_uint(const unsigned *p) { return __atomic_load_n(p, WEFT__ATOMIC_SC); }
+static inline void at_store_uint(unsigned *p, unsigned v) { __atomic_store_n(p, v, WEFT__ATOMIC_SC); }
+static inline void *at_load_ptr(void *const *p) { return __atomic_load_n(p, WEFT__ATOMIC_SC); }
+static inline void at_store_ptr(void **p, void *v) { __atomic_store_n(p, v, WEFT__ATOMIC_SC); }
 static inline bool at_cas_64(uint64_t *p, uint64_t old, uint64_t new_)
-{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT_SC, WEFT_SC); }
+{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT__ATOMIC_SC, WEFT__ATOMIC_SC); }
 static inline bool at_cas_i64(int64_t *p, int64_t old, int64_t new_)
-{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT_SC, WEFT_SC); }
+{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT__ATOMIC_SC, WEFT__ATOMIC_SC); }
 static inline bool at_cas_uint(unsigned *p, unsigned old, unsigned new_)
-{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT_SC, WEFT_SC); }
+{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT__ATOMIC_SC, WEFT__ATOMIC_SC); }
 static inline bool at_cas_ptr(void **p, void *old, void *new_)
-{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT_SC, WEFT_SC); }
-static inline void *at_swap_ptr(void **p, void *v) { return __atomic_exchange_n(p, v, WEFT_SC); }
-static inline unsigned at_swap_uint(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, WEFT_SC); }
-static inline uint64_t at_faa_64(uint64_t *p, uint64_t d) { return __atomic_fetch_add(p, d, WEFT_SC); }
-static inline unsigned at_faa_uint(unsigned *p, unsigned d) { return __atomic_fetch_add(p, d, WEFT_SC); }
-static inline unsigned at_fas_uint(unsigned *p, unsigned d) { return __atomic_fetch_sub(p, d, WEFT_SC); }
+{ return __atomic_compare_exchange_n(p, &old, new_, false, WEFT__ATOMIC_SC, WEFT__ATOMIC_SC); }
+static inline void *at_swap_ptr(void **p, void *v) { return __atomic_exchange_n(p, v, WEFT__ATOMIC_SC); }
+static inline unsigned at_swap_uint(unsigned *p, unsigned v) { return __atomic_exchange_n(p, v, WEFT__ATOMIC_SC); }
+static inline uint64_t at_faa_64(uint64_t *p, uint64_t d) { return __atomic_fetch_add(p, d, WEFT__ATOMIC_SC); }
+static inline unsigned at_faa_uint(unsigned *p, unsigned d) { return __atomic_fetch_add(p, d, WEFT__ATOMIC_SC); }
+static inline unsigned at_fas_uint(unsigned *p, unsigned d) { return __atomic_fetch_sub(p, d, WEFT__ATOMIC_SC); }
 /* Every access above is seq_cst, so the program is sequentially consistent
  * without fences (TSan does not model stand-alone fences anyway). */
 static inline void at_fence_acquire(void) { __asm__ volatile("" ::: "memory"); }

@@ -49,7 +49,7 @@ struct weft_chan {
 weft_chan *weft_chan_new(size_t elem_size, size_t capacity)
 {
 	if (capacity && elem_size > SIZE_MAX / capacity) {
-		weft__fail(EINVAL);
+		weft__err_fail(EINVAL);
 		return NULL;
 	}
 	weft_chan *ch = weft__fault() ? NULL : calloc(1, sizeof *ch);
@@ -57,7 +57,7 @@ weft_chan *weft_chan_new(size_t elem_size, size_t capacity)
 	if (!ch || (capacity && elem_size && !ring)) {
 		free(ch);
 		free(ring);
-		weft__fail(ENOMEM);
+		weft__err_fail(ENOMEM);
 		return NULL;
 	}
 	ch->elem_size = elem_size;
@@ -77,7 +77,7 @@ void weft_chan_free(weft_chan *ch)
 int weft_chan_close(weft_chan *ch)
 {
 	if (!ch)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&ch->lock);
 	bool was = ch->closed;
@@ -86,7 +86,7 @@ int weft_chan_close(weft_chan *ch)
 	weft__waitq_claim_all(&ch->sendq, EPIPE, &ws);
 	weft__lock_release(&ch->lock);
 	weft__wakes_run(&ws);
-	return was ? weft__fail(EPIPE) : 0;
+	return was ? weft__err_fail(EPIPE) : 0;
 }
 
 /* ------------------------------------------------------ one operation */
@@ -162,23 +162,23 @@ static int try_recv(weft_chan *ch, void *elem, struct weft__wakes *ws)
 static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 {
 	if (!ch || (!elem && ch->elem_size))
-		return weft__fail(EINVAL);
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+		return weft__err_fail(EINVAL);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&ch->lock);
 	int r = op == WEFT_CHAN_SEND ? try_send(ch, elem, &ws) : try_recv(ch, elem, &ws);
 	if (r != NOT_READY) {
 		weft__lock_release(&ch->lock);
 		weft__wakes_run(&ws);
-		return r ? weft__fail(r) : 0;
+		return r ? weft__err_fail(r) : 0;
 	}
 	/* NOT_READY completed nobody: ws is empty. */
 	struct weft__wait x;
 	struct weft__waitq *q = op == WEFT_CHAN_SEND ? &ch->sendq : &ch->recvq;
 	weft__wait_enqueue(&x, q, elem);
 	r = weft__wait_park(&x, &ch->lock, q, deadline);
-	return r ? weft__fail(r) : 0;
+	return r ? weft__err_fail(r) : 0;
 }
 
 int weft_chan_send(weft_chan *ch, const void *elem, int64_t deadline)
@@ -244,7 +244,7 @@ static struct weft__waitq *case_queue(const weft_chan_case *c)
 /* Under every lock: the first ready case from a random start, or -1. */
 static long select_ready(weft_chan_case *cases, size_t n, struct weft__wakes *ws)
 {
-	size_t start = weft__rand() % n;
+	size_t start = weft__worker_rand_any() % n;
 	for (size_t k = 0; k < n; k++) {
 		size_t i = (start + k) % n;
 		weft_chan_case *c = &cases[i];
@@ -291,20 +291,20 @@ static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t
 int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
 {
 	if (valid_cases(cases, n) != 0)
-		return weft__fail(EINVAL);
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+		return weft__err_fail(EINVAL);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	weft_chan *chs[WEFT_SELECT_MAX];
 	size_t k = lock_order(cases, n, chs);
 	struct weft__wakes ws = { NULL };
 	lock_all(chs, k);
 	long i = select_ready(cases, n, &ws);
 	int err = ETIMEDOUT;
-	if (i >= 0 || weft__deadline_passed(deadline)) {
+	if (i >= 0 || weft__clock_deadline_passed(deadline)) {
 		unlock_all(chs, k);
 		weft__wakes_run(&ws);
 	} else {	/* nothing was ready: ws is empty */
 		i = select_park(cases, n, chs, k, deadline, &err);
 	}
-	return i < 0 ? weft__fail(err) : (int)i;
+	return i < 0 ? weft__err_fail(err) : (int)i;
 }

@@ -24,7 +24,7 @@
 
 /* True when deadline is set (>= 0) and weft_now() has reached it: a wait
  * for it must not block. */
-static inline bool weft__deadline_passed(int64_t deadline)
+static inline bool weft__clock_deadline_passed(int64_t deadline)
 {
 	return deadline >= 0 && deadline <= weft_now();
 }

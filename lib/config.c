@@ -133,7 +133,7 @@ unsigned weft__config_default_workers(void)
 		n = quota;
 	if (n < 1)
 		n = 1;
-	return n > WEFT_WORKERS_MAX ? WEFT_WORKERS_MAX : n;
+	return n > WEFT__CONFIG_WORKERS_MAX ? WEFT__CONFIG_WORKERS_MAX : n;
 }
 
 size_t weft__config_page_round(size_t n)
@@ -163,28 +163,28 @@ static int config_copy(const weft_config *cfg, weft_config *c)
 	return 0;
 }
 
-int weft__config_resolve(const weft_config *in, struct weft__settings *out)
+int weft__config_resolve(const weft_config *in, struct weft__config_settings *out)
 {
 	weft_config cfg;
 	if (config_copy(in, &cfg) != 0)
 		return -EINVAL;
-	if (cfg.workers > WEFT_WORKERS_MAX || cfg.pin < -1 || cfg.pin > 1 ||
-	    (cfg.stack_size && (cfg.stack_size < WEFT_STACK_MIN || cfg.stack_size > WEFT_STACK_MAX)))
+	if (cfg.workers > WEFT__CONFIG_WORKERS_MAX || cfg.pin < -1 || cfg.pin > 1 ||
+	    (cfg.stack_size && (cfg.stack_size < WEFT__CONFIG_STACK_MIN || cfg.stack_size > WEFT__CONFIG_STACK_MAX)))
 		return -EINVAL;
 
 	/* Every variable is validated even when a field overrides it: a typo in
 	 * the environment is reported, not silently ignored. */
 	uint64_t workers = 0, stack = 0, pin = 0;
-	int rw = env_u64("WEFT_WORKERS", false, 1, WEFT_WORKERS_MAX, "an integer in 1..1024", &workers);
-	int rs = env_u64("WEFT_STACK_SIZE", true, WEFT_STACK_MIN, WEFT_STACK_MAX,
+	int rw = env_u64("WEFT_WORKERS", false, 1, WEFT__CONFIG_WORKERS_MAX, "an integer in 1..1024", &workers);
+	int rs = env_u64("WEFT_STACK_SIZE", true, WEFT__CONFIG_STACK_MIN, WEFT__CONFIG_STACK_MAX,
 			 "bytes in 16k..1g (optional k, m or g suffix)", &stack);
 	int rp = env_u64("WEFT_PIN", false, 0, 1, "0 or 1", &pin);
 	uint64_t guards = 0;
 	int rg = env_u64("WEFT_STACK_GUARDS", false, 0, 1u << 30, "an integer in 0..1073741824", &guards);
-	uint64_t blocking = WEFT_BLOCKING_THREADS_DEFAULT, stall = WEFT_STALL_MS_DEFAULT, stats = 0;
-	int rb = env_u64("WEFT_BLOCKING_THREADS", false, 1, WEFT_BLOCKING_THREADS_MAX,
+	uint64_t blocking = WEFT__CONFIG_BLOCKING_THREADS_DEFAULT, stall = WEFT__CONFIG_STALL_MS_DEFAULT, stats = 0;
+	int rb = env_u64("WEFT_BLOCKING_THREADS", false, 1, WEFT__CONFIG_BLOCKING_THREADS_MAX,
 			 "an integer in 1..4096", &blocking);
-	int rl = env_u64("WEFT_STALL_MS", false, 0, WEFT_STALL_MS_MAX,
+	int rl = env_u64("WEFT_STALL_MS", false, 0, WEFT__CONFIG_STALL_MS_MAX,
 			 "milliseconds in 0..3600000 (0 disables)", &stall);
 	int rt = env_u64("WEFT_STATS", false, 0, 1, "0 or 1", &stats);
 	if (rw < 0 || rs < 0 || rp < 0 || rg < 0 || rb < 0 || rl < 0 || rt < 0)
@@ -197,7 +197,7 @@ int weft__config_resolve(const weft_config *in, struct weft__settings *out)
 	out->workers = cfg.workers ? cfg.workers : rw ? (unsigned)workers
 						      : weft__config_default_workers();
 	out->stack_size = weft__config_page_round(cfg.stack_size ? cfg.stack_size
-				    : rs ? (size_t)stack : (size_t)WEFT_STACK_DEFAULT);
+				    : rs ? (size_t)stack : (size_t)WEFT__CONFIG_STACK_DEFAULT);
 	out->pin = cfg.pin ? cfg.pin : (rp && pin) ? 1 : -1;
 	return 0;
 }

@@ -12,20 +12,20 @@
 #include "weft.h"
 
 enum {
-	WEFT_WORKERS_MAX = 1024,
-	WEFT_STACK_MIN = 16 << 10,
-	WEFT_STACK_DEFAULT = 64 << 10,
-	WEFT_BLOCKING_THREADS_MAX = 4096,
-	WEFT_BLOCKING_THREADS_DEFAULT = 64,
-	WEFT_STALL_MS_MAX = 3600 * 1000,
-	WEFT_STALL_MS_DEFAULT = 100,
+	WEFT__CONFIG_WORKERS_MAX = 1024,
+	WEFT__CONFIG_STACK_MIN = 16 << 10,
+	WEFT__CONFIG_STACK_DEFAULT = 64 << 10,
+	WEFT__CONFIG_BLOCKING_THREADS_MAX = 4096,
+	WEFT__CONFIG_BLOCKING_THREADS_DEFAULT = 64,
+	WEFT__CONFIG_STALL_MS_MAX = 3600 * 1000,
+	WEFT__CONFIG_STALL_MS_DEFAULT = 100,
 };
-#define WEFT_STACK_MAX ((size_t)1 << 30)
+#define WEFT__CONFIG_STACK_MAX ((size_t)1 << 30)
 
 /* n rounded up to the page size (stack sizes). */
 size_t weft__config_page_round(size_t n);
 
-struct weft__settings {
+struct weft__config_settings {
 	unsigned workers;
 	size_t stack_size;	/* rounded up to the page size */
 	int pin;		/* 1 or -1 */
@@ -38,7 +38,7 @@ struct weft__settings {
 /* Fills out from cfg (the fields its size covers), the environment and the
  * defaults; -EINVAL (after one stderr line for a bad environment
  * variable). */
-int weft__config_resolve(const weft_config *cfg, struct weft__settings *out);
+int weft__config_resolve(const weft_config *cfg, struct weft__config_settings *out);
 
 /* The CPUs in the affinity mask, capped by the cgroup CPU quota. */
 unsigned weft__config_default_workers(void);

@@ -5,7 +5,7 @@
  * Join: co->join is a completion (park.h) that co's finishing side completes
  * (after the last switch-out, in after_left), with one state of
  * our own, JOIN_DETACHED: weft_detach came first, and co frees itself when
- * it finishes.  Joiner and detacher find WEFT__COMPLETE or put their value
+ * it finishes.  Joiner and detacher find WEFT__COMPLETION_SET or put their value
  * in place of NULL; exactly one side frees the control block.  A joiner
  * woken by weft_cancel or by its deadline (weft_join_until) gives up, and
  * the target stays joinable.
@@ -23,9 +23,11 @@
 #include "context.h"
 #include "errors.h"
 #include "fifo.h"
+#include "group.h"
 #include "local.h"
 #include "overflow.h"
 #include "park.h"
+#include "queue.h"
 #include "worker.h"
 
 #define JOIN_DETACHED ((void *)4)	/* a slot marker (slot.h) */
@@ -38,7 +40,7 @@ static void enter(struct weft__worker *w, struct weft_co *co)
 	uint64_t word = at_load_64(&co->park_word);
 	/* Queued once per wait, by the winner of its park word: runnable, or
 	 * a yielder back from its FIFO. */
-	WEFT_ASSERT(park_state(word) == CO_RUNNABLE || park_state(word) == CO_YIELDING);
+	WEFT__ASSERT(park_state(word) == CO_RUNNABLE || park_state(word) == CO_YIELDING);
 	at_store_64(&co->park_word, park_word(park_gen(word), park_result(word), CO_RUNNING));
 	co->worker = w;
 	weft__count(&w->c.dispatches);	/* every dispatch, direct or not, comes here */
@@ -48,7 +50,7 @@ static void enter(struct weft__worker *w, struct weft_co *co)
 	*w->errno_slot = co->saved_errno;
 }
 
-_Static_assert(sizeof(struct weft_co) <= WEFT_STACK_PAYLOAD, "the control block fits the payload");
+_Static_assert(sizeof(struct weft_co) <= WEFT__STACK_PAYLOAD, "the control block fits the payload");
 
 /* The stack cache of worker w; NULL (the plain threads' one) for NULL. */
 static struct weft__stack_cache *stacks_of(struct weft__worker *w)
@@ -70,7 +72,7 @@ static void co_finish(struct weft__worker *w, struct weft_co *co)
 	at_store_uint(&co->live, 0);
 	san_destroy(&co->san);
 	weft__count(&w->c.finished);
-	if (!weft__complete(&co->join, JOIN_DETACHED))
+	if (!weft__completion_set(&co->join, JOIN_DETACHED))
 		co_free(w, co);
 }
 
@@ -164,7 +166,7 @@ static void co_main(void *arg)
 	if (co->group)
 		weft__group_leave(co);
 	uint64_t word = at_load_64(&co->park_word);
-	WEFT_ASSERT(park_state(word) == CO_RUNNING);
+	WEFT__ASSERT(park_state(word) == CO_RUNNING);
 	at_store_64(&co->park_word, park_word(park_gen(word), 0, CO_EXITING));
 	weft__co_switch_out(co, 1);
 	abort();	/* never resumed */
@@ -186,10 +188,10 @@ static size_t opts_stack_size(const weft_spawn_opts *opts)
 {
 	if (!opts || !opts->stack_size)
 		return weft__stack_size();
-	if (opts->stack_size > WEFT_STACK_MAX)
+	if (opts->stack_size > WEFT__CONFIG_STACK_MAX)
 		return 0;
 	size_t size = weft__config_page_round(opts->stack_size);
-	return size < WEFT_STACK_MIN ? WEFT_STACK_MIN : size;
+	return size < WEFT__CONFIG_STACK_MIN ? WEFT__CONFIG_STACK_MIN : size;
 }
 
 weft_co *weft_spawn(void (*fn)(void *), void *arg)
@@ -202,7 +204,7 @@ weft_co *weft_spawn_with(void (*fn)(void *), void *arg, const weft_spawn_opts *o
 	struct weft_co *co;
 	int r = weft__co_new(&co, fn, arg, opts);
 	if (r < 0)
-		return weft__result_null(r);
+		return weft__err_result_null(r);
 	weft__co_start(co);
 	return co;
 }
@@ -212,7 +214,7 @@ weft_co *weft_spawn_with(void (*fn)(void *), void *arg, const weft_spawn_opts *o
  * atomically here (relaxed: plain moves). */
 int weft__co_new(struct weft_co **out, void (*fn)(void *), void *arg, const weft_spawn_opts *opts)
 {
-	if (!weft__runtime_accepting())
+	if (!weft__rt_accepting())
 		return -EPERM;
 	size_t size = opts_stack_size(opts);
 	if (!fn || !size)
@@ -238,7 +240,7 @@ int weft__co_new(struct weft_co **out, void (*fn)(void *), void *arg, const weft
 	co->locks = 0;
 	copy_name(co, opts ? opts->name : NULL);
 	at_store_64(&co->park_word, park_word(0, 0, CO_RUNNABLE));
-	at_store_64(&co->id, weft__next_id(w));
+	at_store_64(&co->id, weft__worker_next_id(w));
 	co->sp = weft__ctx_make(weft__stack_top(stack), co_main, co);
 	san_init(&co->san, weft__stack_base(stack), weft__stack_usable(stack), true);
 	*out = co;
@@ -283,17 +285,17 @@ int weft_join(weft_co *co)
 int weft_join_until(weft_co *co, int64_t deadline)
 {
 	if (!co || co == weft_self())
-		return weft__fail(EINVAL);
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+		return weft__err_fail(EINVAL);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	int r = weft__completion_wait(&co->join, true, deadline);
 	if (r != 0)
-		return weft__fail(r);
+		return weft__err_fail(r);
 	co_free(weft__worker_self(), co);
 	return 0;
 }
 
-bool weft__cancelled(void)
+bool weft__co_cancelled(void)
 {
 	weft_co *co = weft_self();
 	return co && at_load_uint(&co->cancelled);
@@ -302,7 +304,7 @@ bool weft__cancelled(void)
 int weft_cancel(weft_co *co)
 {
 	if (!co)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	/* The flag first (a full fence): a wait armed after this sees it in
 	 * weft__waiter_wait; one armed before is woken here. */
 	at_faa_uint(&co->cancelled, 1);
@@ -313,11 +315,11 @@ int weft_cancel(weft_co *co)
 int weft_detach(weft_co *co)
 {
 	if (!co)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	if (at_cas_ptr(&co->join, NULL, JOIN_DETACHED))
 		return 0;
-	if (at_load_ptr(&co->join) != WEFT__COMPLETE)
-		return weft__fail(EINVAL);
+	if (at_load_ptr(&co->join) != WEFT__COMPLETION_SET)
+		return weft__err_fail(EINVAL);
 	co_free(weft__worker_self(), co);
 	return 0;
 }
@@ -330,7 +332,7 @@ void weft_yield(void)
 		return;
 	}
 	uint64_t word = at_load_64(&co->park_word);
-	WEFT_ASSERT(park_state(word) == CO_RUNNING);
+	WEFT__ASSERT(park_state(word) == CO_RUNNING);
 	at_store_64(&co->park_word, park_word(park_gen(word), 0, CO_YIELDING));
 	weft__co_switch_out(co, 0);
 }
@@ -350,7 +352,7 @@ int weft_set_name(const char *name)
 {
 	weft_co *co = weft_self();
 	if (!co)
-		return weft__fail(EPERM);
+		return weft__err_fail(EPERM);
 	copy_name(co, name);
 	return 0;
 }

@@ -70,9 +70,6 @@ void weft__co_switch_out(struct weft_co *co, int dying);
 int weft__co_new(struct weft_co **out, void (*fn)(void *), void *arg, const weft_spawn_opts *opts);
 void weft__co_start(struct weft_co *co);
 
-/* group.c: co, a member of co->group, has returned; the group lets it go. */
-void weft__group_leave(struct weft_co *co);
-
 /* Calls fn(co, arg) for every coroutine spawned and not finished, under the
  * stack pool's lock (so no stack is freed meanwhile; fn must not spawn).
  * Racy by design: a coroutine may finish, and its stack be reused by a new
@@ -82,6 +79,6 @@ void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg);
 
 /* True when the calling coroutine has been cancelled (false on a thread):
  * every call that could block checks it first and fails with ECANCELED. */
-bool weft__cancelled(void);
+bool weft__co_cancelled(void);
 
 #endif

@@ -103,13 +103,13 @@ int weft__deque_push(struct weft__deque *d, void *item)
 	at_fence_acquire();
 	struct weft__deque_array *a = at_load_ptr((void **)&d->array);
 	/* Outside a take, thieves move top only up to bottom. */
-	WEFT_ASSERT(t <= b);
+	WEFT__ASSERT(t <= b);
 	if (b - t > a->mask) {
 		a = grow(d, a, t, b);
 		if (!a)
 			return -ENOMEM;
 	}
-	WEFT_ASSERT(b - t <= a->mask);	/* a free slot for the item */
+	WEFT__ASSERT(b - t <= a->mask);	/* a free slot for the item */
 	slot_put(a, b, item);
 	at_fence_release();
 	at_store_i64(&d->bottom, b + 1);
@@ -124,7 +124,7 @@ void *weft__deque_take(struct weft__deque *d)
 	at_fence_store_load();
 	int64_t t = at_load_i64(&d->top);
 	/* At most one thief got past our lowered bottom: it took the last. */
-	WEFT_ASSERT(t <= b + 1);
+	WEFT__ASSERT(t <= b + 1);
 	if (t > b) {
 		at_store_i64(&d->bottom, b + 1);
 		return NULL;
@@ -145,12 +145,12 @@ void *weft__deque_steal(struct weft__deque *d)
 	int64_t b = at_load_i64(&d->bottom);
 	at_fence_acquire();
 	if (t >= b)
-		return WEFT_DEQUE_EMPTY;
+		return WEFT__DEQUE_EMPTY;
 	struct weft__deque_array *a = at_load_ptr((void **)&d->array);
 	at_fence_acquire();	/* the array's slots after the array pointer */
 	void *item = slot_get(a, t);
 	if (!at_cas_i64(&d->top, t, t + 1))
-		return WEFT_DEQUE_ABORT;
+		return WEFT__DEQUE_ABORT;
 	return item;
 }
 

@@ -41,17 +41,17 @@ int weft__deque_push(struct weft__deque *d, void *item);
 void *weft__deque_take(struct weft__deque *d);
 
 /* Result of a steal: an item, EMPTY, or ABORT (lost a race: try again). */
-#define WEFT_DEQUE_EMPTY ((void *)0)
-#define WEFT_DEQUE_ABORT ((void *)1)
+#define WEFT__DEQUE_EMPTY ((void *)0)
+#define WEFT__DEQUE_ABORT ((void *)1)
 /* Any thread, the owner included.  The oldest item, EMPTY or ABORT. */
 void *weft__deque_steal(struct weft__deque *d);
 /* A steal retried until it did not lose a race: the top item, or NULL
- * (WEFT_DEQUE_EMPTY) when the deque is empty. */
+ * (WEFT__DEQUE_EMPTY) when the deque is empty. */
 static inline void *weft__deque_steal_retry(struct weft__deque *d)
 {
 	for (;;) {
 		void *item = weft__deque_steal(d);
-		if (item != WEFT_DEQUE_ABORT)
+		if (item != WEFT__DEQUE_ABORT)
 			return item;
 	}
 }

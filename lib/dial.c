@@ -113,7 +113,7 @@ static int gai(const char *host, const char *service, const struct addrinfo *hin
 	       struct addrinfo **res)
 {
 	int r = getaddrinfo(host, service, hints, res);
-	return r ? gai_errno(r, weft__errno()) : 0;
+	return r ? gai_errno(r, weft__err_get()) : 0;
 }
 
 /* True for "invalid" and names under it, with or without the final dot. */
@@ -162,7 +162,7 @@ static void lookup_main(void *arg)
 {
 	struct lookup *l = arg;
 	if (weft_offload(lookup_call, l) != 0)
-		l->err = weft__errno();	/* EAGAIN: no helper thread, no call */
+		l->err = weft__err_get();	/* EAGAIN: no helper thread, no call */
 	weft_wg_done(l->done);
 	lookup_drop(l);
 }
@@ -187,13 +187,13 @@ static int lookup(const char *host, const char *service, const struct addrinfo *
 			      .service = memcpy(copies + hl, service, sl) };
 	weft_co *co = weft_spawn(lookup_main, l);
 	if (!co) {
-		int e = weft__errno();
+		int e = weft__err_get();
 		weft_wg_free(done);
 		free(l);
 		return e;
 	}
 	weft_detach(co);
-	int e = weft_wg_wait(done, deadline) == 0 ? l->err : weft__errno();
+	int e = weft_wg_wait(done, deadline) == 0 ? l->err : weft__err_get();
 	if (e == 0) {
 		*res = l->res;
 		l->res = NULL;
@@ -216,15 +216,15 @@ static int resolve(const char *host, const char *service, int ai_flags, int64_t 
 	};
 	int r = getaddrinfo(host, service, &hints, res);
 	if (r != EAI_NONAME)
-		return r ? gai_errno(r, weft__errno()) : 0;
+		return r ? gai_errno(r, weft__err_get()) : 0;
 	if (host && reserved_invalid(host))
 		return ENOENT;
 	hints.ai_flags = ai_flags;
 	if (!weft_self())
 		return gai(host, service, &hints, res);
-	if (weft__cancelled())
+	if (weft__co_cancelled())
 		return ECANCELED;
-	if (weft__deadline_passed(deadline))
+	if (weft__clock_deadline_passed(deadline))
 		return ETIMEDOUT;
 	return lookup(host, service, &hints, deadline, res);
 }
@@ -277,12 +277,12 @@ static int start(struct race *r, int64_t now)
 	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
 			ai->ai_protocol);
 	if (fd < 0) {
-		r->err = weft__errno();
+		r->err = weft__err_get();
 		return -1;
 	}
 	if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
 		return fd;
-	int e = weft__errno();
+	int e = weft__err_get();
 	/* EINTR: a non-blocking connect goes on in the background */
 	if (e == EINPROGRESS || e == EINTR) {
 		struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = i };
@@ -292,7 +292,7 @@ static int start(struct race *r, int64_t now)
 			r->due = now + ATTEMPT_DELAY_NS;
 			return -1;
 		}
-		e = weft__errno();
+		e = weft__err_get();
 	}
 	close(fd);
 	r->err = e;
@@ -312,7 +312,7 @@ static int harvest(struct race *r, bool *finished)
 			int fd = r->fd[i], e = 0;
 			socklen_t len = sizeof e;
 			if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
-				e = weft__errno();
+				e = weft__err_get();
 			r->fd[i] = -1;
 			r->pending--;
 			*finished = true;
@@ -342,10 +342,10 @@ static int race(struct race *r, int64_t deadline)
 		if (r->next < r->n && (until < 0 || r->due < until))
 			until = r->due;
 		if (weft_wait(r->epfd, WEFT_IN, until) < 0) {
-			r->err = weft__errno();
+			r->err = weft__err_get();
 			if (r->err != ETIMEDOUT)
 				return -1;	/* ECANCELED, ENOMEM */
-			if (until == deadline || weft__deadline_passed(deadline))
+			if (until == deadline || weft__clock_deadline_passed(deadline))
 				return -1;
 			continue;		/* the next attempt is due */
 		}
@@ -353,7 +353,7 @@ static int race(struct race *r, int64_t deadline)
 		int fd = harvest(r, &finished);
 		if (fd >= 0)
 			return fd;
-		if (!finished && weft__deadline_passed(deadline)) {
+		if (!finished && weft__clock_deadline_passed(deadline)) {
 			r->err = ETIMEDOUT;
 			return -1;
 		}
@@ -370,7 +370,7 @@ static int dial(const struct addrinfo *res, int64_t deadline, int *err)
 	struct race r = { .err = ENOMEM, .epfd = -1 };
 	r.order = weft__fault() ? NULL : malloc(n * (sizeof *r.order + sizeof *r.fd));
 	if (!r.order || (r.epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
-		*err = r.order ? weft__errno() : ENOMEM;
+		*err = r.order ? weft__err_get() : ENOMEM;
 		free(r.order);
 		return -1;
 	}
@@ -391,18 +391,18 @@ static int dial(const struct addrinfo *res, int64_t deadline, int *err)
 int weft_dial(const char *host, const char *service, int64_t deadline)
 {
 	if (!weft_self())
-		return weft__fail(EPERM);
+		return weft__err_fail(EPERM);
 	if (!host || !service)
-		return weft__fail(EINVAL);
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+		return weft__err_fail(EINVAL);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	struct addrinfo *res;
 	int e = resolve(host, service, 0, deadline, &res);
 	if (e)
-		return weft__fail(e);
+		return weft__err_fail(e);
 	int fd = dial(res, deadline, &e);
 	freeaddrinfo(res);
-	return fd >= 0 ? fd : weft__fail(e);
+	return fd >= 0 ? fd : weft__err_fail(e);
 }
 
 /* ------------------------------------------------------ listening */
@@ -418,7 +418,7 @@ static int bind_listen(const struct addrinfo *ai, int backlog, int flags, int *e
 {
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
 	if (fd < 0) {
-		*err = weft__errno();
+		*err = weft__err_get();
 		return -1;
 	}
 	int one = 1, zero = 0;
@@ -427,7 +427,7 @@ static int bind_listen(const struct addrinfo *ai, int backlog, int flags, int *e
 	     setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) ||
 	    (is_any6(ai) && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero) != 0) ||
 	    bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, backlog) != 0) {
-		*err = weft__errno();
+		*err = weft__err_get();
 		close(fd);
 		return -1;
 	}
@@ -451,16 +451,16 @@ static int listen_any(const struct addrinfo *res, int backlog, int flags, int *e
 int weft_listen(const char *host, const char *service, int backlog, int flags)
 {
 	if (!service || backlog < 0 || (flags & ~WEFT_REUSEPORT))
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	struct addrinfo *res;
 	int e = resolve(host, service, AI_PASSIVE, -1, &res);
 	if (e)
-		return weft__fail(e);
+		return weft__err_fail(e);
 	int fd = -1;
 	if (!host)
 		fd = listen_any(res, backlog, flags, &e);
 	for (const struct addrinfo *ai = res; host && ai && fd < 0; ai = ai->ai_next)
 		fd = bind_listen(ai, backlog, flags, &e);
 	freeaddrinfo(res);
-	return fd >= 0 ? fd : weft__fail(e);
+	return fd >= 0 ? fd : weft__err_fail(e);
 }

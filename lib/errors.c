@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * errors.c — weft__fail, weft__errno and the public weft_errno_location
+ * errors.c — weft__err_fail, weft__err_get and the public weft_errno_location
  * (errors.h).  WEFT_ERRNO_GUARD is not defined here: `errno` is glibc's.
  */
 #include "errors.h"
@@ -9,19 +9,19 @@
 
 #include "weft.h"
 
-WEFT__ERRORS_OPAQUE int weft__fail(int e)
+WEFT__ERR_OPAQUE int weft__err_fail(int e)
 {
 	errno = e;
 	return -1;
 }
 
-WEFT__ERRORS_OPAQUE int *weft_errno_location(void)
+WEFT__ERR_OPAQUE int *weft_errno_location(void)
 {
 	__asm__ volatile("" ::: "memory");
 	return &errno;
 }
 
-WEFT__ERRORS_OPAQUE int weft__errno(void)
+WEFT__ERR_OPAQUE int weft__err_get(void)
 {
 	__asm__ volatile("" ::: "memory");
 	return errno;

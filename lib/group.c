@@ -38,6 +38,7 @@
 #include "atomic.h"
 #include "coro.h"
 #include "errors.h"
+#include "group.h"
 #include "waitq.h"
 #include "weft.h"
 
@@ -79,13 +80,13 @@ static void unlink_member(weft_group *g, struct weft_co *co)
 weft_co *weft_group_spawn(weft_group *g, void (*fn)(void *), void *arg)
 {
 	if (!g) {
-		weft__fail(EINVAL);
+		weft__err_fail(EINVAL);
 		return NULL;
 	}
 	struct weft_co *co;
 	int r = weft__co_new(&co, fn, arg, NULL);
 	if (r < 0)
-		return weft__result_null(r);
+		return weft__err_result_null(r);
 	weft_detach(co);	/* not started yet: always succeeds */
 	co->group = g;
 	weft__lock_acquire(&g->lock);
@@ -136,19 +137,19 @@ static bool own_group(weft_group *g)
 int weft_group_wait(weft_group *g, int64_t deadline)
 {
 	if (!g)
-		return weft__fail(EINVAL);
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+		return weft__err_fail(EINVAL);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	if (own_group(g))
-		return weft__fail(EDEADLK);
+		return weft__err_fail(EDEADLK);
 	int r = wait_empty(g, deadline, true);
-	return r ? weft__fail(r) : 0;
+	return r ? weft__err_fail(r) : 0;
 }
 
 int weft_group_cancel(weft_group *g)
 {
 	if (!g)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	weft__lock_acquire(&g->lock);
 	g->cancelled = true;
 	for (struct weft_co *co = g->members; co; co = co->gnext)
@@ -160,9 +161,9 @@ int weft_group_cancel(weft_group *g)
 int weft_group_free(weft_group *g)
 {
 	if (!g)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	if (own_group(g))
-		return weft__fail(EDEADLK);
+		return weft__err_fail(EDEADLK);
 	weft_group_cancel(g);
 	while (wait_empty(g, -1, false) != 0)
 		;	/* a stray cancel wake: not cancellable, wait again */

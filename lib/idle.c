@@ -21,10 +21,10 @@ static bool wake_idle_worker(void)
 	struct weft__worker *w = NULL;
 	pthread_mutex_lock(&weft__rt.idle_lock);
 	unsigned n = at_load_uint(&weft__rt.nr_idle);
-	WEFT_ASSERT(n <= weft__rt.nworkers);
+	WEFT__ASSERT(n <= weft__rt.nworkers);
 	if (n > 0) {
 		w = &weft__rt.workers[weft__rt.idle[n - 1]];
-		WEFT_ASSERT(at_load_uint(&w->sleeping));	/* listed: announced itself */
+		WEFT__ASSERT(at_load_uint(&w->sleeping));	/* listed: announced itself */
 		at_store_uint(&weft__rt.nr_idle, n - 1);
 		at_store_uint(&w->sleeping, 0);
 		at_store_uint(&w->woken_spinning, 1);
@@ -52,8 +52,8 @@ static void announce_idle(struct weft__worker *w)
 	unsigned n = at_load_uint(&weft__rt.nr_idle);
 	/* sleeping is 1 exactly while w is listed: never listed twice, so
 	 * the stack holds at most every worker. */
-	WEFT_ASSERT(!at_load_uint(&w->sleeping));
-	WEFT_ASSERT(n < weft__rt.nworkers);
+	WEFT__ASSERT(!at_load_uint(&w->sleeping));
+	WEFT__ASSERT(n < weft__rt.nworkers);
 	weft__rt.idle[n] = w->index;
 	at_store_uint(&w->sleeping, 1);
 	at_store_uint(&weft__rt.nr_idle, n + 1);
@@ -69,14 +69,14 @@ static bool retract_idle(struct weft__worker *w)
 	for (unsigned i = 0; i < n; i++) {
 		if (weft__rt.idle[i] != w->index)
 			continue;
-		WEFT_ASSERT(at_load_uint(&w->sleeping));
+		WEFT__ASSERT(at_load_uint(&w->sleeping));
 		weft__rt.idle[i] = weft__rt.idle[n - 1];
 		at_store_uint(&weft__rt.nr_idle, n - 1);
 		at_store_uint(&w->sleeping, 0);
 		found = true;
 		break;
 	}
-	WEFT_ASSERT(found || !at_load_uint(&w->sleeping));	/* popped: woken */
+	WEFT__ASSERT(found || !at_load_uint(&w->sleeping));	/* popped: woken */
 	pthread_mutex_unlock(&weft__rt.idle_lock);
 	return found;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * invariant.h — WEFT_ASSERT, the library's checked invariants.
+ * invariant.h — WEFT__ASSERT, the library's checked invariants.
  *
  * Compiled in only with -Dassertions=true (meson_options.txt: tests and CI,
  * which builds every configuration so; .ci/run), which defines
@@ -10,7 +10,7 @@
  *
  * to stderr with write(2) alone (async-signal-safe: no stdio, no malloc, so
  * it works in any context, a signal handler or a worker holding a lock
- * included) and calls abort().  Otherwise WEFT_ASSERT(cond) does nothing
+ * included) and calls abort().  Otherwise WEFT__ASSERT(cond) does nothing
  * and does not evaluate cond: a release build's code is unchanged.  The
  * condition is still compiled (sizeof), so it cannot rot, and a variable
  * kept only for an assertion still counts as used.
@@ -79,12 +79,12 @@ static void weft__assert_fail(const char *cond, const char *file, unsigned line)
 	abort();
 }
 
-#define WEFT_ASSERT(cond) \
+#define WEFT__ASSERT(cond) \
 	(__builtin_expect(!!(cond), 1) ? (void)0 : weft__assert_fail(#cond, __FILE__, __LINE__))
 
 #else
 
-#define WEFT_ASSERT(cond) ((void)sizeof(!(cond)))
+#define WEFT__ASSERT(cond) ((void)sizeof(!(cond)))
 
 #endif
 

@@ -11,9 +11,9 @@
  * as a callback and serve net.c's calls too (io.h).
  *
  * errno: a call may resume on another thread than the one it started on, so
- * errno is read only through weft__errno() (out of line: its thread-local
+ * errno is read only through weft__err_get() (out of line: its thread-local
  * address is computed afresh after every suspension), and failures after a
- * suspension are reported with weft__fail (docs/design.md).
+ * suspension are reported with weft__err_fail (docs/design.md).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,7 +50,7 @@ struct io {
 static inline void ref_drop(struct weft__fd *e)
 {
 	unsigned old = at_fas_uint(&e->refs, 1);
-	WEFT_ASSERT(old > 0);	/* never below zero: one drop per reference */
+	WEFT__ASSERT(old > 0);	/* never below zero: one drop per reference */
 }
 
 /*
@@ -74,25 +74,25 @@ static int io_begin(struct io *io, int fd)
 {
 	struct weft__worker *w = weft__worker_self();
 	if (!w || !w->current)
-		return weft__fail(EPERM);
+		return weft__err_fail(EPERM);
 	if (at_load_uint(&w->current->cancelled))
-		return weft__fail(ECANCELED);
+		return weft__err_fail(ECANCELED);
 	struct weft__fd *e = weft__fd_get(fd);
 	if (!e)
 		return -1;
 	unsigned gen = at_load_uint(&e->gen);
 	weft__fault_io_begin(fd);	/* tests: a close may run here */
 	if (gen & 1)			/* weft_close is running */
-		return weft__fail(ECANCELED);
+		return weft__err_fail(ECANCELED);
 	at_faa_uint(&e->refs, 1);
 	if (at_load_uint(&e->gen) != gen) {
 		ref_drop(e);
-		return weft__fail(ECANCELED);
+		return weft__err_fail(ECANCELED);
 	}
 	if (!weft__fd_registered(e) && weft__loop_register(e, fd) != 0) {
-		int err = weft__errno();
+		int err = weft__err_get();
 		ref_drop(e);
-		return weft__fail(err);
+		return weft__err_fail(err);
 	}
 	io->fd = fd;
 	io->gen = gen;
@@ -114,7 +114,7 @@ static bool io_closed(struct io *io)
 static ssize_t io_return(struct io *io, ssize_t r, int e)
 {
 	io_end(io);
-	return r >= 0 ? r : weft__fail(e);
+	return r >= 0 ? r : weft__err_fail(e);
 }
 
 /* Ends a park on the slots in `parked` (bits of WEFT_IN/WEFT_OUT). */
@@ -153,15 +153,15 @@ static int io_park(struct io *io, int events, int64_t deadline)
 	if (ready || busy || io_closed(io)) {
 		retract(io, parked, &w);
 		r = weft__waiter_disarm(&w);
-		if (r == WEFT__NOT_WOKEN)
-			r = ready ? WEFT__WAKE_READY | ready : busy ? EBUSY : ECANCELED;
+		if (r == WEFT__WAITER_NOT_WOKEN)
+			r = ready ? WEFT__PARK_WAKE_READY | ready : busy ? EBUSY : ECANCELED;
 	} else {
 		r = weft__waiter_wait(&w, deadline);
 		retract(io, parked, &w);
 	}
 	if (io_closed(io))
 		return -ECANCELED;
-	return r & WEFT__WAKE_READY ? (r | ready) & events : -r;
+	return r & WEFT__PARK_WAKE_READY ? (r | ready) & events : -r;
 }
 
 /* After a syscall failed with errno e: 0 to retry it (EINTR, or EAGAIN and
@@ -192,7 +192,7 @@ static int io_retry(struct io *io, int e, int events, int64_t deadline)
 static int park_if_drained(struct io *io, int64_t deadline)
 {
 	if (!io->e->drained || !(io->e->flags & FD_STREAM) || at_load_uint(&io->e->hangup) ||
-	    weft__deadline_passed(deadline))
+	    weft__clock_deadline_passed(deadline))
 		return 0;
 	int r = io_park(io, WEFT_IN, deadline);
 	return r < 0 ? -r : 0;
@@ -232,7 +232,7 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 				io.e->drained = hint && n > 0 && (size_t)n < op->asked;
 			return io_return(&io, n, 0);
 		}
-		e = io_retry(&io, weft__errno(), events, deadline);
+		e = io_retry(&io, weft__err_get(), events, deadline);
 		if (e)
 			return io_return(&io, -1, e);
 	}
@@ -286,7 +286,7 @@ IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, 
 		} else if (n == 0) {
 			break;	/* the source ended (sendfile at the end of in_fd) */
 		} else {
-			e = io_retry(&io, weft__errno(), WEFT_OUT, deadline);
+			e = io_retry(&io, weft__err_get(), WEFT_OUT, deadline);
 		}
 		if (e)
 			return io_return(&io, -1, e);
@@ -332,7 +332,7 @@ static int back_off(int64_t *step, int64_t deadline, int e)
 		until = deadline;
 	if (*step < BACKOFF_MAX_NS)
 		*step *= 2;
-	return weft_sleep(until) == 0 ? 0 : -weft__errno();
+	return weft_sleep(until) == 0 ? 0 : -weft__err_get();
 }
 
 int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline)
@@ -345,7 +345,7 @@ int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadl
 		int c = accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (c >= 0)
 			return (int)io_return(&io, c, 0);
-		int e = weft__errno();
+		int e = weft__err_get();
 		if (out_of_resources(e)) {
 			e = -back_off(&step, deadline, e);
 			if (!e && io_closed(&io))
@@ -367,10 +367,10 @@ static int ready_now(int fd, int events)
 	struct pollfd p = { .fd = fd, .events = (short)((events & WEFT_IN ? POLLIN : 0) |
 							  (events & WEFT_OUT ? POLLOUT : 0)) };
 	int n;
-	while ((n = poll(&p, 1, 0)) < 0 && weft__errno() == EINTR)
+	while ((n = poll(&p, 1, 0)) < 0 && weft__err_get() == EINTR)
 		;
 	if (n < 0)
-		return -weft__errno();
+		return -weft__err_get();
 	if (p.revents & POLLNVAL)
 		return -EBADF;
 	int r = 0;
@@ -401,7 +401,7 @@ static int wait_ready(struct io *io, int events, int64_t deadline)
 int weft_wait(int fd, int events, int64_t deadline)
 {
 	if (events <= 0 || (events & ~(WEFT_IN | WEFT_OUT)))
-		return weft_self() ? weft__fail(EINVAL) : weft__fail(EPERM);
+		return weft_self() ? weft__err_fail(EINVAL) : weft__err_fail(EPERM);
 	struct io io;
 	if (io_begin(&io, fd) != 0)
 		return -1;
@@ -418,7 +418,7 @@ int weft_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int64_t
 		return -1;
 	if (connect(fd, addr, addrlen) == 0)
 		return (int)io_return(&io, 0, 0);
-	int e = weft__errno();
+	int e = weft__err_get();
 	if (e != EINPROGRESS && e != EINTR)
 		return (int)io_return(&io, -1, e);
 	int r = wait_ready(&io, WEFT_OUT, deadline);
@@ -426,7 +426,7 @@ int weft_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int64_t
 		return (int)io_return(&io, -1, -r);
 	socklen_t len = sizeof e;
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
-		e = weft__errno();
+		e = weft__err_get();
 	return (int)io_return(&io, e ? -1 : 0, e);
 }
 
@@ -443,7 +443,7 @@ static bool forget(struct weft__fd *e, int fd, bool restore)
 	/* gen is odd only inside weft_close or weft_release (two at once on
 	 * one fd are a caller's double close, which this would catch). */
 	unsigned gen = at_faa_uint(&e->gen, 1);	/* odd: closing */
-	WEFT_ASSERT((gen & 1) == 0);
+	WEFT__ASSERT((gen & 1) == 0);
 	weft__fd_slot_wake(&e->slot[FD_SLOT_IN], ECANCELED, false);
 	weft__fd_slot_wake(&e->slot[FD_SLOT_OUT], ECANCELED, false);
 	while (at_load_uint(&e->refs) != 0)
@@ -458,7 +458,7 @@ static bool forget(struct weft__fd *e, int fd, bool restore)
 	if (registered)
 		weft__loop_unregister(e, fd);
 	gen = at_faa_uint(&e->gen, 1);	/* even: the next fd with this number */
-	WEFT_ASSERT((gen & 1) == 1);
+	WEFT__ASSERT((gen & 1) == 1);
 	return registered;
 }
 
@@ -470,9 +470,9 @@ static bool forget(struct weft__fd *e, int fd, bool restore)
 static int open_entry(int fd, struct weft__fd **e)
 {
 	if (!weft_self())
-		return weft__fail(EPERM);
+		return weft__err_fail(EPERM);
 	if (fcntl(fd, F_GETFD) < 0)
-		return weft__fail(EBADF);
+		return weft__err_fail(EBADF);
 	*e = weft__fd_find(fd);
 	return 0;
 }
@@ -492,19 +492,19 @@ int weft_release(int fd)
 	struct weft__fd *e;
 	if (open_entry(fd, &e) != 0)
 		return -1;
-	return e && forget(e, fd, true) ? 0 : weft__fail(EBADF);
+	return e && forget(e, fd, true) ? 0 : weft__err_fail(EBADF);
 }
 
 int weft_sleep(int64_t deadline)
 {
 	if (!weft_self())
-		return weft__fail(EPERM);
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
-	if (weft__deadline_passed(deadline))
+		return weft__err_fail(EPERM);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
+	if (weft__clock_deadline_passed(deadline))
 		return 0;
 	struct weft__waiter w;
 	weft__waiter_init(&w);
 	int r = weft__waiter_wait(&w, deadline);
-	return r == ETIMEDOUT ? 0 : weft__fail(r);
+	return r == ETIMEDOUT ? 0 : weft__err_fail(r);
 }

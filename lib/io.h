@@ -19,7 +19,7 @@
  * ECANCELED, ETIMEDOUT, the syscall's errno), errno set after the last
  * suspension.  The attempt runs on the coroutine, possibly on another
  * thread after each park: it reports failure through errno as the syscall
- * left it, and the loop reads that with weft__errno().
+ * left it, and the loop reads that with weft__err_get().
  */
 #ifndef WEFT_IO_H
 #define WEFT_IO_H

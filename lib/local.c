@@ -55,7 +55,7 @@ weft_key *weft_key_new(void (*destructor)(void *value))
 {
 	weft_key *key = weft__fault() ? NULL : malloc(sizeof *key);
 	if (!key) {
-		weft__fail(ENOMEM);
+		weft__err_fail(ENOMEM);
 		return NULL;
 	}
 	pthread_mutex_lock(&registry_lock);
@@ -66,7 +66,7 @@ weft_key *weft_key_new(void (*destructor)(void *value))
 	if (slot == WEFT_KEYS_MAX) {
 		pthread_mutex_unlock(&registry_lock);
 		free(key);
-		weft__fail(EAGAIN);
+		weft__err_fail(EAGAIN);
 		return NULL;
 	}
 	at_store_ptr(&registry[slot].destructor, (void *)(uintptr_t)destructor);
@@ -112,7 +112,7 @@ static int grow(struct weft_co *co, unsigned slot)
 		n *= 2;
 	struct weft__local *t = weft__fault() ? NULL : realloc(co->locals, n * sizeof *t);
 	if (!t)
-		return weft__fail(ENOMEM);
+		return weft__err_fail(ENOMEM);
 	for (unsigned i = co->nlocals; i < n; i++)
 		t[i] = (struct weft__local){ NULL, 0 };
 	co->locals = t;
@@ -124,9 +124,9 @@ int weft_local_set(weft_key *key, void *value)
 {
 	struct weft_co *co = weft_self();
 	if (!co)
-		return weft__fail(EPERM);
+		return weft__err_fail(EPERM);
 	if (!key)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	if (key->slot >= co->nlocals && grow(co, key->slot) != 0)
 		return -1;
 	co->locals[key->slot] = (struct weft__local){ value, key->gen };

@@ -45,7 +45,7 @@ static inline void weft__lock_acquire(struct weft__lock *l)
 static inline void weft__lock_release(struct weft__lock *l)
 {
 	unsigned old = at_swap_uint(&l->word, 0);
-	WEFT_ASSERT(old != 0);	/* it was held */
+	WEFT__ASSERT(old != 0);	/* it was held */
 	if (old == 2)
 		weft__lock_wake(l);
 }

@@ -164,15 +164,15 @@ static void fd_event(struct weft__worker *w, uint64_t tag, uint32_t events)
 	struct weft__waiter *r = in ? weft__fd_slot_claim(rs, true) : NULL;
 	struct weft__waiter *wr = out ? weft__fd_slot_claim(ws, true) : NULL;
 	if (r && r == wr) {	/* one weft_wait(fd, WEFT_IN | WEFT_OUT) */
-		bool woke = weft__waiter_wake_ready(r, WEFT__WAKE_READY | WEFT_IN | WEFT_OUT, w);
+		bool woke = weft__waiter_wake_ready(r, WEFT__PARK_WAKE_READY | WEFT_IN | WEFT_OUT, w);
 		weft__fd_slot_release(rs, !woke);
 		weft__fd_slot_release(ws, !woke);
 		return;
 	}
 	if (r)
-		weft__fd_slot_release(rs, !weft__waiter_wake_ready(r, WEFT__WAKE_READY | WEFT_IN, w));
+		weft__fd_slot_release(rs, !weft__waiter_wake_ready(r, WEFT__PARK_WAKE_READY | WEFT_IN, w));
 	if (wr)
-		weft__fd_slot_release(ws, !weft__waiter_wake_ready(wr, WEFT__WAKE_READY | WEFT_OUT, w));
+		weft__fd_slot_release(ws, !weft__waiter_wake_ready(wr, WEFT__PARK_WAKE_READY | WEFT_OUT, w));
 	/* (claimed here rather than with weft__fd_slot_wake: one waiter in
 	 * both slots gets one wake with both events) */
 }

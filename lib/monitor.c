@@ -20,7 +20,7 @@
  *     deadlines it fires, go to the stuck worker's ready FIFO
  *     (weft__schedule_ready), which wakes an idle worker to steal them;
  *   - a coroutine in a stuck worker's runnext slot is notified for
- *     (weft__worker_stuck): weft__schedule wakes nobody for a lone slot,
+ *     (weft__schedule_stuck): weft__schedule wakes nobody for a lone slot,
  *     since its worker runs it next, unless it is stuck;
  *   - when the worker dispatches again it is no longer stuck and its epfd
  *     leaves the hub.
@@ -69,6 +69,7 @@
 #include "eventfd.h"
 #include "fault.h"
 #include "loop.h"
+#include "queue.h"
 #include "stack.h"
 #include "thread.h"
 #include "timer.h"
@@ -120,7 +121,7 @@ static void adopt(unsigned i, bool on)
 	mon.watch[i].adopted = on;
 }
 
-void weft__describe_entry(void *fn, char *buf, size_t size)
+void weft__monitor_describe_entry(void *fn, char *buf, size_t size)
 {
 	Dl_info info;
 	if (!dladdr(fn, &info) || !info.dli_fname)
@@ -137,7 +138,7 @@ static void report_stall(struct weft__worker *w, int64_t ran_ns)
 {
 	uint64_t id = at_load_64(&w->current_id);
 	char entry[512];
-	weft__describe_entry(at_load_ptr(&w->current_fn), entry, sizeof entry);
+	weft__monitor_describe_entry(at_load_ptr(&w->current_fn), entry, sizeof entry);
 	/* The dispatch may have ended since the sample; then it was a stall of
 	 * this length all the same. */
 	fprintf(stderr, "weft: stall: worker %u has run coroutine %" PRIu64
@@ -204,7 +205,7 @@ static int tick(void)
 			bool s = stuck(i, now) && weft__rt.nworkers > 1;
 			adopt(i, s);
 			if (s)
-				weft__worker_stuck(w);
+				weft__schedule_stuck(w);
 		}
 		if (!mon.watch[i].adopted)
 			continue;

@@ -20,6 +20,6 @@ void weft__monitor_worker_awake(void);
 /* A coroutine's entry fn for a report on stderr: "0x... (symbol+0x.. in
  * object)", as much as dladdr can tell (the stall report, and
  * weft_shutdown_until's list of coroutines that ignored their cancel). */
-void weft__describe_entry(void *fn, char *buf, size_t size);
+void weft__monitor_describe_entry(void *fn, char *buf, size_t size);
 
 #endif

@@ -21,7 +21,7 @@
  *   - reads tell the loop how much they asked for, which lets a short read
  *     of a stream socket mark it drained (io.c's park_if_drained), except
  *     a MSG_PEEK, which leaves the data queued;
- *   - attempts read errno only through weft__errno (they run after parks,
+ *   - attempts read errno only through weft__err_get (they run after parks,
  *     possibly on another thread, and may be inlined into the loop).
  */
 #include <errno.h>
@@ -43,7 +43,7 @@ static const size_t SENDFILE_MAX = (size_t)1 << 30;
  * comes first, as for every call (weft_wait's rule). */
 static int bad_argument(int e)
 {
-	return weft__fail(weft_self() ? e : EPERM);
+	return weft__err_fail(weft_self() ? e : EPERM);
 }
 
 /* The bytes in iov[0..cnt), or SIZE_MAX when they exceed SSIZE_MAX. */

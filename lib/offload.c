@@ -108,7 +108,7 @@ static void *helper_main(void *unused)
 		pool.calls++;
 		pthread_mutex_unlock(&pool.lock);
 		c->fn(c->arg);
-		weft__complete(&c->done, NULL);	/* c may be gone after this */
+		weft__completion_set(&c->done, NULL);	/* c may be gone after this */
 		pthread_mutex_lock(&pool.lock);
 	}
 	pool.threads--;
@@ -146,19 +146,19 @@ static int submit(struct call *c)
 int weft_offload(void (*fn)(void *), void *arg)
 {
 	if (!fn)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	if (!weft_self()) {
 		fn(arg);	/* a plain thread may block: run it here */
 		return 0;
 	}
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	struct call c = { .fn = fn, .arg = arg, .done = NULL };
 	int e = submit(&c);
 	if (e)
-		return weft__fail(e);
+		return weft__err_fail(e);
 	weft__completion_wait(&c.done, false, -1);
-	return weft__cancelled() ? weft__fail(ECANCELED) : 0;
+	return weft__co_cancelled() ? weft__err_fail(ECANCELED) : 0;
 }
 
 void weft__offload_init(unsigned max_threads)

@@ -66,12 +66,12 @@ static int wait_done(weft_once *o)
 int weft_once_run(weft_once *o, void (*fn)(void *), void *arg)
 {
 	if (!o || !fn)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	unsigned st = at_load_uint(&o->state);
 	if (st == DONE)
 		return 0;
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	if (st == 0 && at_cas_uint(&o->state, 0, RUNNING)) {
 		fn(arg);
 		if (at_swap_uint(&o->state, DONE) & WAITERS) {
@@ -85,5 +85,5 @@ int weft_once_run(weft_once *o, void (*fn)(void *), void *arg)
 		return 0;
 	}
 	int r = wait_done(o);
-	return r ? weft__fail(r) : 0;
+	return r ? weft__err_fail(r) : 0;
 }

@@ -8,6 +8,7 @@
 #include <pthread.h>
 
 #include "invariant.h"
+#include "queue.h"
 #include "slot.h"
 #include "atomic.h"
 #include "clock.h"
@@ -51,12 +52,12 @@ int weft__waiter_disarm(struct weft__waiter *w)
 {
 	if (!w->co) {
 		uint32_t v = at_load_uint((unsigned *)&w->futex);
-		return v & THREAD_WOKEN ? (int)(v & 0xffff) : WEFT__NOT_WOKEN;
+		return v & THREAD_WOKEN ? (int)(v & 0xffff) : WEFT__WAITER_NOT_WOKEN;
 	}
 	/* No waker can reach w, so nobody else writes the word now. */
 	uint64_t word = at_load_64(&w->co->park_word);
-	WEFT_ASSERT(armed_for(word, w->gen));
-	int r = park_state(word) == CO_NOTIFIED ? park_result(word) : WEFT__NOT_WOKEN;
+	WEFT__ASSERT(armed_for(word, w->gen));
+	int r = park_state(word) == CO_NOTIFIED ? park_result(word) : WEFT__WAITER_NOT_WOKEN;
 	at_store_64(&w->co->park_word, park_word(w->gen, 0, CO_RUNNING));
 	return r;
 }
@@ -65,7 +66,7 @@ static int thread_wait(struct weft__waiter *w, int64_t deadline)
 {
 	uint32_t v;
 	while (!((v = at_load_uint((unsigned *)&w->futex)) & THREAD_WOKEN)) {
-		if (weft__deadline_passed(deadline)) {
+		if (weft__clock_deadline_passed(deadline)) {
 			weft__waiter_wake(w, ETIMEDOUT);	/* loses to an earlier waker */
 			continue;
 		}
@@ -80,7 +81,7 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 	struct weft_co *co = w->co;
 	/* Armed by weft__waiter_init, and no other wait since: a waker may only
 	 * have made it NOTIFIED. */
-	WEFT_ASSERT(armed_for(at_load_64(&co->park_word), w->gen));
+	WEFT__ASSERT(armed_for(at_load_64(&co->park_word), w->gen));
 	/* StoreLoad: the arming store before the flag load; weft_cancel
 	 * stores the flag before it loads the park word (Dekker).  A caller
 	 * that published w with an RMW (a full fence, atomic.h) has one. */
@@ -88,7 +89,7 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 		at_fence_store_load();
 	if (w->cancellable && at_load_uint(&co->cancelled))
 		weft__waiter_wake(w, ECANCELED);
-	else if (weft__deadline_passed(deadline))
+	else if (weft__clock_deadline_passed(deadline))
 		weft__waiter_wake(w, ETIMEDOUT);
 	else if (deadline >= 0) {
 		w->deadline = deadline;
@@ -104,7 +105,7 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 		weft__timer_remove(w);
 	uint64_t done = at_load_64(&co->park_word);
 	/* Resumed once, by a wake of this wait (enter() made it RUNNING). */
-	WEFT_ASSERT(park_gen(done) == w->gen && park_state(done) == CO_RUNNING);
+	WEFT__ASSERT(park_gen(done) == w->gen && park_state(done) == CO_RUNNING);
 	return park_result(done);
 }
 
@@ -159,7 +160,7 @@ static bool wake_co(struct weft_co *co, uint32_t gen, bool any_gen, int result,
 
 static bool wake(struct weft__waiter *w, int result, struct weft__worker *ready_on)
 {
-	WEFT_ASSERT(result >= 0 && result <= 0xffff);	/* it travels in 16 bits */
+	WEFT__ASSERT(result >= 0 && result <= 0xffff);	/* it travels in 16 bits */
 	if (!w->co) {
 		if (!at_cas_uint((unsigned *)&w->futex, 0, THREAD_WOKEN | ((unsigned)result & 0xffff)))
 			return false;
@@ -190,12 +191,12 @@ bool weft__park_finish(struct weft_co *co)
 {
 	uint64_t word = at_load_64(&co->park_word);
 	uint32_t gen = park_gen(word);
-	WEFT_ASSERT(park_state(word) == CO_PARKING || park_state(word) == CO_NOTIFIED);
+	WEFT__ASSERT(park_state(word) == CO_PARKING || park_state(word) == CO_NOTIFIED);
 	if (at_cas_64(&co->park_word, park_word(gen, 0, CO_PARKING), park_word(gen, 0, CO_PARKED)))
 		return false;
 	/* A waker came first (NOTIFIED): the coroutine is ours to queue. */
 	word = at_load_64(&co->park_word);
-	WEFT_ASSERT(park_state(word) == CO_NOTIFIED && park_gen(word) == gen);
+	WEFT__ASSERT(park_state(word) == CO_NOTIFIED && park_gen(word) == gen);
 	at_store_64(&co->park_word, park_word(gen, park_result(word), CO_RUNNABLE));
 	return true;
 }
@@ -210,25 +211,25 @@ static void complete_waiter(void **word, struct weft__waiter *w)
 {
 	if (w->co) {
 		weft__waiter_wake(w, 0);
-		weft__slot_release(word, WEFT__COMPLETE);
+		weft__slot_release(word, WEFT__COMPLETION_SET);
 		return;
 	}
 	uint32_t *futex = &w->futex;
 	bool won = at_cas_uint((unsigned *)futex, 0, THREAD_WOKEN);
-	weft__slot_release(word, WEFT__COMPLETE);
+	weft__slot_release(word, WEFT__COMPLETION_SET);
 	if (won)
 		weft__futex_wake(futex, 1);
 }
 
-bool weft__complete(void **word, void *other)
+bool weft__completion_set(void **word, void *other)
 {
 	for (;;) {
 		void *j = at_load_ptr(word);
 		if (other && j == other)
 			return false;
-		if (j == NULL && at_cas_ptr(word, NULL, WEFT__COMPLETE))
+		if (j == NULL && at_cas_ptr(word, NULL, WEFT__COMPLETION_SET))
 			return true;
-		WEFT_ASSERT(j == NULL || weft__slot_is_waiter(j));	/* completed once */
+		WEFT__ASSERT(j == NULL || weft__slot_is_waiter(j));	/* completed once */
 		if (j != NULL && weft__slot_try_claim(word, j)) {
 			complete_waiter(word, j);
 			return true;
@@ -240,7 +241,7 @@ int weft__completion_wait(void **word, bool cancellable, int64_t deadline)
 {
 	for (;;) {
 		void *state = at_load_ptr(word);
-		if (state == WEFT__COMPLETE)
+		if (state == WEFT__COMPLETION_SET)
 			return 0;
 		if (state != NULL)
 			return EINVAL;

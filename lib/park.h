@@ -84,26 +84,26 @@ struct weft__waiter {
 
 /* Wake results beside 0 and errno values (Linux's are below 4096). */
 enum {
-	WEFT__WAKE_RETRY = 0x1000,	/* mutex: the woken waiter competes again (sync.c) */
-	WEFT__WAKE_CLAIMED = 0x2000,	/* | 0, errno or RETRY: a wait queue claimer's (waitq.h) */
-	WEFT__WAKE_READY = 0x4000,	/* | the ready WEFT_IN/WEFT_OUT: I/O readiness (loop.c) */
+	WEFT__PARK_WAKE_RETRY = 0x1000,	/* mutex: the woken waiter competes again (sync.c) */
+	WEFT__PARK_WAKE_CLAIMED = 0x2000,	/* | 0, errno or RETRY: a wait queue claimer's (waitq.h) */
+	WEFT__PARK_WAKE_READY = 0x4000,	/* | the ready WEFT_IN/WEFT_OUT: I/O readiness (loop.c) */
 };
-_Static_assert(EHWPOISON < WEFT__WAKE_RETRY && WEFT__WAKE_RETRY > 0xfff,
+_Static_assert(EHWPOISON < WEFT__PARK_WAKE_RETRY && WEFT__PARK_WAKE_RETRY > 0xfff,
 	       "errno values stay below the flags");
-_Static_assert(((WEFT__WAKE_RETRY | WEFT__WAKE_CLAIMED | WEFT__WAKE_READY) & 0xfff) == 0 &&
-		       !(WEFT__WAKE_RETRY & WEFT__WAKE_CLAIMED) &&
-		       !(WEFT__WAKE_RETRY & WEFT__WAKE_READY) &&
-		       !(WEFT__WAKE_CLAIMED & WEFT__WAKE_READY),
+_Static_assert(((WEFT__PARK_WAKE_RETRY | WEFT__PARK_WAKE_CLAIMED | WEFT__PARK_WAKE_READY) & 0xfff) == 0 &&
+		       !(WEFT__PARK_WAKE_RETRY & WEFT__PARK_WAKE_CLAIMED) &&
+		       !(WEFT__PARK_WAKE_RETRY & WEFT__PARK_WAKE_READY) &&
+		       !(WEFT__PARK_WAKE_CLAIMED & WEFT__PARK_WAKE_READY),
 	       "wake flags are distinct bits above every errno value");
 _Static_assert(((WEFT_IN | WEFT_OUT) & ~0xfff) == 0, "the ready events fit under the flags");
-_Static_assert((WEFT__WAKE_RETRY | WEFT__WAKE_CLAIMED | WEFT__WAKE_READY) <= 0xffff,
+_Static_assert((WEFT__PARK_WAKE_RETRY | WEFT__PARK_WAKE_CLAIMED | WEFT__PARK_WAKE_READY) <= 0xffff,
 	       "results are 16 bits (park_word)");
-enum { WEFT__NOT_WOKEN = -1 };		/* weft__waiter_disarm: nobody woke it */
+enum { WEFT__WAITER_NOT_WOKEN = -1 };		/* weft__waiter_disarm: nobody woke it */
 
 void weft__waiter_init(struct weft__waiter *w);
 /* Ends a wait that will not sleep, once no waker can reach w any more (it was
  * never published, or has been retracted): returns the result of a wake that
- * came meanwhile, else WEFT__NOT_WOKEN. */
+ * came meanwhile, else WEFT__WAITER_NOT_WOKEN. */
 int weft__waiter_disarm(struct weft__waiter *w);
 /* Sleeps until woken or until deadline (absolute ns, -1 none); returns the
  * winning waker's result, ETIMEDOUT for the deadline. */
@@ -134,7 +134,7 @@ bool weft__park_cancel(struct weft_co *co);
  * offloaded call returning), awaited by at most one waiter at a time.  One
  * atomic word:
  *   NULL               not complete, nobody waits
- *   WEFT__COMPLETE     complete
+ *   WEFT__COMPLETION_SET     complete
  *   a waiter           someone waits on it
  *   waiter|CLAIMED     the completer is waking that waiter
  *   any other value    the caller's own state (JOIN_DETACHED): the
@@ -145,10 +145,10 @@ bool weft__park_cancel(struct weft_co *co);
  * woken by weft_cancel takes itself back (CAS to NULL), unless the completer
  * claimed it first; then it waits for COMPLETE (a few instructions away).
  */
-#define WEFT__COMPLETE ((void *)2)
+#define WEFT__COMPLETION_SET ((void *)2)
 /* Completes *word; returns false (and does nothing) if it holds `other`
  * (a caller state; NULL: there is none). */
-bool weft__complete(void **word, void *other);
+bool weft__completion_set(void **word, void *other);
 /* Waits for *word to complete until deadline (absolute ns, -1 none): 0, or
  * ECANCELED if `cancellable` and the caller was cancelled, or ETIMEDOUT (the
  * word is then left NULL or COMPLETE, so a later wait works), EINVAL if the

@@ -27,7 +27,7 @@ void weft__queue_push_local(struct weft__worker *w, struct weft_co *co)
  * so a wake would buy nothing but an eventfd write on w's side, at every
  * hand-off of a ping-pong whose other worker has gone to sleep
  * (docs/bench.md, "Measurements behind the code": lone runnext).  If w gets stuck in the current coroutine instead, the monitor
- * notifies for the slot (weft__worker_stuck).
+ * notifies for the slot (weft__schedule_stuck).
  */
 /*
  * A coroutine locked to its worker (weft_lock_thread) goes to that worker's
@@ -65,7 +65,7 @@ void weft__schedule(struct weft_co *co)
 		weft__idle_notify();
 }
 
-void weft__worker_stuck(struct weft__worker *w)
+void weft__schedule_stuck(struct weft__worker *w)
 {
 	if (at_load_ptr((void **)&w->runnext))
 		weft__idle_notify();

@@ -4,8 +4,8 @@
  * the locked FIFOs (a worker's ready FIFO, the injection queue), inline
  * since the worker loop (worker.c) pops them at every dispatch that finds
  * its LIFO end empty, and the push onto a worker's deque (queue.c).
- * weft__schedule, weft__schedule_ready and weft__worker_stuck, which the
- * rest of lib/ calls, are declared in worker.h and defined in queue.c.
+ * Below them, what the rest of lib/ calls to make a coroutine runnable:
+ * weft__schedule, weft__schedule_ready and weft__schedule_stuck (queue.c).
  */
 #ifndef WEFT_QUEUE_H
 #define WEFT_QUEUE_H
@@ -59,7 +59,7 @@ static inline struct weft_co *weft__queue_inject_pop(void)
  */
 static inline bool weft__queue_ready_shared(struct weft__worker *w)
 {
-	WEFT_ASSERT(weft__rt.nworkers > 1 || weft__worker_self() == w);
+	WEFT__ASSERT(weft__rt.nworkers > 1 || weft__worker_self() == w);
 	(void)w;
 	return weft__rt.nworkers > 1;
 }
@@ -67,5 +67,23 @@ static inline bool weft__queue_ready_shared(struct weft__worker *w)
 /* Onto w's deque; the injection queue when w is NULL or its deque cannot
  * grow. */
 void weft__queue_push_local(struct weft__worker *w, struct weft_co *co);
+
+/* Makes co runnable: in this worker's runnext slot if called on a worker
+ * (what it displaces goes to the deque), else on the injection queue; wakes
+ * an idle worker if nobody is looking for work, except for a lone slot
+ * (the caller's worker runs it next; see weft__schedule_stuck).  A coroutine
+ * locked to its worker (weft_lock_thread) goes to that worker's pinned FIFO
+ * instead, here and in weft__schedule_ready, and that worker is woken. */
+void weft__schedule(struct weft_co *co);
+/* The monitor found w running one coroutine for a tick or more: if w's
+ * runnext slot holds a coroutine, wake an idle worker as weft__schedule
+ * would have; it steals the slot since w dispatches nothing (steal.c). */
+void weft__schedule_stuck(struct weft__worker *w);
+/* The same for a coroutine woken by loop's readiness or deadlines: it goes
+ * to the back of that worker's ready FIFO (whoever harvested: the worker
+ * itself or the monitor), so that I/O is served in the order it became
+ * ready (a LIFO would starve old connections under load); other workers
+ * steal from that FIFO too. */
+void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop);
 
 #endif

@@ -39,7 +39,7 @@ static int init_locked(const weft_config *cfg)
 {
 	if (started)
 		return -EALREADY;
-	struct weft__settings s;
+	struct weft__config_settings s;
 	int r = weft__config_resolve(cfg, &s);
 	if (r < 0)
 		return r;
@@ -68,7 +68,7 @@ int weft_init(const weft_config *cfg)
 	pthread_mutex_lock(&lifecycle_lock);
 	int r = init_locked(cfg);
 	pthread_mutex_unlock(&lifecycle_lock);
-	return weft__result(r);
+	return weft__err_result(r);
 }
 
 /* Waits until every coroutine has finished (true) or until deadline
@@ -80,13 +80,13 @@ static bool wait_finished_until(int64_t deadline, void (*sweep)(void))
 	at_fence_store_load();
 	const int64_t tick = 10 * 1000 * 1000;
 	int64_t swept = 0;
-	for (bool first = true; !weft__all_finished(); first = false) {
+	for (bool first = true; !weft__workers_all_finished(); first = false) {
 		if (sweep && (first || weft_now() - swept >= tick)) {
 			sweep();
 			swept = weft_now();
 		}
 		uint32_t seen = at_load_uint((unsigned *)&weft__rt.quiesce);
-		if (weft__all_finished())
+		if (weft__workers_all_finished())
 			break;
 		int64_t left = tick;
 		if (deadline >= 0) {
@@ -136,7 +136,7 @@ int weft_shutdown(void)
 {
 	int r = shutdown_begin();
 	if (r < 0)
-		return weft__result(r);
+		return weft__err_result(r);
 	wait_finished_until(-1, NULL);
 	stop_locked();
 	pthread_mutex_unlock(&lifecycle_lock);
@@ -161,7 +161,7 @@ static void name_one(struct weft_co *co, void *arg)
 {
 	(void)arg;
 	char entry[512];
-	weft__describe_entry(at_load_ptr((void **)&co->fn), entry, sizeof entry);
+	weft__monitor_describe_entry(at_load_ptr((void **)&co->fn), entry, sizeof entry);
 	fprintf(stderr, "weft: shutdown: coroutine %" PRIu64 " (entry %s) ignored its cancellation\n",
 		at_load_64(&co->id), entry);
 }
@@ -178,7 +178,7 @@ int weft_shutdown_until(int64_t deadline)
 	const int64_t GRACE = 1000 * 1000 * 1000;
 	int r = shutdown_begin();
 	if (r < 0)
-		return weft__result(r);
+		return weft__err_result(r);
 	if (!wait_finished_until(deadline, NULL)) {
 		at_store_uint(&weft__rt.cancel_all, 1);
 		at_fence_store_load();
@@ -189,7 +189,7 @@ int weft_shutdown_until(int64_t deadline)
 		if (!done) {
 			at_store_uint(&weft__rt.draining, 0);
 			pthread_mutex_unlock(&lifecycle_lock);
-			return weft__fail(ETIMEDOUT);
+			return weft__err_fail(ETIMEDOUT);
 		}
 	}
 	stop_locked();
@@ -206,7 +206,7 @@ int weft_main(void (*fn)(void *), void *arg, const weft_config *cfg)
 	if (co)
 		weft_join(co);
 	weft_shutdown();
-	return e ? weft__fail(e) : 0;
+	return e ? weft__err_fail(e) : 0;
 }
 
 int weft_worker_id(void)
@@ -217,5 +217,5 @@ int weft_worker_id(void)
 
 unsigned weft_worker_count(void)
 {
-	return weft__runtime_accepting() ? weft__rt.nworkers : 0;
+	return weft__rt_accepting() ? weft__rt.nworkers : 0;
 }

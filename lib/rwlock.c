@@ -79,7 +79,7 @@ static void writer_gave_up(void *obj, struct weft__wakes *ws)
 /* Queues the caller (id) on q and parks: 0 once it was let in. */
 static int wait_turn(weft_rwlock *l, struct weft__waitq *q, uintptr_t id, int64_t deadline)
 {
-	if (weft__deadline_passed(deadline)) {
+	if (weft__clock_deadline_passed(deadline)) {
 		weft__lock_release(&l->lock);
 		return ETIMEDOUT;
 	}
@@ -92,14 +92,14 @@ static int wait_turn(weft_rwlock *l, struct weft__waitq *q, uintptr_t id, int64_
 static int lock(weft_rwlock *l, bool write, int64_t deadline)
 {
 	if (!l)
-		return weft__fail(EINVAL);
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+		return weft__err_fail(EINVAL);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	uintptr_t id = weft__park_context_id();
 	weft__lock_acquire(&l->lock);
 	if (l->writer == id) {
 		weft__lock_release(&l->lock);
-		return weft__fail(EDEADLK);
+		return weft__err_fail(EDEADLK);
 	}
 	bool enter = write ? !l->writer && !l->readers : !l->writer && !weft__waitq_live(&l->wq);
 	if (enter) {
@@ -111,7 +111,7 @@ static int lock(weft_rwlock *l, bool write, int64_t deadline)
 		return 0;
 	}
 	int r = wait_turn(l, write ? &l->wq : &l->rq, id, deadline);
-	return r ? weft__fail(r) : 0;
+	return r ? weft__err_fail(r) : 0;
 }
 
 int weft_rwlock_rdlock(weft_rwlock *l, int64_t deadline)
@@ -127,7 +127,7 @@ int weft_rwlock_wrlock(weft_rwlock *l, int64_t deadline)
 int weft_rwlock_unlock(weft_rwlock *l)
 {
 	if (!l)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	uintptr_t id = weft__park_context_id();
 	struct weft__wakes ws = { NULL };
 	int r = 0;
@@ -146,5 +146,5 @@ int weft_rwlock_unlock(weft_rwlock *l)
 	}
 	weft__lock_release(&l->lock);
 	weft__wakes_run(&ws);
-	return r ? weft__fail(r) : 0;
+	return r ? weft__err_fail(r) : 0;
 }

@@ -84,7 +84,7 @@ static int acquire_slow(weft_sem *s, int64_t deadline)
 			weft__lock_release(&s->lock);
 			return 0;
 		}
-		if (weft__deadline_passed(deadline)) {
+		if (weft__clock_deadline_passed(deadline)) {
 			weft__lock_release(&s->lock);
 			return ETIMEDOUT;
 		}
@@ -99,20 +99,20 @@ static int acquire_slow(weft_sem *s, int64_t deadline)
 int weft_sem_acquire(weft_sem *s, int64_t deadline)
 {
 	if (!s)
-		return weft__fail(EINVAL);
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+		return weft__err_fail(EINVAL);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	if (take(s))
 		return 0;
 	int r = acquire_slow(s, deadline);
-	return r ? weft__fail(r) : 0;
+	return r ? weft__err_fail(r) : 0;
 }
 
 int weft_sem_tryacquire(weft_sem *s)
 {
 	if (!s)
-		return weft__fail(EINVAL);
-	return take(s) ? 0 : weft__fail(EAGAIN);
+		return weft__err_fail(EINVAL);
+	return take(s) ? 0 : weft__err_fail(EAGAIN);
 }
 
 /* Adds a permit while nobody waits: 0, EOVERFLOW at the maximum, or
@@ -144,7 +144,7 @@ static int hand_over(weft_sem *s, struct weft__wakes *ws)
 int weft_sem_release(weft_sem *s)
 {
 	if (!s)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	int r = add_permit(s);
 	if (r == WAITERS) {
 		struct weft__wakes ws = { NULL };
@@ -154,5 +154,5 @@ int weft_sem_release(weft_sem *s)
 		weft__lock_release(&s->lock);
 		weft__wakes_run(&ws);
 	}
-	return r ? weft__fail(r) : 0;
+	return r ? weft__err_fail(r) : 0;
 }

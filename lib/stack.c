@@ -31,7 +31,7 @@
 #endif
 
 enum {
-	CACHE_SLOTS = 2 * WEFT_MAGAZINE,	/* a full cache spills its older half */
+	CACHE_SLOTS = 2 * WEFT__STACK_MAGAZINE,	/* a full cache spills its older half */
 	WARM_BYTES = 16 << 10,	/* top of a stack left resident when it is recycled */
 	CANARY_BYTES = 64,	/* the canary line at the low end of an unguarded stack */
 	VALGRIND_GUARDS = 1000,	/* the guard budget under valgrind */
@@ -92,7 +92,7 @@ static void all_remove(struct weft__stack *s)
 struct weft__magazine {
 	struct weft__magazine *next;
 	unsigned n;
-	struct weft__stack *s[WEFT_MAGAZINE];
+	struct weft__stack *s[WEFT__STACK_MAGAZINE];
 };
 
 size_t weft__stack_size(void) { return pool.stack_size; }
@@ -104,7 +104,7 @@ char *weft__stack_base(const struct weft__stack *s)
 
 size_t weft__stack_usable(const struct weft__stack *s)
 {
-	return (size_t)((const char *)s - WEFT_STACK_PAYLOAD - weft__stack_base(s));
+	return (size_t)((const char *)s - WEFT__STACK_PAYLOAD - weft__stack_base(s));
 }
 
 /* true if this kernel has guard regions (Linux 6.13): a guard that is a page
@@ -251,7 +251,7 @@ static struct weft__stack *stack_alloc(size_t size)
 	if (!s->guarded)
 		write_canary(lo);
 	s->deepest = (char *)s;
-	memset(weft__stack_payload(s), 0, WEFT_STACK_PAYLOAD);	/* no coroutine yet */
+	memset(weft__stack_payload(s), 0, WEFT__STACK_PAYLOAD);	/* no coroutine yet */
 	all_add(s);
 #ifdef WEFT_VALGRIND
 	s->valgrind_id = VALGRIND_STACK_REGISTER(weft__stack_base(s), (char *)s);
@@ -426,7 +426,7 @@ static struct weft__stack *cache_get(struct weft__stack_cache *c)
 static void cache_put(struct weft__stack_cache *c, struct weft__stack *s)
 {
 	if (c->count == CACHE_SLOTS)
-		spill(c, WEFT_MAGAZINE);	/* keep the warmer half */
+		spill(c, WEFT__STACK_MAGAZINE);	/* keep the warmer half */
 	c->slot[c->count++] = s;
 }
 
@@ -478,7 +478,7 @@ void weft__stack_put(struct weft__stack_cache *cache, struct weft__stack *s)
 void weft__stack_cache_flush(struct weft__stack_cache *cache)
 {
 	while (cache->count)
-		spill(cache, cache->count < WEFT_MAGAZINE ? cache->count : WEFT_MAGAZINE);
+		spill(cache, cache->count < WEFT__STACK_MAGAZINE ? cache->count : WEFT__STACK_MAGAZINE);
 }
 
 void weft__stack_pool_fini(void)

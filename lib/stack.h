@@ -18,7 +18,7 @@
  *
  * Free stacks are kept in a per-worker cache (no lock, no allocator call on
  * spawn or exit), which overflows into and refills from a global depot of
- * magazines (arrays of WEFT_MAGAZINE stacks, moved whole under one mutex, as
+ * magazines (arrays of WEFT__STACK_MAGAZINE stacks, moved whole under one mutex, as
  * in Bonwick's magazine allocator and Photon's stack pool); the depot gives
  * stacks nobody needed for a while back to jemalloc (weft__stack_pool_trim).
  * Plain threads share one cache under a lock.  A stack coming back after a
@@ -43,12 +43,12 @@ struct weft__stack {
 	unsigned valgrind_id;		/* VALGRIND_STACK_REGISTER's id */
 };
 
-enum { WEFT_MAGAZINE = 64 };	/* stacks per magazine (see stack.c) */
+enum { WEFT__STACK_MAGAZINE = 64 };	/* stacks per magazine (see stack.c) */
 
 /* A worker's cache: an array, so taking and giving never chase pointers
  * through cold stack headers. */
 struct weft__stack_cache {
-	struct weft__stack *slot[2 * WEFT_MAGAZINE];
+	struct weft__stack *slot[2 * WEFT__STACK_MAGAZINE];
 	unsigned count;
 	uint64_t hits, misses;		/* atomic, one writer: for stats */
 };
@@ -78,10 +78,10 @@ size_t weft__stack_bytes(const struct weft__stack *s);
  * coroutine control block lives there, so a spawn allocates nothing but a
  * stack, and the control block is cached (and warm) with it.
  */
-enum { WEFT_STACK_PAYLOAD = 256 };
+enum { WEFT__STACK_PAYLOAD = 256 };
 static inline void *weft__stack_payload(struct weft__stack *s)
 {
-	return (char *)s - WEFT_STACK_PAYLOAD;
+	return (char *)s - WEFT__STACK_PAYLOAD;
 }
 
 /* The highest usable address: where a new context's first frame goes. */

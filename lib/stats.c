@@ -114,9 +114,9 @@ enum { STATS_V1_SIZE = offsetof(weft_stats, monitor_wakeups) };
 int weft_stats_get(weft_stats *out)
 {
 	if (!out || out->size < STATS_V1_SIZE)
-		return weft__fail(EINVAL);
-	if (!weft__runtime_accepting())
-		return weft__fail(ESRCH);
+		return weft__err_fail(EINVAL);
+	if (!weft__rt_accepting())
+		return weft__err_fail(ESRCH);
 	weft_stats s = { .size = out->size, .per_worker = out->per_worker,
 			 .per_worker_len = out->per_worker_len };
 	snapshot(&s);

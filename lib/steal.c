@@ -34,7 +34,7 @@ static void steal_more(struct weft__worker *w, struct weft__deque *victim)
 	bool got = false;
 	while (n-- > 0) {
 		void *item = weft__deque_steal(victim);
-		if (item == WEFT_DEQUE_EMPTY || item == WEFT_DEQUE_ABORT)
+		if (item == WEFT__DEQUE_EMPTY || item == WEFT__DEQUE_ABORT)
 			break;
 		weft__queue_push_local(w, item);
 		got = true;

@@ -23,7 +23,7 @@
  * condition variables serve offloaded functions and other threads too.
  * Every state change while the mutex is locked is made by its owner or
  * under the internal lock; the lock-free ones are single CASes.  M_WOKEN is
- * set only with a claimed waiter, whose wake result is WEFT__WAKE_RETRY, and
+ * set only with a claimed waiter, whose wake result is WEFT__PARK_WAKE_RETRY, and
  * that waiter clears it (clear_woken) whatever it does next, cancelled or
  * not: a bit left set would stop every later wake.  Clearing it early (the
  * hand-off's store) costs at most one extra wake.
@@ -134,10 +134,10 @@ static int lock_contended(weft_mutex *m, void *self)
 			since = weft_now();
 		int r = weft__wait_park(&x, &m->lock, &m->q, -1);
 		bool long_wait = weft_now() - since >= STARVE_NS;
-		if (r != 0 && r != WEFT__WAKE_RETRY)
-			return weft__fail(r);
+		if (r != 0 && r != WEFT__PARK_WAKE_RETRY)
+			return weft__err_fail(r);
 		weft__lock_acquire(&m->lock);
-		if (r == WEFT__WAKE_RETRY)
+		if (r == WEFT__PARK_WAKE_RETRY)
 			clear_woken(m);
 		if (r == 0) {	/* handed over in starving mode: locked for us */
 			if (!long_wait)	/* the queue moves fast again; we own m, and
@@ -168,7 +168,7 @@ static void unlock_contended(weft_mutex *m)
 	} else {
 		at_store_uint(&m->state, (more ? M_WAITERS : 0) | (n ? M_WOKEN : 0));
 		if (n)
-			weft__wakes_add(&ws, n, WEFT__WAKE_RETRY);
+			weft__wakes_add(&ws, n, WEFT__PARK_WAKE_RETRY);
 	}
 	weft__lock_release(&m->lock);
 	weft__wakes_run(&ws);
@@ -195,12 +195,12 @@ static void unlock_slow(weft_mutex *m)
 int weft_mutex_lock(weft_mutex *m)
 {
 	if (!m)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	void *self = caller();
 	if (at_load_ptr(&m->owner) == self)
-		return weft__fail(EDEADLK);
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+		return weft__err_fail(EDEADLK);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	if (at_cas_uint(&m->state, 0, M_LOCKED) || spin_for(m))
 		return acquired(m, self);
 	return lock_contended(m, self);
@@ -209,18 +209,18 @@ int weft_mutex_lock(weft_mutex *m)
 int weft_mutex_trylock(weft_mutex *m)
 {
 	if (!m)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	if (!try_take(m))
-		return weft__fail(EBUSY);
+		return weft__err_fail(EBUSY);
 	return acquired(m, caller());
 }
 
 int weft_mutex_unlock(weft_mutex *m)
 {
 	if (!m)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	if (at_load_ptr(&m->owner) != caller())
-		return weft__fail(EPERM);
+		return weft__err_fail(EPERM);
 	at_store_ptr(&m->owner, NULL);
 	if (!at_cas_uint(&m->state, M_LOCKED, 0))
 		unlock_slow(m);
@@ -257,11 +257,11 @@ static void relock(weft_mutex *m)
 int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline)
 {
 	if (!c || !m)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	if (at_load_ptr(&m->owner) != caller())
-		return weft__fail(EPERM);
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+		return weft__err_fail(EPERM);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	weft__lock_acquire(&c->lock);
 	struct weft__wait x;
 	/* Queued before the mutex is released: a signal after the release
@@ -270,13 +270,13 @@ int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline)
 	weft_mutex_unlock(m);
 	int r = weft__wait_park(&x, &c->lock, &c->q, deadline);
 	relock(m);
-	return r ? weft__fail(r) : 0;
+	return r ? weft__err_fail(r) : 0;
 }
 
 static int cond_wake(weft_cond *c, bool all)
 {
 	if (!c)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&c->lock);
 	if (all) {
@@ -322,7 +322,7 @@ void weft_wg_free(weft_wg *wg)
 int weft_wg_add(weft_wg *wg, int delta)
 {
 	if (!wg)
-		return weft__fail(EINVAL);
+		return weft__err_fail(EINVAL);
 	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&wg->lock);
 	long n = wg->count + delta;
@@ -333,7 +333,7 @@ int weft_wg_add(weft_wg *wg, int delta)
 	}
 	weft__lock_release(&wg->lock);
 	weft__wakes_run(&ws);
-	return n < 0 ? weft__fail(EINVAL) : 0;
+	return n < 0 ? weft__err_fail(EINVAL) : 0;
 }
 
 int weft_wg_done(weft_wg *wg)
@@ -344,9 +344,9 @@ int weft_wg_done(weft_wg *wg)
 int weft_wg_wait(weft_wg *wg, int64_t deadline)
 {
 	if (!wg)
-		return weft__fail(EINVAL);
-	if (weft__cancelled())
-		return weft__fail(ECANCELED);
+		return weft__err_fail(EINVAL);
+	if (weft__co_cancelled())
+		return weft__err_fail(ECANCELED);
 	weft__lock_acquire(&wg->lock);
 	if (wg->count == 0) {
 		weft__lock_release(&wg->lock);
@@ -355,5 +355,5 @@ int weft_wg_wait(weft_wg *wg, int64_t deadline)
 	struct weft__wait x;
 	weft__wait_enqueue(&x, &wg->q, NULL);
 	int r = weft__wait_park(&x, &wg->lock, &wg->q, deadline);
-	return r ? weft__fail(r) : 0;
+	return r ? weft__err_fail(r) : 0;
 }

@@ -34,7 +34,7 @@
 #if defined(WEFT_ASAN) || defined(WEFT_TSAN)
 #define WEFT__SYS_LIBC 1
 #elif defined(__x86_64__)
-static inline long weft__sys6(long n, long a, long b, long c, long d, long e, long f)
+static inline long weft__sys_call6(long n, long a, long b, long c, long d, long e, long f)
 {
 	register long r10 __asm__("r10") = d;
 	register long r8 __asm__("r8") = e;
@@ -47,7 +47,7 @@ static inline long weft__sys6(long n, long a, long b, long c, long d, long e, lo
 	return r;
 }
 #elif defined(__aarch64__)
-static inline long weft__sys6(long n, long a, long b, long c, long d, long e, long f)
+static inline long weft__sys_call6(long n, long a, long b, long c, long d, long e, long f)
 {
 	register long x8 __asm__("x8") = n;
 	register long x0 __asm__("x0") = a;
@@ -84,7 +84,7 @@ static inline ssize_t weft__sys_result(long r)
 #define WEFT__SYS(libc_call, nr, ...) return libc_call
 #else
 #define WEFT__SYS(libc_call, nr, a, b, c, d, e, f) \
-	return weft__sys_result(weft__sys6(nr, (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f)))
+	return weft__sys_result(weft__sys_call6(nr, (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f)))
 #endif
 
 static inline ssize_t weft__sys_read(int fd, void *buf, size_t len)

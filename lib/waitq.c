@@ -19,13 +19,13 @@ void *weft__waitq_object_new(size_t size)
 {
 	void *object = weft__fault() ? NULL : calloc(1, size);
 	if (!object)
-		weft__fail(ENOMEM);
+		weft__err_fail(ENOMEM);
 	return object;
 }
 
 void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n)
 {
-	WEFT_ASSERT(!n->linked);
+	WEFT__ASSERT(!n->linked);
 	n->next = NULL;
 	n->prev = q->tail;
 	if (q->tail)
@@ -56,7 +56,7 @@ struct weft__wnode *weft__waitq_claim(struct weft__waitq *q)
 	struct weft__wnode *n;
 	while ((n = q->head)) {
 		weft__waitq_unlink(q, n);
-		WEFT_ASSERT(!n->linked);
+		WEFT__ASSERT(!n->linked);
 		unsigned claimed = (n->index + 1) | WAITQ_WAKING;
 		if (n->sole) {	/* queued, so open (waitq.h) */
 			at_store_uint(n->claim, claimed);
@@ -92,9 +92,9 @@ void weft__wnode_wake(struct weft__wnode *n)
 {
 	unsigned *claim = n->claim;
 	/* Claimed (waitq_claim), so unlinked, and its waiter waits for us. */
-	WEFT_ASSERT(!n->linked);
-	WEFT_ASSERT((at_load_uint(claim) & WAITQ_WAKING) && at_load_uint(claim) != WAITQ_ABANDONED);
-	if (weft__waiter_wake(n->waiter, n->result | WEFT__WAKE_CLAIMED))
+	WEFT__ASSERT(!n->linked);
+	WEFT__ASSERT((at_load_uint(claim) & WAITQ_WAKING) && at_load_uint(claim) != WAITQ_ABANDONED);
+	if (weft__waiter_wake(n->waiter, n->result | WEFT__PARK_WAKE_CLAIMED))
 		return;
 	unsigned v = at_load_uint(claim);
 	at_fence_release();
@@ -130,8 +130,8 @@ int weft__wait_park_hook(struct weft__wait *x, struct weft__lock *lock, struct w
 {
 	weft__lock_release(lock);	/* an RMW: the StoreLoad the wait needs */
 	int r = weft__waiter_wait_fenced(&x->waiter, deadline);
-	if (r & WEFT__WAKE_CLAIMED)
-		return r & ~WEFT__WAKE_CLAIMED;
+	if (r & WEFT__PARK_WAKE_CLAIMED)
+		return r & ~WEFT__PARK_WAKE_CLAIMED;
 	weft__lock_acquire(lock);
 	bool claimed = weft__wnode_settle(&x->node);
 	struct weft__wakes ws = { NULL };
@@ -158,11 +158,11 @@ unsigned weft__wnode_claimed_case(struct weft__wnode *n, int r)
 {
 	/* The claimer wins or loses our park word within a few instructions
 	 * of its lock release; only an OS preemption makes this wait long. */
-	for (unsigned spins = 0; !(r & WEFT__WAKE_CLAIMED) && (at_load_uint(n->claim) & WAITQ_WAKING);
+	for (unsigned spins = 0; !(r & WEFT__PARK_WAKE_CLAIMED) && (at_load_uint(n->claim) & WAITQ_WAKING);
 	     spins++)
 		at_backoff(spins);
 	at_fence_acquire();
 	unsigned claim = at_load_uint(n->claim);
-	WEFT_ASSERT(claim != 0 && claim != WAITQ_ABANDONED);	/* a claimer's: settle said so */
+	WEFT__ASSERT(claim != 0 && claim != WAITQ_ABANDONED);	/* a claimer's: settle said so */
 	return (claim & ~WAITQ_WAKING) - 1;
 }

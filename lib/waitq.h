@@ -18,7 +18,7 @@
  *   object's lock, and touches the object no more (weft__wakes_run).  The
  *   waiter is resumed by whichever waker won its park word (a claim, its
  *   deadline, a close, a cancel).  A claimer wakes with its result |
- *   WEFT__WAKE_CLAIMED: a waiter of one node (struct weft__wait) resumed so
+ *   WEFT__PARK_WAKE_CLAIMED: a waiter of one node (struct weft__wait) resumed so
  *   is done without relocking, since the claimer unlinked the node, set its
  *   result and wrote the element before its lock release, and touches
  *   neither the node nor the waiter after its park-word CAS.  Any other
@@ -66,7 +66,7 @@ struct weft__wnode {
 	unsigned *claim;		/* atomic, shared likewise: 0 open, (case+1)|WAKING, ABANDONED */
 	unsigned index;			/* this node's case (select) */
 	void *data;			/* the element to send, or where to receive it */
-	int result;			/* set by the claimer: 0 done, EPIPE (closed), WEFT__WAKE_RETRY */
+	int result;			/* set by the claimer: 0 done, EPIPE (closed), WEFT__PARK_WAKE_RETRY */
 	bool linked;
 	bool sole;			/* claim is this node's alone (see above) */
 };

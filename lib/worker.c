@@ -73,7 +73,7 @@
  * sleeps.
  *
  * Shutdown: runtime.c sets `draining` and waits until every coroutine has
- * finished (per-worker spawned/finished counters, see weft__all_finished);
+ * finished (per-worker spawned/finished counters, see weft__workers_all_finished);
  * workers that go idle while draining bump a futex to let it re-check.  Then
  * `stopping` is set, every worker is woken and exits when it finds no work.
  */
@@ -116,7 +116,7 @@ static const int64_t INJECT_MAX_NS = 1000 * 1000 * 1000;
  * poll interval). */
 static const int64_t POLL_NS = 50 * 1000;
 
-struct weft__runtime weft__rt = {
+struct weft__rt_state weft__rt = {
 	.idle_lock = PTHREAD_MUTEX_INITIALIZER,
 	.inject = { .lock = PTHREAD_MUTEX_INITIALIZER },
 };
@@ -127,18 +127,18 @@ struct weft__runtime weft__rt = {
 static __thread struct weft__worker *tls_worker __attribute__((tls_model("initial-exec")));
 static uint64_t next_id_block = 1;	/* atomic: process-wide, never reset */
 
-WEFT__ERRORS_OPAQUE struct weft__worker *weft__worker_self(void)
+WEFT__ERR_OPAQUE struct weft__worker *weft__worker_self(void)
 {
 	__asm__ volatile("" ::: "memory");
 	return tls_worker;
 }
 
-bool weft__runtime_accepting(void)
+bool weft__rt_accepting(void)
 {
 	return at_load_uint(&weft__rt.running) != 0;
 }
 
-uint64_t weft__next_id(struct weft__worker *w)
+uint64_t weft__worker_next_id(struct weft__worker *w)
 {
 	if (!w)
 		return at_faa_64(&next_id_block, 1);
@@ -166,7 +166,7 @@ uint32_t weft__worker_rand(struct weft__worker *w)
 	return xorshift(&w->rng);
 }
 
-uint32_t weft__rand(void)
+uint32_t weft__worker_rand_any(void)
 {
 	static _Thread_local uint64_t thread_rng;
 	struct weft__worker *w = weft__worker_self();
@@ -482,7 +482,7 @@ void weft__workers_free(void)
 	weft__rt.nworkers = 0;
 }
 
-bool weft__all_finished(void)
+bool weft__workers_all_finished(void)
 {
 	/* finished first, then spawned: counters only grow, so equal sums
 	 * mean that at the moment between the two passes nothing was alive. */

@@ -62,11 +62,11 @@ struct weft__locked_fifo {
  *   owner      touched by the worker thread alone.
  * The deque keeps its own top (thieves) and bottom (owner) lines.
  */
-#define WEFT__LINE __attribute__((aligned(64)))
+#define WEFT__WORKER_LINE __attribute__((aligned(64)))
 struct weft__worker {
 	struct weft__deque deque;
 	/* shared */
-	struct weft_co *runnext WEFT__LINE;	/* atomic: what runs next (queue.c) */
+	struct weft_co *runnext WEFT__WORKER_LINE;	/* atomic: what runs next (queue.c) */
 	struct weft__locked_fifo ready;	/* woken by readiness or a deadline, in order */
 	struct weft__locked_fifo pinned;	/* runnable coroutines locked to this worker
 						 * (weft_lock_thread): never stolen */
@@ -76,17 +76,17 @@ struct weft__worker {
 	unsigned woken_spinning;	/* atomic: the waker made it a spinner */
 	struct weft__timers timers;	/* its deadlines (timer.h) */
 	/* fixed */
-	unsigned index WEFT__LINE;
+	unsigned index WEFT__WORKER_LINE;
 	int epfd;			/* its loop: the fds it owns (loop.h) */
 	int evfd;			/* its wake-up eventfd */
 	pthread_t thread;
 	/* published */
-	struct weft__counters c WEFT__LINE;
+	struct weft__counters c WEFT__WORKER_LINE;
 	struct weft_co *current;	/* the running coroutine, NULL between */
 	uint64_t current_id;		/* atomic: its id and entry, for the */
 	void *current_fn;		/* monitor's stall report (not through co) */
 	/* owner */
-	struct weft_co *left WEFT__LINE;	/* one that switched straight to current,
+	struct weft_co *left WEFT__WORKER_LINE;	/* one that switched straight to current,
 						 * whose switch-out current finishes (coro.c) */
 	void *sched_sp;			/* the scheduler context, while a coroutine runs */
 	struct weft__san sched_san;
@@ -105,9 +105,9 @@ struct weft__worker {
 	uint64_t id_next, id_end;	/* a block of coroutine ids */
 	void *altstack;			/* sigaltstack for the overflow handler */
 	stack_t old_altstack;		/* the thread's own, restored at exit */
-} WEFT__LINE;
+} WEFT__WORKER_LINE;
 
-struct weft__runtime {
+struct weft__rt_state {
 	unsigned nworkers;
 	struct weft__worker *workers;
 	unsigned running;		/* atomic: accepting spawns */
@@ -125,38 +125,20 @@ struct weft__runtime {
 					 * spawns start cancelled */
 };
 
-extern struct weft__runtime weft__rt;
+extern struct weft__rt_state weft__rt;
 
 /* True between weft_init and the end of weft_shutdown's drain (runtime.c
  * sets weft__rt.running). */
-bool weft__runtime_accepting(void);
+bool weft__rt_accepting(void);
 
 /* The worker this thread is, or NULL.  Never cached across a suspension:
  * out of line, so the thread-local's address is computed afresh. */
 struct weft__worker *weft__worker_self(void);
 /* A pseudo-random number from this thread's own generator (the worker's, or
  * a thread-local one on other threads): no shared state, no race. */
-uint32_t weft__rand(void);
+uint32_t weft__worker_rand_any(void);
 /* The same from w's generator (w the caller's worker). */
 uint32_t weft__worker_rand(struct weft__worker *w);
-
-/* Makes co runnable: in this worker's runnext slot if called on a worker
- * (what it displaces goes to the deque), else on the injection queue; wakes
- * an idle worker if nobody is looking for work, except for a lone slot
- * (the caller's worker runs it next; see weft__worker_stuck).  A coroutine
- * locked to its worker (weft_lock_thread) goes to that worker's pinned FIFO
- * instead, here and in weft__schedule_ready, and that worker is woken. */
-void weft__schedule(struct weft_co *co);
-/* The monitor found w running one coroutine for a tick or more: if w's
- * runnext slot holds a coroutine, wake an idle worker as weft__schedule
- * would have; it steals the slot since w dispatches nothing (steal.c). */
-void weft__worker_stuck(struct weft__worker *w);
-/* The same for a coroutine woken by loop's readiness or deadlines: it goes
- * to the back of that worker's ready FIFO (whoever harvested: the worker
- * itself or the monitor), so that I/O is served in the order it became
- * ready (a LIFO would starve old connections under load); other workers
- * steal from that FIFO too. */
-void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop);
 
 /* The coroutine to switch to directly from one leaving w (its runnext, as
  * dispatched by w), or NULL: then switch to w's scheduler. */
@@ -168,9 +150,9 @@ int weft__workers_start(unsigned n, int pin);
 void weft__workers_stop(void);		/* wakes and joins every worker */
 void weft__workers_free(void);		/* then frees them */
 /* True when every coroutine spawned so far has finished. */
-bool weft__all_finished(void);
+bool weft__workers_all_finished(void);
 
 /* A fresh coroutine id (unique in the process). */
-uint64_t weft__next_id(struct weft__worker *w);
+uint64_t weft__worker_next_id(struct weft__worker *w);
 
 #endif

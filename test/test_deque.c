@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Chase-Lev deque: sequential semantics, growth, and one owner against
  * several thieves on separate threads, every item taken exactly once.  And
- * WEFT_ASSERT (lib/invariant.h) fires on a deque or lock misuse when compiled
+ * WEFT__ASSERT (lib/invariant.h) fires on a deque or lock misuse when compiled
  * in. */
 #include "harness.h"
 #include <pthread.h>
@@ -24,7 +24,7 @@ Test(deque, lifo_for_owner_fifo_for_thieves)
 	struct weft__deque d;
 	cr_assert_eq(weft__deque_init(&d, 4), 0);
 	cr_assert_null(weft__deque_take(&d));
-	cr_assert_eq(weft__deque_steal(&d), WEFT_DEQUE_EMPTY);
+	cr_assert_eq(weft__deque_steal(&d), WEFT__DEQUE_EMPTY);
 	for (uint64_t i = 0; i < 100; i++)	/* grows 4 -> 128 */
 		cr_assert_eq(weft__deque_push(&d, item(i)), 0);
 	cr_assert_eq(weft__deque_size(&d), 100);
@@ -35,7 +35,7 @@ Test(deque, lifo_for_owner_fifo_for_thieves)
 	for (uint64_t i = 2; i < 98; i++)
 		cr_assert_eq(weft__deque_steal(&d), item(i));
 	cr_assert_null(weft__deque_take(&d));
-	cr_assert_eq(weft__deque_steal(&d), WEFT_DEQUE_EMPTY);
+	cr_assert_eq(weft__deque_steal(&d), WEFT__DEQUE_EMPTY);
 	cr_assert_eq(weft__deque_size(&d), 0);
 	weft__deque_fini(&d);
 }
@@ -66,9 +66,9 @@ static void *thief(void *arg)
 	(void)arg;
 	for (;;) {
 		void *p = weft__deque_steal(&shared);
-		if (p == WEFT_DEQUE_ABORT)
+		if (p == WEFT__DEQUE_ABORT)
 			continue;
-		if (p != WEFT_DEQUE_EMPTY) {
+		if (p != WEFT__DEQUE_EMPTY) {
 			record(p);
 			continue;
 		}
@@ -108,7 +108,7 @@ Test(deque, owner_against_thieves, .timeout = 300)
 	free(taken);
 }
 
-/* ---- WEFT_ASSERT (lib/invariant.h), when the build compiles it in */
+/* ---- WEFT__ASSERT (lib/invariant.h), when the build compiles it in */
 
 #ifdef WEFT_ASSERTIONS
 /* Runs misuse() in a child with stderr on a pipe: it must die of SIGABRT

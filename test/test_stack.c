@@ -179,7 +179,7 @@ Test(stack, init_shutdown_cycles_do_not_grow)
  * was in use. */
 Test(stack, depot_returns_idle_stacks_to_jemalloc)
 {
-	enum { N = 5 * WEFT_MAGAZINE };
+	enum { N = 5 * WEFT__STACK_MAGAZINE };
 	cr_assert_eq(weft__stack_pool_init(64 << 10, -1), 0);
 	struct weft__stack_cache cache = { 0 };
 	struct weft__stack *s[N];
@@ -193,15 +193,15 @@ Test(stack, depot_returns_idle_stacks_to_jemalloc)
 	cr_assert_eq(weft__stack_pool_allocated(), N, "all arrived in this period");
 	struct weft__stack *one = weft__stack_get(&cache);	/* takes a magazine */
 	cr_assert(!weft__stack_pool_trim(1), "nothing beyond the reserve is left");
-	cr_assert_eq(weft__stack_pool_allocated(), 2 * WEFT_MAGAZINE,
+	cr_assert_eq(weft__stack_pool_allocated(), 2 * WEFT__STACK_MAGAZINE,
 		     "the idle magazines are freed but the reserve, the one taken is not");
 	cr_assert(!weft__stack_pool_trim(0), "the depot is empty now");
-	cr_assert_eq(weft__stack_pool_allocated(), WEFT_MAGAZINE,
+	cr_assert_eq(weft__stack_pool_allocated(), WEFT__STACK_MAGAZINE,
 		     "the idle magazines are freed, the one taken is not");
 	weft__stack_put(&cache, one);
 	weft__stack_cache_flush(&cache);
 	cr_assert(weft__stack_pool_trim(0));
-	cr_assert_eq(weft__stack_pool_allocated(), WEFT_MAGAZINE);
+	cr_assert_eq(weft__stack_pool_allocated(), WEFT__STACK_MAGAZINE);
 	cr_assert(!weft__stack_pool_trim(0));
 	cr_assert_eq(weft__stack_pool_allocated(), 0);
 	weft__stack_pool_fini();

@@ -31,7 +31,7 @@
 # How it finds coroutines: lib/stack.c keeps every allocated stack on the
 # list `pool.all` (struct weft__stack, lib/stack.h).  A coroutine's control
 # block (struct weft_co, lib/coro.h) lives in its stack's payload, the
-# WEFT_STACK_PAYLOAD bytes just below the stack header; the stack holds a
+# WEFT__STACK_PAYLOAD bytes just below the stack header; the stack holds a
 # live coroutine iff co->stack points back at it (the payload is zeroed when
 # a stack is allocated and co->stack cleared when a coroutine is freed).
 #
@@ -57,10 +57,10 @@ import gdb
 import gdb.unwinder
 
 # The fallback when the debug information lacks the enumerator (stack.h).
-WEFT_STACK_PAYLOAD = 256
+WEFT__STACK_PAYLOAD = 256
 
 # co->join of a coroutine that has finished and not been joined yet
-# (WEFT__COMPLETE, lib/park.h).
+# (WEFT__COMPLETION_SET, lib/park.h).
 JOIN_DONE = 2
 
 # enum weft__co_state (lib/park.h), the low byte of co->park_word, in case
@@ -185,11 +185,11 @@ def is_stack_pool(sym):
 
 
 def stack_payload_size():
-    """WEFT_STACK_PAYLOAD from the debug information, else its known value."""
+    """WEFT__STACK_PAYLOAD from the debug information, else its known value."""
     try:
-        return int(gdb.parse_and_eval("WEFT_STACK_PAYLOAD"))
+        return int(gdb.parse_and_eval("WEFT__STACK_PAYLOAD"))
     except gdb.error:
-        return WEFT_STACK_PAYLOAD
+        return WEFT__STACK_PAYLOAD
 
 
 def all_stacks(pool):
