@@ -335,8 +335,13 @@ WEFT_EXPORT int64_t weft_now(void);
  * when the fd is weft_close'd or weft_release'd while the call waits (or
  * runs); EBADF; ENOMEM when the fd table or a timer heap cannot grow.
  *
- * At most one coroutine waits on each direction of an fd at a time (one
- * reader and one writer); a second gets EBUSY (checked when it parks).
+ * Any number of coroutines may wait on the same direction of the same fd
+ * (N acceptors on one listener, several readers of one UDP socket, a
+ * reader and a weft_wait caller): they queue, FIFO.  One readiness wakes
+ * one waiter per direction; when the woken call does not end up waiting
+ * again (it read something, accepted, was a weft_wait, or timed out or was
+ * cancelled), the next waiter gets its turn to try, so nobody sleeps while
+ * the fd may be ready.
  *
  * An fd used with these calls must be closed with weft_close (or given back
  * with weft_release first): plain close(2) on it is undefined (its number
@@ -350,7 +355,7 @@ enum { WEFT_IN = 1, WEFT_OUT = 2 };
  * Waits until fd is ready for any of events (WEFT_IN, WEFT_OUT or both) and
  * returns the ready subset, as poll(2) sees it (a hang-up or error counts as
  * ready for both).  Errors: EINVAL for an empty or unknown events mask;
- * EBUSY (see above); ETIMEDOUT; ECANCELED; EBADF.
+ * ETIMEDOUT; ECANCELED; EBADF.
  */
 WEFT_EXPORT int weft_wait(int fd, int events, int64_t deadline);
 
@@ -476,8 +481,8 @@ WEFT_EXPORT int weft_release(int fd);
 /*
  * Vectored, socket, datagram and message I/O.  The same conventions as
  * weft_read and weft_write: deadlines, EPERM outside a coroutine (before any
- * argument check), ECANCELED, EBUSY, writes that never raise SIGPIPE (a
- * closed peer is EPIPE).  flags are those of the syscall named and pass
+ * argument check), ECANCELED, any number of waiters per direction, writes
+ * that never raise SIGPIPE (a closed peer is EPIPE).  flags are those of the syscall named and pass
  * through (MSG_PEEK, MSG_TRUNC, MSG_CMSG_CLOEXEC, MSG_OOB, ...); the sends
  * add MSG_NOSIGNAL.
  */

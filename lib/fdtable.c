@@ -1,7 +1,44 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fdtable.c — the chunked fd table and its waiter-slot protocol
- * (see fdtable.h).
+ * fdtable.c — the chunked fd table and its waiter protocol (see fdtable.h):
+ * per direction, a slot for the waiter holding the turn and a FIFO of the
+ * others.
+ *
+ * The queue.  A waiter that finds the slot taken (another waiter, or the
+ * turn out) takes qlock, sets FD_QUEUED on the slot word (a CAS, so a
+ * claimer's CAS on the same word either sees the bit or comes first) and
+ * pushes its node.  The turn then travels:
+ *   - a readiness waker (fd_event, weft__fd_nudge) claiming w|QUEUED wakes
+ *     w with FD_WAKE_TURN and releases the slot to FD_TURN|QUEUED: w holds
+ *     the turn.  If that wake lost (w was resumed by its deadline, a cancel
+ *     or its other direction), the waker hands the turn to the queue's
+ *     head itself, under qlock, before its release;
+ *   - a waiter resumed otherwise, leaving w|QUEUED, CASes it to
+ *     FD_TURN|QUEUED: it holds the turn;
+ *   - the holder, when its call returns (io.c), passes it: under qlock it
+ *     claims the head (waitq.h), leaves FD_TURN (|QUEUED if more wait) and
+ *     wakes the head, which retries its call; with nobody queued it leaves
+ *     FD_READY, since what woke it may not be used up.  A holder whose call
+ *     ends in EAGAIN instead parks in the slot again (FD_TURN -> w).
+ * A queued waiter resumed otherwise (deadline, cancel) settles its node
+ * under qlock: not claimed, it unlinks it (and clears FD_QUEUED if the
+ * queue is now empty); claimed, it holds the turn (the claim won, whatever
+ * woke it: waitq.h) and passes it on in its turn.
+ * Nobody waits for a CLAIMED slot while holding qlock (the claimer may need
+ * qlock to hand the turn on): they drop it, back off and look again.  The
+ * uncontended path (nobody queued) makes the single waiter's CASes and no
+ * other RMW: the returning call's check (weft__fd_nudge) is one load.
+ *
+ * Orderings: every CAS on a slot is seq_cst (atomic.h), so the bit a
+ * queuer sets and a claimer's CAS are ordered on the one word (the claimer
+ * sees FD_QUEUED, or the queuer sees the claim and backs off); the loads
+ * before them are relaxed and only choose what to CAS.  A claimer ends its
+ * claim with weft__slot_release (release fence, then the store), its last
+ * touch of the waiter.  The queues, the nodes' links and results are read
+ * and written under qlock (acquire/release, lock.h); a node's claim word
+ * follows waitq.h (the claim under qlock, the WAKING clear a release store
+ * read with acquire).  The close check after queueing is ordered by qlock:
+ * weft_close bumps gen (seq_cst) before it takes qlock to claim the queue.
  */
 #include "fdtable.h"
 
@@ -12,16 +49,15 @@
 
 #include "atomic.h"
 #include "fault.h"
+#include "invariant.h"
 #include "park.h"
 #include "slot.h"
 
 enum {
 	CHUNK_SHIFT = 10,
-	CHUNK = 1 << CHUNK_SHIFT,	/* entries per chunk (32 KiB) */
+	CHUNK = 1 << CHUNK_SHIFT,	/* entries per chunk (80 KiB: 80-byte entries) */
 	DIR_INITIAL = 64,		/* chunks: fds 0..65535 before the first growth */
 };
-
-#define FD_READY ((void *)2)	/* a slot marker (slot.h) */
 
 struct dir {
 	size_t nchunks;
@@ -111,25 +147,193 @@ void weft__fdtable_fini(void)
 
 /* ------------------------------------------------------ slots */
 
-int weft__fd_slot_park(void **slot, struct weft__waiter *w)
+_Static_assert(_Alignof(struct weft__waiter) >= 4 && _Alignof(struct weft__fd_node) >= 4,
+	       "waiters leave CLAIMED and FD_QUEUED free");
+_Static_assert(FD_WAKE_TURN(WEFT_IN | WEFT_OUT) < 0x1000 &&
+		       !(FD_WAKE_TURN(WEFT_IN | WEFT_OUT) & (WEFT_IN | WEFT_OUT)),
+	       "turn flags sit between the ready events and the wake flags (park.h)");
+
+enum { RETRY = -1, BACK_OFF = -2 };
+
+static inline uintptr_t word(void *v)
 {
-	for (;;) {
+	return (uintptr_t)v;
+}
+
+static inline bool is_turn(uintptr_t v)
+{
+	v &= ~FD_QUEUED;
+	return v == FD_TURN || v == FD_TURN_READY;
+}
+
+static inline bool is_claimed_waiter(uintptr_t v)
+{
+	return weft__slot_is_waiter((void *)v) && (v & WEFT__SLOT_CLAIMED);
+}
+
+/* The result a hand-off (or a turn-carrying readiness wake) gives. */
+static inline int turn_result(int d)
+{
+	int bit = d == FD_SLOT_IN ? WEFT_IN : WEFT_OUT;
+	return WEFT__PARK_WAKE_READY | bit | FD_WAKE_TURN(bit);
+}
+
+/* The holder of d's turn parks (v: a turn) or consumes the readiness that
+ * came while it ran. */
+static int park_holder(void **slot, uintptr_t v, struct weft__waiter *w)
+{
+	uintptr_t q = v & FD_QUEUED;
+	if ((v & ~FD_QUEUED) == FD_TURN_READY)
+		return at_cas_ptr(slot, (void *)v, (void *)(FD_TURN | q)) ? FD_TOOK_READY : RETRY;
+	return at_cas_ptr(slot, (void *)v, (void *)(word(w) | q)) ? FD_IN_SLOT : RETRY;
+}
+
+/* Queues w behind the slot's holder (v: a waiter or a turn, read before). */
+static int enqueue(struct weft__fd *e, int d, struct weft__waiter *w, struct weft__fd_node *n)
+{
+	void **slot = &e->slot[d];
+	weft__lock_acquire(&e->qlock);
+	uintptr_t v = word(at_load_ptr(slot));
+	int r = FD_IN_QUEUE;
+	if (v == 0 || v == word(FD_READY))
+		r = RETRY;	/* the holder left: park in the slot */
+	else if (is_claimed_waiter(v))
+		r = BACK_OFF;	/* its waker will release it in a moment */
+	else if (!(v & FD_QUEUED) && !at_cas_ptr(slot, (void *)v, (void *)(v | FD_QUEUED)))
+		r = RETRY;
+	if (r == FD_IN_QUEUE) {
+		n->claim = 0;
+		n->node = (struct weft__wnode){ .waiter = w, .claim = &n->claim, .sole = true };
+		weft__waitq_push(&e->queue[d], &n->node);
+	}
+	weft__lock_release(&e->qlock);
+	return r;
+}
+
+int weft__fd_park_slow(struct weft__fd *e, int d, struct weft__waiter *w, bool turn,
+		       struct weft__fd_node *n)
+{
+	void **slot = &e->slot[d];
+	for (unsigned spins = 0;; spins++) {
 		void *v = at_load_ptr(slot);
+		int r = RETRY;
 		if (v == NULL) {
 			if (at_cas_ptr(slot, NULL, w))
-				return 0;
+				return FD_IN_SLOT;
 		} else if (v == FD_READY) {
 			if (at_cas_ptr(slot, FD_READY, NULL))
-				return 1;
+				return FD_TOOK_READY;
+		} else if (turn && is_turn(word(v))) {
+			r = park_holder(slot, word(v), w);
 		} else {
-			return -1;
+			WEFT__ASSERT(!turn);	/* a turn stays in the slot until its holder acts */
+			r = enqueue(e, d, w, n);
+		}
+		if (r >= 0)
+			return r;
+		if (r == BACK_OFF)
+			at_backoff(spins);
+	}
+}
+
+bool weft__fd_retract_slow(struct weft__fd *e, int d, struct weft__waiter *w)
+{
+	void **slot = &e->slot[d];
+	uintptr_t mine = word(w);
+	for (unsigned spins = 0;; spins++) {
+		uintptr_t v = word(at_load_ptr(slot));
+		if (v == mine && at_cas_ptr(slot, w, NULL))
+			return false;
+		/* leaving a queue behind: take the turn to pass it on */
+		if (v == (mine | FD_QUEUED) &&
+		    at_cas_ptr(slot, (void *)v, (void *)(FD_TURN | FD_QUEUED)))
+			return true;
+		if ((v & ~FD_QUEUED) == (mine | WEFT__SLOT_CLAIMED))
+			at_backoff(spins);	/* a waker is on it: it releases in a moment */
+		else if ((v & ~FD_QUEUED) != mine)
+			return false;	/* a waker took it (its result says if with the turn) */
+	}
+}
+
+/* Under qlock, d's queue just lost a node: clears FD_QUEUED if it is empty.
+ * May drop and retake qlock (never waits for a claim while holding it). */
+static void queue_shrunk(struct weft__fd *e, int d)
+{
+	void **slot = &e->slot[d];
+	for (unsigned spins = 0; !e->queue[d].head; spins++) {
+		uintptr_t v = word(at_load_ptr(slot));
+		if (!(v & FD_QUEUED))
+			return;
+		if (is_claimed_waiter(v)) {
+			weft__lock_release(&e->qlock);
+			at_backoff(spins);
+			weft__lock_acquire(&e->qlock);
+		} else if (at_cas_ptr(slot, (void *)v, (void *)(v & ~FD_QUEUED))) {
+			return;
 		}
 	}
 }
 
-void weft__fd_slot_retract(void **slot, struct weft__waiter *w)
+bool weft__fd_unqueue(struct weft__fd *e, int d, struct weft__fd_node *n)
 {
-	weft__slot_retract(slot, w);
+	weft__lock_acquire(&e->qlock);
+	bool claimed = weft__wnode_settle(&n->node);
+	if (!claimed) {
+		weft__waitq_unlink(&e->queue[d], &n->node);
+		queue_shrunk(e, d);
+	}
+	weft__lock_release(&e->qlock);
+	return claimed;
+}
+
+void weft__fd_unqueue_done(struct weft__fd_node *n, int r, int bit)
+{
+	/* r names this node's claimer only if it carries this direction */
+	bool by_claimer = (r & WEFT__PARK_WAKE_CLAIMED) && (r & bit);
+	weft__wnode_claimed_case(&n->node, by_claimer ? r : 0);
+}
+
+/* Under qlock: claims d's head for the turn (NULL if nobody queues) and
+ * says what the slot holds after the hand-off. */
+static struct weft__wnode *claim_head(struct weft__fd *e, int d, void **next)
+{
+	struct weft__wnode *n = weft__waitq_claim(&e->queue[d]);
+	if (n) {
+		n->result = turn_result(d);
+		*next = (void *)(FD_TURN | (e->queue[d].head ? FD_QUEUED : 0));
+	} else {
+		*next = FD_READY;	/* what woke the last holder may be left */
+	}
+	return n;
+}
+
+void weft__fd_pass(struct weft__fd *e, int d)
+{
+	void **slot = &e->slot[d];
+	void *next;
+	weft__lock_acquire(&e->qlock);
+	struct weft__wnode *n = claim_head(e, d, &next);
+	/* only readiness (FD_TURN -> FD_TURN_READY) changes a turn without qlock */
+	for (;;) {
+		void *v = at_load_ptr(slot);
+		WEFT__ASSERT(is_turn(word(v)));
+		if (at_cas_ptr(slot, v, next))
+			break;
+	}
+	weft__lock_release(&e->qlock);
+	if (n)
+		weft__wnode_wake(n);
+}
+
+void weft__fd_nudge_slow(struct weft__fd *e, int d)
+{
+	bool queued;
+	struct weft__waiter *w = weft__fd_slot_claim(&e->slot[d], false, &queued);
+	if (!w)
+		return;
+	int bit = d == FD_SLOT_IN ? WEFT_IN : WEFT_OUT;
+	int r = WEFT__PARK_WAKE_READY | bit | (queued ? FD_WAKE_TURN(bit) : 0);
+	weft__fd_slot_release(e, d, queued, weft__waiter_wake(w, r), true);
 }
 
 void weft__fd_slot_forget(void **slot)
@@ -137,29 +341,43 @@ void weft__fd_slot_forget(void **slot)
 	at_cas_ptr(slot, FD_READY, NULL);
 }
 
-struct weft__waiter *weft__fd_slot_claim(void **slot, bool mark_ready)
+/* A claimer whose wake lost, with others queued: the turn it brought goes
+ * to the queue's head (the claimed waiter, resumed otherwise, sees a slot
+ * that is no longer its own and leaves without it). */
+static void release_to_head(struct weft__fd *e, int d)
 {
-	for (;;) {
-		void *v = at_load_ptr(slot);
-		if (v == NULL) {
-			if (!mark_ready || at_cas_ptr(slot, NULL, FD_READY))
-				return NULL;
-		} else if (!weft__slot_is_waiter(v) || ((uintptr_t)v & WEFT__SLOT_CLAIMED)) {
-			return NULL;	/* nothing to wake, or someone else is on it */
-		} else if (weft__slot_try_claim(slot, v)) {
-			return v;
-		}
+	void *next;
+	weft__lock_acquire(&e->qlock);
+	struct weft__wnode *n = claim_head(e, d, &next);
+	weft__slot_release(&e->slot[d], next);
+	weft__lock_release(&e->qlock);
+	if (n)
+		weft__wnode_wake(n);
+}
+
+void weft__fd_release_queued(struct weft__fd *e, int d, bool woke)
+{
+	if (woke)	/* the woken waiter holds the turn */
+		weft__slot_release(&e->slot[d], (void *)(FD_TURN | FD_QUEUED));
+	else
+		release_to_head(e, d);
+}
+
+void weft__fd_close_wake(struct weft__fd *e, int d)
+{
+	int bit = d == FD_SLOT_IN ? WEFT_IN : WEFT_OUT;
+	struct weft__wakes ws = { NULL };
+	weft__lock_acquire(&e->qlock);
+	struct weft__wnode *n;
+	/* no turn with these: each call sees the close and returns */
+	while ((n = weft__waitq_claim(&e->queue[d])))
+		weft__wakes_add(&ws, n, WEFT__PARK_WAKE_READY | bit);
+	weft__lock_release(&e->qlock);
+	weft__wakes_run(&ws);
+	bool queued;
+	struct weft__waiter *w = weft__fd_slot_claim(&e->slot[d], false, &queued);
+	if (w) {
+		weft__waiter_wake(w, ECANCELED);
+		weft__slot_release(&e->slot[d], NULL);	/* closing: nobody takes a turn */
 	}
-}
-
-void weft__fd_slot_release(void **slot, bool leave_ready)
-{
-	weft__slot_release(slot, leave_ready ? FD_READY : NULL);
-}
-
-void weft__fd_slot_wake(void **slot, int result, bool mark_ready)
-{
-	struct weft__waiter *w = weft__fd_slot_claim(slot, mark_ready);
-	if (w)
-		weft__fd_slot_release(slot, !weft__waiter_wake(w, result) && mark_ready);
 }

@@ -4,8 +4,9 @@
  * weft_close, weft_release and weft_sleep.
  *
  * Every call has the same shape: try the syscall; on EAGAIN park on the fd's
- * slot for that direction (fdtable.h) until readiness, the deadline or a
- * close wins the park word (park.h); retry.  The call holds a reference on
+ * slot for that direction, or in its queue behind other waiters (fdtable.h),
+ * until readiness (or the turn), the deadline or a close wins the park word
+ * (park.h); retry; on return, pass on the turn it holds.  The call holds a reference on
  * the fd's entry from start to return, which is what weft_close waits for.
  * The two loops of that shape, one attempt and write-all, take the syscall
  * as a callback and serve net.c's calls too (io.h).
@@ -39,12 +40,19 @@
 static const int64_t BACKOFF_MIN_NS = 1000 * 1000;
 static const int64_t BACKOFF_MAX_NS = 100 * 1000 * 1000;
 
-/* An I/O call in flight on fd: its entry and the generation it started in. */
+/* An I/O call in flight on fd: its entry, the generation it started in,
+ * and what it must do for the fd's other waiters when it returns (`leave`):
+ * pass the turns it holds (FD_WAKE_TURN of their directions, as in a wake
+ * result), or wake a waiter that parked in the slot since readiness came
+ * to this call (WEFT_IN/WEFT_OUT: readiness taken without the turn). */
 struct io {
 	int fd;
 	unsigned gen;
 	struct weft__fd *e;
+	unsigned char leave;
 };
+
+enum { LEAVE_TURNS = FD_WAKE_TURN(WEFT_IN | WEFT_OUT) };	/* the turn bits of leave */
 
 /* Drops a reference taken in io_begin. */
 static inline void ref_drop(struct weft__fd *e)
@@ -97,11 +105,35 @@ static int io_begin(struct io *io, int fd)
 	io->fd = fd;
 	io->gen = gen;
 	io->e = e;
+	io->leave = 0;
 	return 0;
 }
 
-static void io_end(struct io *io)
+/* A call holding a turn is returning, having not parked again: it did
+ * not end in EAGAIN, so what woke it may not be used up, and the next
+ * waiter gets to try (fdtable.c).  A call that took readiness without the
+ * turn wakes a waiter that parked in the slot meanwhile (weft__fd_nudge). */
+static __attribute__((noinline)) void io_leave(struct io *io)
 {
+	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
+		if (io->leave & FD_WAKE_TURN(bit))
+			weft__fd_pass(io->e, d);
+		else if (io->leave & bit)
+			weft__fd_nudge(io->e, d);
+	}
+}
+
+/* Ends the call.  The common case inline: a read woken by readiness, with
+ * nobody else waiting (one load). */
+static inline void io_end(struct io *io)
+{
+	unsigned leave = io->leave;
+	if (leave) {
+		if (leave == WEFT_IN)
+			weft__fd_nudge(io->e, FD_SLOT_IN);
+		else
+			io_leave(io);
+	}
 	ref_drop(io->e);
 }
 
@@ -117,19 +149,47 @@ static ssize_t io_return(struct io *io, ssize_t r, int e)
 	return r >= 0 ? r : weft__err_fail(e);
 }
 
-/* Ends a park on the slots in `parked` (bits of WEFT_IN/WEFT_OUT). */
-static void retract(struct io *io, int parked, struct weft__waiter *w)
+/* Takes w out of the slots in `parked` (a waiter leaving a slot it held
+ * with others queued takes the turn, to pass it on). */
+static inline void retract(struct io *io, int parked, struct weft__waiter *w)
 {
-	if (parked & WEFT_IN)
-		weft__fd_slot_retract(&io->e->slot[FD_SLOT_IN], w);
-	if (parked & WEFT_OUT)
-		weft__fd_slot_retract(&io->e->slot[FD_SLOT_OUT], w);
+	if ((parked & WEFT_IN) && weft__fd_retract(io->e, FD_SLOT_IN, w))
+		io->leave |= FD_WAKE_TURN(WEFT_IN);
+	if ((parked & WEFT_OUT) && weft__fd_retract(io->e, FD_SLOT_OUT, w))
+		io->leave |= FD_WAKE_TURN(WEFT_OUT);
+}
+
+/* Takes w's nodes out of the queues in `queued`; returns those whose
+ * claimer had taken it (each hands the turn, or wakes it for a close). */
+static int unqueue(struct io *io, int queued, struct weft__fd_node *q)
+{
+	int claimed = 0;
+	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++)
+		if ((queued & bit) && weft__fd_unqueue(io->e, d, &q[d]))
+			claimed |= bit;
+	return claimed;
+}
+
+/* After unqueue: waits out the claimers of the queues in `claimed` and
+ * takes the turns they handed over; r is the park result. */
+static void take_turns(struct io *io, int claimed, struct weft__fd_node *q, int r)
+{
+	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
+		if (!(claimed & bit))
+			continue;
+		weft__fd_unqueue_done(&q[d], r, bit);
+		io->leave |= (unsigned char)(q[d].node.result & FD_WAKE_TURN(bit));
+	}
 }
 
 /*
  * Parks until one of events is (probably) ready: returns the subset the wake
  * reported, which may be spurious (readiness seen earlier and since used
- * up), or -errno: ETIMEDOUT, ECANCELED, EBUSY, ENOMEM.
+ * up), or -errno: ETIMEDOUT, ECANCELED, ENOMEM.  Parks in a direction's
+ * slot when nobody else waits there or the call holds that direction's
+ * turn, else in its queue (fdtable.h); a turn handed over counts as
+ * readiness (the holder tries its call, and passes the turn on unless it
+ * ends in EAGAIN).
  */
 static int io_park(struct io *io, int events, int64_t deadline)
 {
@@ -138,30 +198,46 @@ static int io_park(struct io *io, int events, int64_t deadline)
 		return events;
 	}
 	struct weft__waiter w;
+	struct weft__fd_node q[2];
 	weft__waiter_init(&w);
-	int parked = 0, ready = 0, busy = 0;
+	int parked = 0, queued = 0, ready = 0;
 	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
 		if (!(events & bit))
 			continue;
-		int r = weft__fd_slot_park(&io->e->slot[d], &w);
-		parked |= r == 0 ? bit : 0;
-		ready |= r == 1 ? bit : 0;
-		busy |= r < 0;
+		int r = weft__fd_park(io->e, d, &w, io->leave & FD_WAKE_TURN(bit), &q[d]);
+		parked |= r == FD_IN_SLOT ? bit : 0;
+		queued |= r == FD_IN_QUEUE ? bit : 0;
+		ready |= r == FD_TOOK_READY ? bit : 0;
 	}
-	int r;
+	/* a turn parked goes back into the slot; readiness is counted anew */
+	io->leave &= (unsigned char)(LEAVE_TURNS & ~FD_WAKE_TURN(parked));
+	int r, claimed = 0;
 	/* The close check comes after the slot CASes (see fdtable.h). */
-	if (ready || busy || io_closed(io)) {
+	if (ready || io_closed(io)) {
 		retract(io, parked, &w);
-		r = weft__waiter_disarm(&w);
+		claimed = queued ? unqueue(io, queued, q) : 0;
+		/* a claimer of ours is about to wake w, or lost to whoever did:
+		 * let the wake land rather than disarm under it */
+		r = claimed ? weft__waiter_wait(&w, -1) : weft__waiter_disarm(&w);
 		if (r == WEFT__WAITER_NOT_WOKEN)
-			r = ready ? WEFT__PARK_WAKE_READY | ready : busy ? EBUSY : ECANCELED;
+			r = ready ? WEFT__PARK_WAKE_READY | ready : ECANCELED;
 	} else {
 		r = weft__waiter_wait(&w, deadline);
 		retract(io, parked, &w);
+		claimed = queued ? unqueue(io, queued, q) : 0;
 	}
+	if (claimed) {
+		take_turns(io, claimed, q, r);
+		ready |= claimed;
+	}
+	if (r & WEFT__PARK_WAKE_READY) {	/* a readiness wake may hand the turn */
+		ready |= r & events;
+		io->leave |= (unsigned char)(r & FD_WAKE_TURN(events));
+	}
+	io->leave |= (unsigned char)(ready & ~(io->leave >> 4));	/* readiness without a turn */
 	if (io_closed(io))
 		return -ECANCELED;
-	return r & WEFT__PARK_WAKE_READY ? (r | ready) & events : -r;
+	return ready || (r & WEFT__PARK_WAKE_READY) ? ready : -r;
 }
 
 /* After a syscall failed with errno e: 0 to retry it (EINTR, or EAGAIN and
@@ -191,7 +267,7 @@ static int io_retry(struct io *io, int e, int events, int64_t deadline)
  */
 static int park_if_drained(struct io *io, int64_t deadline)
 {
-	if (!io->e->drained || !(io->e->flags & FD_STREAM) || at_load_uint(&io->e->hangup) ||
+	if (!at_load_uint(&io->e->drained) || !(io->e->flags & FD_STREAM) || at_load_uint(&io->e->hangup) ||
 	    weft__clock_deadline_passed(deadline))
 		return 0;
 	int r = io_park(io, WEFT_IN, deadline);
@@ -229,7 +305,7 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 		ssize_t n = attempt(op, fd);
 		if (n >= 0) {
 			if (reads)
-				io.e->drained = hint && n > 0 && (size_t)n < op->asked;
+				at_store_uint(&io.e->drained, hint && n > 0 && (size_t)n < op->asked);
 			return io_return(&io, n, 0);
 		}
 		e = io_retry(&io, weft__err_get(), events, deadline);
@@ -407,7 +483,7 @@ int weft_wait(int fd, int events, int64_t deadline)
 		return -1;
 	int r = wait_ready(&io, events, deadline);
 	if (events & WEFT_IN)
-		io.e->drained = false;	/* it dropped READY: the next read must try */
+		at_store_uint(&io.e->drained, 0);	/* it dropped READY: the next read must try */
 	return (int)io_return(&io, r, -r);
 }
 
@@ -444,8 +520,8 @@ static bool forget(struct weft__fd *e, int fd, bool restore)
 	 * one fd are a caller's double close, which this would catch). */
 	unsigned gen = at_faa_uint(&e->gen, 1);	/* odd: closing */
 	WEFT__ASSERT((gen & 1) == 0);
-	weft__fd_slot_wake(&e->slot[FD_SLOT_IN], ECANCELED, false);
-	weft__fd_slot_wake(&e->slot[FD_SLOT_OUT], ECANCELED, false);
+	weft__fd_close_wake(e, FD_SLOT_IN);
+	weft__fd_close_wake(e, FD_SLOT_OUT);
 	while (at_load_uint(&e->refs) != 0)
 		weft_yield();	/* calls woken above or registering are returning */
 	/* no registration is under way: each is made under a reference */

@@ -5,8 +5,8 @@
  * Every weft I/O call is a non-blocking syscall attempt in a loop: begin
  * (a reference on the fd's entry, which weft_close waits for, and the fd
  * registered in a loop), try; on EINTR try again; on EAGAIN park on the
- * fd's slot for the call's direction until readiness, the deadline, a
- * close or a cancel; end.  A caller describes its syscall as an attempt
+ * fd's slot (or queue: any number may wait) for the call's direction
+ * until readiness, the deadline, a close or a cancel; end.  A caller describes its syscall as an attempt
  * callback in a struct weft__io_op (embed it in a larger struct for the
  * callback's arguments) and hands it to one of two loops:
  *

@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "eventfd.h"
 #include "fdtable.h"
+#include "idle.h"
 #include "monitor.h"
 #include "park.h"
 #include "timer.h"
@@ -95,7 +96,7 @@ static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 	if (S_ISSOCK(st.st_mode))
 		e->flags = getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM
 				   ? FD_SOCKET | FD_STREAM : FD_SOCKET;
-	e->drained = false;
+	at_store_uint(&e->drained, 0);
 	e->blocking = false;
 	at_store_uint(&e->hangup, 0);
 	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -143,7 +144,9 @@ void weft__loop_unregister(struct weft__fd *e, int fd)
 		epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
 		at_fas_uint(&w->nfds, 1);
 	}
-	at_store_ptr(&e->slot[FD_SLOT_IN], NULL);	/* no readiness carries over */
+	/* no readiness or turn carries over (no call is left: the queues are
+	 * empty) */
+	at_store_ptr(&e->slot[FD_SLOT_IN], NULL);
 	at_store_ptr(&e->slot[FD_SLOT_OUT], NULL);
 	e->flags = 0;
 	at_store_uint(&e->owner, 0);
@@ -160,21 +163,28 @@ static void fd_event(struct weft__worker *w, uint64_t tag, uint32_t events)
 	if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
 		at_store_uint(&e->hangup, 1);	/* before the wake: see park_if_drained */
 	bool out = events & (EPOLLOUT | EPOLLHUP | EPOLLERR);
-	void **rs = &e->slot[FD_SLOT_IN], **ws = &e->slot[FD_SLOT_OUT];
-	struct weft__waiter *r = in ? weft__fd_slot_claim(rs, true) : NULL;
-	struct weft__waiter *wr = out ? weft__fd_slot_claim(ws, true) : NULL;
+	bool rq = false, wq = false;
+	struct weft__waiter *r = in ? weft__fd_slot_claim(&e->slot[FD_SLOT_IN], true, &rq) : NULL;
+	struct weft__waiter *wr = out ? weft__fd_slot_claim(&e->slot[FD_SLOT_OUT], true, &wq) : NULL;
+	/* a waiter with others queued behind gets the turn with its wake */
+	int rturn = rq ? FD_WAKE_TURN(WEFT_IN) : 0, wturn = wq ? FD_WAKE_TURN(WEFT_OUT) : 0;
 	if (r && r == wr) {	/* one weft_wait(fd, WEFT_IN | WEFT_OUT) */
-		bool woke = weft__waiter_wake_ready(r, WEFT__PARK_WAKE_READY | WEFT_IN | WEFT_OUT, w);
-		weft__fd_slot_release(rs, !woke);
-		weft__fd_slot_release(ws, !woke);
+		bool woke = weft__waiter_wake_ready(
+			r, WEFT__PARK_WAKE_READY | WEFT_IN | WEFT_OUT | rturn | wturn, w);
+		weft__fd_slot_release(e, FD_SLOT_IN, rq, woke, true);
+		weft__fd_slot_release(e, FD_SLOT_OUT, wq, woke, true);
 		return;
 	}
-	if (r)
-		weft__fd_slot_release(rs, !weft__waiter_wake_ready(r, WEFT__PARK_WAKE_READY | WEFT_IN, w));
-	if (wr)
-		weft__fd_slot_release(ws, !weft__waiter_wake_ready(wr, WEFT__PARK_WAKE_READY | WEFT_OUT, w));
-	/* (claimed here rather than with weft__fd_slot_wake: one waiter in
-	 * both slots gets one wake with both events) */
+	if (r) {
+		bool woke = weft__waiter_wake_ready(r, WEFT__PARK_WAKE_READY | WEFT_IN | rturn, w);
+		weft__fd_slot_release(e, FD_SLOT_IN, rq, woke, true);
+	}
+	if (wr) {
+		bool woke = weft__waiter_wake_ready(wr, WEFT__PARK_WAKE_READY | WEFT_OUT | wturn, w);
+		weft__fd_slot_release(e, FD_SLOT_OUT, wq, woke, true);
+	}
+	/* (claimed here rather than one slot at a time: one waiter in both
+	 * slots gets one wake with both events) */
 }
 
 /*
@@ -222,11 +232,34 @@ static bool count_harvest(struct weft__worker *w, int64_t now, int events)
 	return events > 0;
 }
 
+/*
+ * The owner's harvests notify idle workers once, at their end, rather than
+ * at every coroutine they wake (weft__schedule_ready): only if the ready
+ * FIFO holds more than `keep`, what the owner will run itself before
+ * anyone could steal it.  A worker that slept keeps one (it runs it next);
+ * a busy one keeps none (its own work comes first).  At two workers, a
+ * wake-up that readied one coroutine used to wake the other worker for
+ * nothing: an eventfd write, its epoll_wait, a context switch.
+ */
+static void harvest_begin(struct weft__worker *w)
+{
+	w->harvesting = true;
+}
+
+static void harvest_end(struct weft__worker *w, uint64_t keep)
+{
+	w->harvesting = false;
+	if (weft__rt.nworkers > 1 && at_load_64(&w->ready.len) > keep)
+		weft__idle_notify();
+}
+
 bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 {
+	harvest_begin(w);
 	bool woke = weft__timers_fire(&w->timers, now);
 	if (poll_fds && at_load_uint(&w->nfds) > 0)
 		woke |= count_harvest(w, now, harvest(w, true));
+	harvest_end(w, 0);
 	return woke;
 }
 
@@ -258,11 +291,13 @@ void weft__loop_wait(struct weft__worker *w, struct weft__loop_events *got)
 void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
 {
 	int64_t now = weft_now();
+	harvest_begin(w);
 	int events = dispatch(w, got->ev, got->n, false);	/* the token is taken */
 	if (got->n == WEFT__LOOP_BATCH)
 		events += harvest(w, true);
 	count_harvest(w, now, events);
 	weft__timers_fire(&w->timers, now);
+	harvest_end(w, 1);
 }
 
 void weft__loop_wake(struct weft__worker *w)

@@ -76,6 +76,12 @@ void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop)
 	if (schedule_pinned(co))
 		return;
 	weft__queue_push(&loop->ready, co, weft__queue_ready_shared(loop));
-	if (weft__rt.nworkers > 1 || weft__worker_self() != loop)
+	if (weft__rt.nworkers == 1) {
+		if (weft__worker_self() != loop)	/* the monitor, a plain thread */
+			weft__idle_notify();
+		return;
+	}
+	struct weft__worker *self = weft__worker_self();
+	if (self != loop || !loop->harvesting)	/* else the harvest's end notifies */
 		weft__idle_notify();
 }

@@ -507,27 +507,349 @@ Test(io, an_fd_number_reused_after_close_starts_clean)
 	run(2, fd_reuse, NULL);
 }
 
-static void two_readers(void *arg)
+/* ------------------------------------------------------ many waiters */
+
+/*
+ * Any number of coroutines wait on one direction of one fd: the first in
+ * the slot, the others queued FIFO behind it.  One worker, so the order is
+ * the spawn order: each waiter is spawned and runs until it parks before
+ * the next (a yield lets it run; `parked` says it got to its call).
+ */
+enum { WAITERS = 4 };
+
+struct waiter {
+	int fd, events;		/* events 0: weft_read of one byte */
+	int64_t deadline;
+	int result, err;
+	char got;
+	unsigned parked;	/* atomic: about to call */
+	unsigned *order;	/* shared: where finishing waiters take a number */
+	int place;		/* the number this one took */
+};
+
+static void waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	__atomic_store_n(&w->parked, 1, __ATOMIC_RELEASE);
+	if (w->events)
+		w->result = weft_wait(w->fd, w->events, w->deadline);
+	else
+		w->result = (int)weft_read(w->fd, &w->got, 1, w->deadline);
+	w->err = errno;
+	w->place = (int)__atomic_fetch_add(w->order, 1, __ATOMIC_RELAXED);
+}
+
+/* Spawns a waiter and lets it park (one worker: it runs on our yield and
+ * parks before we run again). */
+static weft_co *spawn_waiter(struct waiter *w)
+{
+	weft_co *co = go(waiter_main, w);
+	while (!__atomic_load_n(&w->parked, __ATOMIC_ACQUIRE))
+		weft_yield();
+	return co;
+}
+
+static unsigned finished(struct waiter *w, int n)
+{
+	unsigned k = 0;
+	for (int i = 0; i < n; i++)
+		k += w[i].place >= 0;
+	return k;
+}
+
+static void init_waiters(struct waiter *w, int n, int fd, unsigned *order)
+{
+	for (int i = 0; i < n; i++)
+		w[i] = (struct waiter){ .fd = fd, .deadline = -1, .order = order, .place = -1 };
+}
+
+/* Lets the worker harvest and run what it woke (it idles in epoll_wait
+ * while we sleep); no assertion on the time. */
+static void settle(void)
+{
+	CHECK(weft_sleep(weft_now() + 20 * MS) == 0);
+}
+
+static void fifo_readers(void *arg)
 {
 	(void)arg;
 	int sv[2];
 	socket_pair(sv);
-	struct parked r = { .fd = sv[0] };
-	weft_co *rc = go(park_reader, &r);
-	CHECK(weft_sleep(weft_now() + 30 * MS) == 0);
-	char b[1];
-	CHECK(weft_read(sv[0], b, 1, -1) == -1 && errno == EBUSY);
-	CHECK(weft_wait(sv[0], WEFT_IN, -1) == -1 && errno == EBUSY);
+	unsigned order = 0;
+	struct waiter w[WAITERS];
+	weft_co *co[WAITERS];
+	init_waiters(w, WAITERS, sv[0], &order);
+	for (int i = 0; i < WAITERS; i++)
+		co[i] = spawn_waiter(&w[i]);
 	CHECK(weft_wait(sv[0], WEFT_OUT, -1) == WEFT_OUT);	/* the other direction is free */
-	CHECK(weft_write(sv[1], "z", 1, -1) == 1);
-	join(rc);
-	CHECK(r.result == 1);
+	/* one edge for all four bytes: each reader takes one and, not having
+	 * ended in EAGAIN, passes the turn to the next */
+	CHECK(weft_write(sv[1], "abcd", 4, -1) == 4);
+	for (int i = 0; i < WAITERS; i++)
+		join(co[i]);
+	for (int i = 0; i < WAITERS; i++)
+		CHECK(w[i].result == 1 && w[i].got == 'a' + i && w[i].place == i);
 	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
 }
 
-Test(io, a_second_waiter_on_one_direction_is_ebusy)
+Test(io, readers_of_one_fd_queue_and_are_served_in_fifo_order)
 {
-	run(2, two_readers, NULL);
+	run(1, fifo_readers, NULL);
+}
+
+static uint64_t wakeups(void)
+{
+	weft_stats st = { .size = sizeof st };
+	CHECK(weft_stats_get(&st) == 0);
+	return st.total.wakeups;
+}
+
+static void one_wakes_one(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	unsigned order = 0;
+	struct waiter w[WAITERS];
+	weft_co *co[WAITERS];
+	init_waiters(w, WAITERS, sv[0], &order);
+	for (int i = 0; i < WAITERS; i++)
+		co[i] = spawn_waiter(&w[i]);
+	for (int i = 0; i < WAITERS; i++) {
+		uint64_t before = wakeups(), naps = 1;
+		CHECK(weft_write(sv[1], &"wxyz"[i], 1, -1) == 1);
+		while (w[i].place < 0) {
+			CHECK(weft_sleep(weft_now() + MS) == 0);
+			naps++;
+		}
+		settle();	/* time for a herd, if there were one, to show */
+		/* the readiness woke the head, which took the byte and passed
+		 * the turn on (one more wake: that reader found EAGAIN and holds
+		 * the slot now), and our sleeps ended: no other waiter woke */
+		uint64_t woke = wakeups() - before;
+		CHECK(woke <= 2 + naps);
+		CHECK(finished(w, WAITERS) == (unsigned)i + 1);
+		CHECK(w[i].place == i && w[i].result == 1 && w[i].got == "wxyz"[i]);
+	}
+	for (int i = 0; i < WAITERS; i++)
+		join(co[i]);
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(io, one_readiness_wakes_one_waiter)
+{
+	run(1, one_wakes_one, NULL);
+}
+
+/* weft_wait callers do not consume what they see: each passes the turn,
+ * so a reader queued behind them gets the data and nobody sleeps while it
+ * is there. */
+static void waits_pass_the_turn(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	unsigned order = 0;
+	struct waiter w[3];
+	weft_co *co[3];
+	init_waiters(w, 3, sv[0], &order);
+	w[0].events = w[1].events = WEFT_IN;	/* two weft_waits, then a read */
+	for (int i = 0; i < 3; i++)
+		co[i] = spawn_waiter(&w[i]);
+	CHECK(weft_write(sv[1], "q", 1, -1) == 1);
+	for (int i = 0; i < 3; i++)
+		join(co[i]);
+	CHECK(w[0].result == WEFT_IN && w[1].result == WEFT_IN);
+	CHECK(w[2].result == 1 && w[2].got == 'q');
+	CHECK(w[0].place == 0 && w[1].place == 1 && w[2].place == 2);
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(io, a_woken_waiter_that_does_not_consume_passes_the_turn)
+{
+	run(1, waits_pass_the_turn, NULL);
+}
+
+static void close_wakes_queued(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	unsigned order = 0;
+	struct waiter w[WAITERS];
+	weft_co *co[WAITERS];
+	init_waiters(w, WAITERS, sv[0], &order);
+	w[2].events = WEFT_IN;	/* a weft_wait among the readers */
+	for (int i = 0; i < WAITERS; i++)
+		co[i] = spawn_waiter(&w[i]);
+	CHECK(weft_close(sv[0]) == 0);
+	for (int i = 0; i < WAITERS; i++) {
+		join(co[i]);
+		CHECK(w[i].result == -1 && w[i].err == ECANCELED);
+	}
+	CHECK(finished(w, WAITERS) == WAITERS);
+	CHECK(weft_close(sv[1]) == 0);
+}
+
+Test(io, close_wakes_every_queued_waiter_with_ecanceled)
+{
+	run(1, close_wakes_queued, NULL);
+}
+
+static void queued_timeouts(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	unsigned order = 0;
+	struct waiter w[WAITERS];
+	weft_co *co[WAITERS];
+	init_waiters(w, WAITERS, sv[0], &order);
+	w[0].deadline = weft_now() + 50 * MS;	/* the slot's holder gives up */
+	w[2].deadline = weft_now() + 50 * MS;	/* and one queued behind it */
+	for (int i = 0; i < WAITERS; i++)
+		co[i] = spawn_waiter(&w[i]);
+	join(co[0]);
+	join(co[2]);
+	CHECK(w[0].result == -1 && w[0].err == ETIMEDOUT);
+	CHECK(w[2].result == -1 && w[2].err == ETIMEDOUT);
+	CHECK(weft_cancel(co[3]) == 0);	/* a cancel leaves the queue too */
+	join(co[3]);
+	CHECK(w[3].result == -1 && w[3].err == ECANCELED);
+	/* the one left gets the turn the holder passed on leaving */
+	CHECK(weft_write(sv[1], "k", 1, -1) == 1);
+	join(co[1]);
+	CHECK(w[1].result == 1 && w[1].got == 'k');
+	/* and the fd works as before for new waiters */
+	struct waiter more[2];
+	init_waiters(more, 2, sv[0], &order);
+	weft_co *mc[2] = { spawn_waiter(&more[0]), spawn_waiter(&more[1]) };
+	CHECK(weft_write(sv[1], "mn", 2, -1) == 2);
+	join(mc[0]);
+	join(mc[1]);
+	CHECK(more[0].got == 'm' && more[1].got == 'n');
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(io, a_queued_waiter_timing_out_or_cancelled_leaves_the_others_working)
+{
+	run(1, queued_timeouts, NULL);
+}
+
+/* Several readers of one datagram socket on two workers: every datagram
+ * reaches exactly one of them, and none is left unread (a reader asleep
+ * while datagrams wait would leave the others to finish, or hang). */
+enum { DGRAM_READERS = 4 };
+
+struct dgram_share {
+	int fd;
+	unsigned n;		/* datagrams numbered 0..n-1, then one stop each */
+	unsigned char *seen;	/* atomic per element: times received */
+};
+
+static void dgram_reader(void *arg)
+{
+	struct dgram_share *d = arg;
+	for (;;) {
+		unsigned v;
+		CHECK(weft_read(d->fd, &v, sizeof v, -1) == (ssize_t)sizeof v);
+		if (v == ~0u)
+			return;
+		CHECK(v < d->n);
+		__atomic_fetch_add(&d->seen[v], 1, __ATOMIC_RELAXED);
+	}
+}
+
+static void dgram_readers(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv) == 0);
+	struct dgram_share d = { .fd = sv[0], .n = scaled(20000, 5000, 1000) };
+	d.seen = calloc(d.n, 1);
+	CHECK(d.seen != NULL);
+	weft_co *co[DGRAM_READERS];
+	for (int i = 0; i < DGRAM_READERS; i++)
+		co[i] = go(dgram_reader, &d);
+	for (unsigned v = 0; v < d.n; v++) {
+		CHECK(weft_write(sv[1], &v, sizeof v, -1) == (ssize_t)sizeof v);
+		if (v % 64 == 0)
+			weft_yield();
+	}
+	unsigned stop = ~0u;
+	for (int i = 0; i < DGRAM_READERS; i++)
+		CHECK(weft_write(sv[1], &stop, sizeof stop, -1) == (ssize_t)sizeof stop);
+	for (int i = 0; i < DGRAM_READERS; i++)
+		join(co[i]);
+	for (unsigned v = 0; v < d.n; v++)
+		CHECK(d.seen[v] == 1);
+	free(d.seen);
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(io, readers_sharing_a_datagram_socket_get_every_datagram_once, .timeout = 300)
+{
+	run(2, dgram_readers, NULL);
+}
+
+enum { ACCEPTORS = 64 };
+
+struct acceptors {
+	int lfd;
+	int fd[ACCEPTORS];
+};
+
+struct acceptor_arg {
+	struct acceptors *a;
+	int i;
+};
+
+static void one_accept(void *arg)
+{
+	struct acceptor_arg *x = arg;
+	x->a->fd[x->i] = weft_accept(x->a->lfd, NULL, NULL, -1);
+	CHECK(x->a->fd[x->i] >= 0);
+}
+
+static void many_acceptors(void *arg)
+{
+	(void)arg;
+	struct sockaddr_in addr;
+	struct acceptors a = { .lfd = listener(ACCEPTORS, &addr) };
+	struct acceptor_arg x[ACCEPTORS];
+	weft_co *co[ACCEPTORS];
+	for (int i = 0; i < ACCEPTORS; i++) {
+		x[i] = (struct acceptor_arg){ &a, i };
+		co[i] = go(one_accept, &x[i]);
+	}
+	int c[ACCEPTORS];
+	for (int i = 0; i < ACCEPTORS; i++) {
+		c[i] = tcp_socket();
+		CHECK(weft_connect(c[i], (struct sockaddr *)&addr, sizeof addr, -1) == 0);
+		if (i % 8 == 0)
+			weft_yield();	/* let acceptors park among the arrivals */
+	}
+	for (int i = 0; i < ACCEPTORS; i++)
+		join(co[i]);
+	/* every connection accepted exactly once: 64 distinct open fds */
+	for (int i = 0; i < ACCEPTORS; i++) {
+		CHECK(fcntl(a.fd[i], F_GETFD) >= 0);
+		for (int j = 0; j < i; j++)
+			CHECK(a.fd[i] != a.fd[j]);
+	}
+	for (int i = 0; i < ACCEPTORS; i++)
+		CHECK(weft_close(a.fd[i]) == 0 && weft_close(c[i]) == 0);
+	CHECK(weft_close(a.lfd) == 0);
+}
+
+Test(io, many_acceptors_on_one_listener_all_get_connections, .timeout = 120)
+{
+	run(2, many_acceptors, NULL);
+}
+
+Test(io, many_acceptors_on_one_worker, .timeout = 120)
+{
+	run(1, many_acceptors, NULL);
 }
 
 static void write_epipe(void *arg)

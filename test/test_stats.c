@@ -3,7 +3,9 @@
  * stall detector ($WEFT_STALL_MS). */
 #define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
 #include "harness.h"
+#include <pthread.h>
 #include <stddef.h>
+#include <time.h>
 #include <string.h>
 
 #include "coro_test.h"
@@ -273,4 +275,69 @@ Test(stats, one_worker_without_stall_reports_leaves_the_monitor_asleep)
 	unsetenv("WEFT_STALL_MS");
 	cr_assert_eq(rc, 0);
 	cr_assert_leq(r.wakeups, 2, "%llu wakeups in 300 ms", (unsigned long long)r.wakeups);
+}
+
+/*
+ * A worker woken from its sleep by readiness that readies one coroutine
+ * runs it itself: it does not wake another worker for it (loop.c, the
+ * harvest's notify).  A reader is woken ROUNDS times by a plain thread,
+ * one byte at a time, each a while after the last; the worker that owns
+ * its fd sleeps and wakes each time, and the other one should sleep
+ * through (it used to be woken each time, for nothing).
+ */
+enum { LONE_ROUNDS = 200 };
+
+struct lone_run {
+	int sv[2];
+	weft_worker_stats before[2], after[2];
+};
+
+static void *byte_dripper(void *arg)
+{
+	struct lone_run *r = arg;
+	long gap_us = scaled(500, 1000, 5000);	/* the reader sleeps before each */
+	for (int i = 0; i < LONE_ROUNDS; i++) {
+		nanosleep(&(struct timespec){ .tv_nsec = gap_us * 1000 }, NULL);
+		CHECK(write(r->sv[1], "x", 1) == 1);
+	}
+	return NULL;
+}
+
+static void lone_reader(void *arg)
+{
+	struct lone_run *r = arg;
+	char b;
+	for (int i = 0; i < LONE_ROUNDS; i++)
+		CHECK(weft_read(r->sv[0], &b, 1, -1) == 1);
+}
+
+static void lone_main(void *arg)
+{
+	struct lone_run *r = arg;
+	socket_pair(r->sv);
+	weft_co *reader = go(lone_reader, r);
+	weft_sleep(weft_now() + 10 * MS);	/* parked, its fd registered */
+	get_stats(r->before, 2);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, byte_dripper, r) == 0);
+	join(reader);
+	get_stats(r->after, 2);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK(weft_close(r->sv[0]) == 0);
+	close(r->sv[1]);
+}
+
+Test(stats, a_wake_that_readies_one_coroutine_leaves_the_other_worker_asleep, .timeout = 60)
+{
+	struct lone_run r;
+	cr_assert_eq(weft_main(lone_main, &r, &WEFT_CONFIG(.workers = 2)), 0);
+	uint64_t s0 = r.after[0].sleeps - r.before[0].sleeps;
+	uint64_t s1 = r.after[1].sleeps - r.before[1].sleeps;
+	uint64_t owner = s0 > s1 ? s0 : s1, other = s0 > s1 ? s1 : s0;
+	fprintf(stderr, "sleeps: the fd's worker %llu, the other %llu, for %d wakes\n",
+		(unsigned long long)owner, (unsigned long long)other, LONE_ROUNDS);
+	cr_assert_geq(owner, LONE_ROUNDS / 2, "the scene did not happen: the reader's worker slept %llu times",
+		      (unsigned long long)owner);
+	cr_assert_lt(other, LONE_ROUNDS / 4, "the other worker was woken %llu times for %d lone wakes",
+		     (unsigned long long)other, LONE_ROUNDS);
 }

@@ -197,7 +197,6 @@ struct fdrec {
 	unsigned char pattern;	/* every byte written on this fd */
 	atomic_int close_claimed, close_started, close_done;
 	atomic_long wr_ok, wr_unc, rd_total;
-	atomic_uint enter[2], exit_[2];	/* calls in flight per direction */
 };
 
 static struct {
@@ -864,47 +863,13 @@ static void op_select(struct ctx *c, unsigned a, unsigned d)
 
 static const size_t io_lens[8] = { 0, 1, 7, 64, 512, 4096, 9000, 16384 };
 
-struct iocall {
-	int fi;
-	unsigned dirs;		/* bit 0 IN, bit 1 OUT */
-	unsigned exit0[2];
-};
-
-static void io_enter(struct iocall *k, int fi, unsigned dirs)
-{
-	k->fi = fi;
-	k->dirs = dirs;
-	for (int d = 0; d < 2; d++) {
-		if (!(dirs & (1u << d)))
-			continue;
-		k->exit0[d] = atomic_load(&G.fds[fi].exit_[d]);
-		atomic_fetch_add(&G.fds[fi].enter[d], 1);
-	}
-}
-
-/* Another call on one of its directions overlapped this one. */
-static bool io_overlapped(struct iocall *k)
-{
-	bool any = false;
-	for (int d = 0; d < 2; d++)
-		if (k->dirs & (1u << d))
-			any |= atomic_load(&G.fds[k->fi].enter[d]) - 1 > k->exit0[d];
-	return any;
-}
-
-static void io_exit(struct iocall *k)
-{
-	for (int d = 0; d < 2; d++)
-		if (k->dirs & (1u << d))
-			atomic_fetch_add(&G.fds[k->fi].exit_[d], 1);
-}
-
 /* The errors every I/O call may return, given what the model knows. */
-static void io_err(struct ctx *c, struct iocall *k, long r, int e, int64_t dl, bool pre,
+static void io_err(struct ctx *c, int fi, long r, int e, int64_t dl, bool pre,
 		   bool closed_before, const char *what)
 {
-	struct fdrec *f = &G.fds[k->fi], *p = &G.fds[f->peer];
-	EXPECT_FAIL(r, e, what, ETIMEDOUT, ECANCELED, EBADF, EBUSY, ENOMEM, EPIPE, ECONNRESET);
+	/* (never EBUSY: any number of calls may wait on one direction) */
+	struct fdrec *f = &G.fds[fi], *p = &G.fds[f->peer];
+	EXPECT_FAIL(r, e, what, ETIMEDOUT, ECANCELED, EBADF, ENOMEM, EPIPE, ECONNRESET);
 	switch (e) {
 	case ETIMEDOUT:
 		check_timeout(dl, what);
@@ -917,10 +882,6 @@ static void io_err(struct ctx *c, struct iocall *k, long r, int e, int64_t dl, b
 		CHECK(atomic_load(&f->close_started) || (f->is_pipe && strstr(what, "read") && !f->can_read) ||
 			      (f->is_pipe && strstr(what, "write") && !f->can_write),
 		      "%s: EBADF on open fd %d", what, f->fd);
-		break;
-	case EBUSY:
-		CHECK(io_overlapped(k), "%s: EBUSY on fd %d with no other call in flight", what,
-		      f->fd);
 		break;
 	case EPIPE:
 	case ECONNRESET:
@@ -987,8 +948,6 @@ static void op_read(struct ctx *c, int fi, unsigned a, unsigned d)
 	size_t len = io_lens[(a >> 3) & 7];
 	int64_t dl = deadline_of(c, d, true);
 	bool pre = self_cancel_done(c), closed = atomic_load(&f->close_done);
-	struct iocall k;
-	io_enter(&k, fi, 1);
 	wait_begin(c, W_TIMED, fi, dl);
 	const char *what;
 	ssize_t r = read_call(f, a, c->iobuf, len, dl, &what);
@@ -1008,9 +967,8 @@ static void op_read(struct ctx *c, int fi, unsigned a, unsigned d)
 			      f->fd);
 		atomic_fetch_add(&f->rd_total, r);
 	} else {
-		io_err(c, &k, r, e, dl, pre, closed, what);
+		io_err(c, fi, r, e, dl, pre, closed, what);
 	}
-	io_exit(&k);
 }
 
 static void op_write(struct ctx *c, int fi, unsigned a, unsigned d)
@@ -1020,8 +978,6 @@ static void op_write(struct ctx *c, int fi, unsigned a, unsigned d)
 	int64_t dl = deadline_of(c, d, true);
 	bool pre = self_cancel_done(c), closed = atomic_load(&f->close_done);
 	memset(c->iobuf, f->pattern, len);
-	struct iocall k;
-	io_enter(&k, fi, 2);
 	wait_begin(c, W_TIMED, fi, dl);
 	const char *what;
 	ssize_t r = write_call(f, a, c->iobuf, len, dl, &what);
@@ -1035,9 +991,8 @@ static void op_write(struct ctx *c, int fi, unsigned a, unsigned d)
 		atomic_fetch_add(&f->wr_ok, r);
 	} else {
 		atomic_fetch_add(&f->wr_unc, (long)len);
-		io_err(c, &k, r, e, dl, pre, closed, what);
+		io_err(c, fi, r, e, dl, pre, closed, what);
 	}
-	io_exit(&k);
 }
 
 static void op_wait(struct ctx *c, int fi, unsigned a, unsigned d)
@@ -1048,8 +1003,6 @@ static void op_wait(struct ctx *c, int fi, unsigned a, unsigned d)
 		events = 4;	/* unknown bit */
 	int64_t dl = deadline_of(c, d, true);
 	bool pre = self_cancel_done(c), closed = atomic_load(&f->close_done);
-	struct iocall k;
-	io_enter(&k, fi, events & 3);
 	wait_begin(c, W_TIMED, fi, dl);
 	int r = weft_wait(f->fd, events, dl);
 	int e = errno;
@@ -1061,9 +1014,8 @@ static void op_wait(struct ctx *c, int fi, unsigned a, unsigned d)
 		CHECK(!closed, "weft_wait succeeded on an fd closed before");
 		CHECK(r != 0 && (r & ~events) == 0, "weft_wait(%d) returned %d", events, r);
 	} else {
-		io_err(c, &k, r, e, dl, pre, closed, "weft_wait");
+		io_err(c, fi, r, e, dl, pre, closed, "weft_wait");
 	}
-	io_exit(&k);
 }
 
 static void op_fdclose(struct ctx *c, int fi)

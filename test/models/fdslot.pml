@@ -5,6 +5,17 @@
  * (lib/loop.c fd_event), a deadline (lib/timer.c weft__timers_fire), close
  * (weft_close) and cancel (weft_cancel / weft__park_cancel).
  *
+ * Scope since issue 22: any number of coroutines may wait on one direction
+ * (fdtable.c queues all but the one in the slot, which holds the turn).
+ * With one coroutine the slot never holds another waiter or a turn, nothing
+ * is queued (the FD_QUEUED bit is never set), and every step below is what
+ * the C code does: the same CASes, the same release values (NULL, READY),
+ * retract's CAS(w -> NULL) or wait on w|CLAIMED, close's claim/wake/release
+ * NULL.  The one step the C code adds on this path is a load: a call woken
+ * by readiness looks at the slot as it returns, for a waiter parked since
+ * (weft__fd_nudge), and with one coroutine there is none.  The queue, the
+ * FD_QUEUED bit and the turn's hand-offs are not modelled here.
+ *
  * What is checked
  * ---------------
  *  - exactly one resumption per wait: one CAS wins each wait generation
@@ -166,7 +177,7 @@
 
 /* results */
 #define R_NONE     0
-#define R_READY    1	/* WEFT__WAKE_READY | WEFT_IN */
+#define R_READY    1	/* WEFT__PARK_WAKE_READY | WEFT_IN */
 #define R_TIMEDOUT 2	/* ETIMEDOUT */
 #define R_CANCEL   3	/* ECANCELED from weft_cancel */
 #define R_CLOSE    4	/* ECANCELED from weft_close */
@@ -360,7 +371,7 @@ active proctype co()
 
 	/* ---- io_begin ---- */
 	if
-	:: cancelled -> result = R_CANCEL; goto finished	/* weft__cancelled */
+	:: cancelled -> result = R_CANCEL; goto finished	/* weft__co_cancelled */
 	:: else
 	fi;
 #ifdef BUG_GEN_AFTER_REF
@@ -432,7 +443,8 @@ read:
 			:: ready -> break
 			:: else
 			fi
-		:: else -> assert(false)	/* -1/EBUSY: no other coroutine here */
+		:: else -> assert(false)	/* another waiter or a turn: the queue (fdtable.c),
+						 * which one coroutine never reaches */
 		fi
 	od;
 	v = 0;

@@ -21,7 +21,7 @@
  *        always step, so the system never deadlocks and the join below
  *        alone would not reveal it;
  *      - the plain thread ends by joining (waiting until every coroutine has
- *        finished: weft__all_finished), at a label that is not an end
+ *        finished: weft__workers_all_finished), at a label that is not an end
  *        label, so a coroutine stranded for good is an invalid end state.
  *      Workers sleep at `end_sleep` (a valid end state); nothing else may
  *      block at the end.  No `timeout` is used anywhere.

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * depth.c — who is calling a hook: a coroutine, a plain thread, or weft
+ * itself inside a call the hooks made (weft_wait's poll and fcntl,
+ * weft_close's close).  The depth lives in a coroutine-local (weft_key):
+ * a thread-local would stay raised on a worker while the coroutine that
+ * raised it is parked, and other coroutines' calls would pass through.
+ */
+#include <errno.h>
+#include <pthread.h>
+
+#include "hook.h"
+
+static weft_key *depth_key;
+static pthread_once_t depth_once = PTHREAD_ONCE_INIT;
+
+static void make_key(void)
+{
+	depth_key = weft_key_new(NULL);
+}
+
+static weft_key *key(void)
+{
+	pthread_once(&depth_once, make_key);
+	return depth_key;
+}
+
+static uintptr_t depth(void)
+{
+	return (uintptr_t)weft_local_get(key());
+}
+
+int weft__hook_mode(void)
+{
+	if (!weft_self())
+		return HOOK_PLAIN;
+	return depth() ? HOOK_PASS : HOOK_CORO;
+}
+
+bool weft__hook_enter(void)
+{
+	if (!key()) {
+		errno = ENOMEM;
+		return false;
+	}
+	return weft_local_set(depth_key, (void *)(depth() + 1)) == 0;
+}
+
+void weft__hook_leave(void)
+{
+	int saved = errno;
+	weft_local_set(depth_key, (void *)(depth() - 1));	/* never allocates */
+	errno = saved;
+}

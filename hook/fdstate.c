@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fdstate.c — the hooks' per-fd state: which fds they made non-blocking
+ * behind the application's back, and the O_NONBLOCK the application
+ * believes each has.
+ *
+ * O_NONBLOCK is a file status flag: it belongs to the open file
+ * description, which dup, dup2, dup3 and F_DUPFD share.  So the believed
+ * flag lives in a record per description (struct weft__hook_ofd), counted
+ * by the fd entries that point to it: an F_SETFL on one dup is seen through
+ * every other, as the kernel's flag is.
+ *
+ * The entries are indexed by fd in chunks of CHUNK that never move, under a
+ * directory sized from RLIMIT_NOFILE at first use, which doubles (under the
+ * lock) when an fd lies beyond it: no fixed cap.  Lookups take no lock; old
+ * directories stay allocated (chained), since a reader may still hold one.
+ * Records are recycled, never freed, so a racing reader of a closing fd
+ * never touches freed memory.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+
+#include "hook.h"
+
+enum { CHUNK = 1024 };
+
+struct weft__hook_ofd {
+	unsigned nonblock;		/* atomic: the application's O_NONBLOCK */
+	unsigned refs;			/* fd entries pointing here (under lock) */
+	struct weft__hook_ofd *next;	/* the free list */
+};
+
+struct entry {
+	struct weft__hook_ofd *ofd;	/* atomic: NULL when not tracked */
+	unsigned gen;			/* atomic: bumped when fd is closed */
+	unsigned registered;		/* atomic: the hooks weft_wait'ed on it */
+};
+
+struct dir {
+	struct dir *prev;		/* kept: a reader may hold it */
+	size_t n;
+	struct entry *chunk[];		/* atomic pointers */
+};
+
+static struct dir *table;		/* atomic */
+static struct weft__hook_ofd *free_ofds;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define LOAD(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
+
+static struct entry *find(int fd)
+{
+	struct dir *d = LOAD(&table);
+	if (fd < 0 || !d || (size_t)fd / CHUNK >= d->n)
+		return NULL;
+	struct entry *c = LOAD(&d->chunk[fd / CHUNK]);
+	return c ? &c[fd % CHUNK] : NULL;
+}
+
+static size_t initial_chunks(void)
+{
+	struct rlimit r;
+	if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY)
+		return 1;
+	return r.rlim_cur / CHUNK + 1;
+}
+
+/* A directory covering chunk index i (under lock), or NULL. */
+static struct dir *cover(size_t i)
+{
+	struct dir *d = LOAD(&table);
+	if (d && i < d->n)
+		return d;
+	size_t n = d ? d->n * 2 : initial_chunks();
+	while (n <= i)
+		n *= 2;
+	struct dir *nd = calloc(1, sizeof *nd + n * sizeof nd->chunk[0]);
+	if (!nd)
+		return NULL;
+	nd->prev = d;
+	nd->n = n;
+	for (size_t k = 0; d && k < d->n; k++)
+		nd->chunk[k] = LOAD(&d->chunk[k]);
+	STORE(&table, nd);
+	return nd;
+}
+
+/* fd's entry, created if needed; NULL/ENOMEM. */
+static struct entry *get(int fd)
+{
+	struct entry *e = find(fd);
+	if (e || fd < 0)
+		return e;
+	pthread_mutex_lock(&lock);
+	size_t i = (size_t)fd / CHUNK;
+	struct dir *d = cover(i);
+	if (d && !LOAD(&d->chunk[i]))
+		STORE(&d->chunk[i], calloc(CHUNK, sizeof(struct entry)));
+	pthread_mutex_unlock(&lock);
+	e = find(fd);
+	if (!e)
+		errno = ENOMEM;
+	return e;
+}
+
+/* Under lock: drops one reference to o (NULL is fine). */
+static void ofd_put(struct weft__hook_ofd *o)
+{
+	if (!o || --o->refs > 0)
+		return;
+	o->next = free_ofds;
+	free_ofds = o;
+}
+
+/* Under lock: a new record, believed blocking, with one reference. */
+static struct weft__hook_ofd *ofd_new(void)
+{
+	struct weft__hook_ofd *o = free_ofds;
+	if (o)
+		free_ofds = o->next;
+	else if (!(o = calloc(1, sizeof *o)))
+		return NULL;
+	STORE(&o->nonblock, 0);
+	o->refs = 1;
+	return o;
+}
+
+/* Under lock: points e at o (taking a reference), dropping its old one. */
+static void attach(struct entry *e, struct weft__hook_ofd *o)
+{
+	if (o)
+		o->refs++;
+	struct weft__hook_ofd *old = __atomic_exchange_n(&e->ofd, o, __ATOMIC_ACQ_REL);
+	ofd_put(old);
+}
+
+struct weft__hook_ofd *weft__hook_ofd(int fd)
+{
+	struct entry *e = find(fd);
+	return e ? LOAD(&e->ofd) : NULL;
+}
+
+bool weft__hook_ofd_nonblock(const struct weft__hook_ofd *o)
+{
+	return LOAD(&o->nonblock) != 0;
+}
+
+void weft__hook_ofd_set_nonblock(struct weft__hook_ofd *o, bool nonblock)
+{
+	STORE(&o->nonblock, nonblock ? 1u : 0u);
+}
+
+int weft__hook_fd_track(int fd)
+{
+	struct entry *e = get(fd);
+	if (!e)
+		return -1;
+	pthread_mutex_lock(&lock);
+	struct weft__hook_ofd *o = ofd_new();
+	if (o) {
+		attach(e, o);
+		ofd_put(o);	/* attach took the entry's reference */
+	}
+	pthread_mutex_unlock(&lock);
+	if (!o)
+		errno = ENOMEM;
+	return o ? 0 : -1;
+}
+
+void weft__hook_fd_share(int from, int to)
+{
+	struct weft__hook_ofd *o = weft__hook_ofd(from);
+	struct entry *e = o ? get(to) : find(to);
+	if (!e)
+		return;
+	pthread_mutex_lock(&lock);
+	attach(e, weft__hook_ofd(from));
+	pthread_mutex_unlock(&lock);
+}
+
+bool weft__hook_fd_forget(int fd)
+{
+	struct entry *e = find(fd);
+	if (!e || (!LOAD(&e->ofd) && !LOAD(&e->registered)))
+		return false;
+	__atomic_fetch_add(&e->gen, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&lock);
+	attach(e, NULL);
+	pthread_mutex_unlock(&lock);
+	return __atomic_exchange_n(&e->registered, 0, __ATOMIC_ACQ_REL) != 0;
+}
+
+void weft__hook_fd_registered(int fd)
+{
+	struct entry *e = find(fd);
+	if (e && !LOAD(&e->registered))
+		STORE(&e->registered, 1);
+}
+
+unsigned weft__hook_fd_gen(int fd)
+{
+	struct entry *e = find(fd);
+	return e ? __atomic_load_n(&e->gen, __ATOMIC_SEQ_CST) : 0;
+}
+
+int weft__hook_blocking(int fd)
+{
+	struct weft__hook_ofd *o = weft__hook_ofd(fd);
+	if (!o || weft__hook_ofd_nonblock(o))
+		return HOOK_PASS;
+	return weft__hook_mode();
+}
+
+bool weft__hook_takes(int nonblock_flag)
+{
+	return !nonblock_flag && weft__hook_mode() == HOOK_CORO;
+}
+
+int weft__hook_created(int fd, bool take)
+{
+	if (fd < 0)
+		return fd;
+	if (!take) {
+		weft__hook_fd_forget(fd);
+		return fd;
+	}
+	if (weft__hook_fd_track(fd) == 0)
+		return fd;
+	int saved = errno;
+	REAL(close)(fd);
+	errno = saved;
+	return -1;
+}

@@ -1,0 +1,263 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sock.c — the calls that make, copy, configure and close fds: socket,
+ * socketpair, pipe, pipe2, connect, close, dup, dup2, dup3, fcntl and
+ * ioctl(FIONBIO).
+ *
+ * In a coroutine, an fd made without SOCK_NONBLOCK / O_NONBLOCK is made
+ * non-blocking for real and tracked as believed blocking (fdstate.c);
+ * fcntl(F_GETFL) shows the believed flag, F_SETFL and FIONBIO change it
+ * and keep the real one set.  Copies share the record.  close of an fd the
+ * hooks waited on goes through weft_close, which wakes the coroutines
+ * parked on it (their calls fail with EBADF, wait.c).
+ */
+/* With _FILE_OFFSET_BITS=64, glibc's headers name fcntl fcntl64 for the
+ * linker: both are defined here, under their own names (on 64-bit systems
+ * the two are one function). */
+#undef _FILE_OFFSET_BITS
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "hook.h"
+
+HOOK_EXPORT int socket(int domain, int type, int protocol)
+{
+	bool take = weft__hook_takes(type & SOCK_NONBLOCK);
+	return weft__hook_created(REAL(socket)(domain, take ? type | SOCK_NONBLOCK : type, protocol),
+				  take);
+}
+
+/* Both fds of a pair, or neither. */
+static int created_pair(int r, int fds[2], bool take)
+{
+	if (r != 0)
+		return r;
+	if (weft__hook_created(fds[0], take) < 0) {
+		int saved = errno;
+		REAL(close)(fds[1]);
+		errno = saved;
+		return -1;
+	}
+	if (weft__hook_created(fds[1], take) >= 0)
+		return 0;
+	int saved = errno;
+	close(fds[0]);
+	errno = saved;
+	return -1;
+}
+
+HOOK_EXPORT int socketpair(int domain, int type, int protocol, int fds[2])
+{
+	bool take = weft__hook_takes(type & SOCK_NONBLOCK);
+	int r = REAL(socketpair)(domain, take ? type | SOCK_NONBLOCK : type, protocol, fds);
+	return created_pair(r, fds, take);
+}
+
+HOOK_EXPORT int pipe2(int fds[2], int flags)
+{
+	bool take = weft__hook_takes(flags & O_NONBLOCK);
+	return created_pair(REAL(pipe2)(fds, take ? flags | O_NONBLOCK : flags), fds, take);
+}
+
+HOOK_EXPORT int pipe(int fds[2])
+{
+	return pipe2(fds, 0);
+}
+
+/* ------------------------------------------------------------- connect */
+
+/* A connect in progress, finished as a blocking connect finishes: its
+ * SO_ERROR, or EINPROGRESS at SO_SNDTIMEO. */
+static int connect_finish(struct weft__hook_wait *w)
+{
+	if (weft__hook_wait(w) != 0) {
+		if (errno == EAGAIN)
+			errno = EINPROGRESS;
+		return -1;
+	}
+	int err;
+	socklen_t len = sizeof err;
+	if (getsockopt(w->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+		return -1;
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+HOOK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
+{
+	int mode = weft__hook_blocking(fd);
+	if (mode == HOOK_PASS)
+		return REAL(connect)(fd, addr, addrlen);
+	struct weft__hook_wait w;
+	weft__hook_wait_init(&w, fd, WEFT_OUT, mode);
+	for (;;) {
+		if (REAL(connect)(fd, addr, addrlen) == 0)
+			return 0;
+		if (errno == EINPROGRESS)
+			return connect_finish(&w);
+		/* a Unix socket whose listener's backlog is full */
+		if (errno != EAGAIN || weft__hook_wait(&w) != 0)
+			return -1;
+	}
+}
+
+/* --------------------------------------------------------------- close */
+
+struct closing {
+	int fd;
+	int result;
+	int err;
+};
+
+static void close_in_coroutine(void *arg)
+{
+	struct closing *c = arg;
+	c->result = weft_close(c->fd);
+	c->err = errno;
+}
+
+int weft__hook_close_registered(int fd, int mode)
+{
+	if (mode == HOOK_CORO) {
+		if (!weft__hook_enter())
+			return REAL(close)(fd);
+		int r = weft_close(fd);
+		weft__hook_leave();
+		return r;
+	}
+	/* weft_close is for coroutines: a plain thread has one made for it;
+	 * with no runtime running, weft registers nothing any more. */
+	struct closing c = { .fd = fd };
+	weft_co *co = weft_spawn(close_in_coroutine, &c);
+	if (!co || weft_join(co) != 0)
+		return REAL(close)(fd);
+	errno = c.err;
+	return c.result;
+}
+
+HOOK_EXPORT int close(int fd)
+{
+	int mode = weft__hook_mode();
+	if (mode == HOOK_PASS || !weft__hook_fd_forget(fd))
+		return REAL(close)(fd);
+	return weft__hook_close_registered(fd, mode);
+}
+
+/* ----------------------------------------------------------------- dup */
+
+HOOK_EXPORT int dup(int fd)
+{
+	int r = REAL(dup)(fd);
+	if (r >= 0 && weft__hook_mode() != HOOK_PASS)
+		weft__hook_fd_share(fd, r);
+	return r;
+}
+
+/* dup2 and dup3 (three): a tracked target is closed as close() closes
+ * it first, when the copy is going to happen. */
+static int dup_onto(int from, int to, bool three, int flags)
+{
+	int mode = weft__hook_mode();
+	bool copies = mode != HOOK_PASS && from != to && REAL(fcntl)(from, F_GETFD) >= 0;
+	if (copies && weft__hook_fd_forget(to))
+		weft__hook_close_registered(to, mode);
+	int r = three ? REAL(dup3)(from, to, flags) : REAL(dup2)(from, to);
+	if (r >= 0 && copies)
+		weft__hook_fd_share(from, r);
+	return r;
+}
+
+HOOK_EXPORT int dup2(int from, int to)
+{
+	return dup_onto(from, to, false, 0);
+}
+
+HOOK_EXPORT int dup3(int from, int to, int flags)
+{
+	return dup_onto(from, to, true, flags);
+}
+
+/* --------------------------------------------------------------- fcntl */
+
+/* F_GETFL with the believed O_NONBLOCK. */
+static int get_flags(int fd)
+{
+	int fl = REAL(fcntl)(fd, F_GETFL);
+	struct weft__hook_ofd *o = weft__hook_ofd(fd);
+	if (fl < 0 || !o)
+		return fl;
+	return weft__hook_ofd_nonblock(o) ? fl | O_NONBLOCK : fl & ~O_NONBLOCK;
+}
+
+/* F_SETFL, the real O_NONBLOCK kept on a tracked fd. */
+static int set_flags(int fd, int fl)
+{
+	struct weft__hook_ofd *o = weft__hook_ofd(fd);
+	int r = REAL(fcntl)(fd, F_SETFL, o ? fl | O_NONBLOCK : fl);
+	if (r == 0 && o)
+		weft__hook_ofd_set_nonblock(o, fl & O_NONBLOCK);
+	return r;
+}
+
+static int hooked_fcntl(int fd, int cmd, void *arg)
+{
+	if (weft__hook_mode() == HOOK_PASS)
+		return REAL(fcntl)(fd, cmd, arg);
+	int r;
+	switch (cmd) {
+	case F_GETFL:
+		return get_flags(fd);
+	case F_SETFL:
+		return set_flags(fd, (int)(intptr_t)arg);
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC:
+		r = REAL(fcntl)(fd, cmd, arg);
+		if (r >= 0)
+			weft__hook_fd_share(fd, r);
+		return r;
+	default:
+		return REAL(fcntl)(fd, cmd, arg);
+	}
+}
+
+HOOK_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return hooked_fcntl(fd, cmd, arg);
+}
+
+HOOK_EXPORT int fcntl64(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return hooked_fcntl(fd, cmd, arg);
+}
+
+/* --------------------------------------------------------------- ioctl */
+
+HOOK_EXPORT int ioctl(int fd, unsigned long request, ...)
+{
+	va_list ap;
+	va_start(ap, request);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	struct weft__hook_ofd *o = weft__hook_mode() == HOOK_PASS ? NULL : weft__hook_ofd(fd);
+	if (request != FIONBIO || !o)
+		return REAL(ioctl)(fd, request, arg);
+	int one = 1;
+	int r = REAL(ioctl)(fd, FIONBIO, &one);
+	if (r == 0)
+		weft__hook_ofd_set_nonblock(o, *(const int *)arg != 0);
+	return r;
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wait.c — the wait of a blocking call on a hooked fd, for every call that
+ * can block: a coroutine parks in weft_wait (its worker runs others); a
+ * plain thread blocks in the real poll(2), since the hooks made the fd
+ * non-blocking under it.  Either way the deadline is the socket's
+ * SO_RCVTIMEO or SO_SNDTIMEO, read when the call first has to wait, and its
+ * expiry is EAGAIN, as the kernel's.
+ */
+#include <errno.h>
+#include <limits.h>
+
+#include "hook.h"
+
+static const int64_t NS_PER_MS = 1000 * 1000;
+
+int64_t weft__hook_ts_ns(const struct timespec *ts)
+{
+	if (ts->tv_sec >= INT64_MAX / 1000000000 - 1)
+		return INT64_MAX / 2;
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+int64_t weft__hook_after(int64_t ns)
+{
+	int64_t now = weft_now();
+	return ns > INT64_MAX / 2 - now ? INT64_MAX / 2 : now + ns;
+}
+
+/* The deadline SO_RCVTIMEO (WEFT_IN) or SO_SNDTIMEO (WEFT_OUT) sets from
+ * now, or -1: none set, or not a socket. */
+static int64_t socket_deadline(int fd, int events)
+{
+	struct timeval tv;
+	socklen_t len = sizeof tv;
+	int saved = errno;
+	int r = getsockopt(fd, SOL_SOCKET, events == WEFT_IN ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &len);
+	errno = saved;
+	if (r != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
+		return -1;
+	struct timespec ts = { tv.tv_sec, tv.tv_usec * 1000 };
+	return weft__hook_after(weft__hook_ts_ns(&ts));
+}
+
+void weft__hook_wait_init(struct weft__hook_wait *w, int fd, int events, int mode)
+{
+	*w = (struct weft__hook_wait){ .fd = fd, .events = events, .mode = mode, .deadline = -1 };
+}
+
+/* A coroutine's wait: weft_wait, its ETIMEDOUT as EAGAIN, and its
+ * ECANCELED as EBADF when the hooks closed fd meanwhile (the generation
+ * moved), else as the coroutine's own cancellation. */
+static int park(struct weft__hook_wait *w)
+{
+	unsigned gen = weft__hook_fd_gen(w->fd);
+	weft__hook_fd_registered(w->fd);
+	if (!weft__hook_enter())
+		return -1;
+	int r = weft_wait(w->fd, w->events, w->deadline);
+	weft__hook_leave();
+	if (r >= 0)
+		return 0;
+	if (errno == ETIMEDOUT)
+		errno = EAGAIN;
+	else if (errno == ECANCELED && weft__hook_fd_gen(w->fd) != gen)
+		errno = EBADF;
+	return -1;
+}
+
+/* Milliseconds left until deadline, rounded up (never early); -1 none. */
+static int poll_ms(int64_t deadline)
+{
+	if (deadline < 0)
+		return -1;
+	int64_t ms = (deadline - weft_now() + NS_PER_MS - 1) / NS_PER_MS;
+	return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+/* A plain thread's wait: the real poll(2), restarted after a signal. */
+static int block(struct weft__hook_wait *w)
+{
+	struct pollfd p = { .fd = w->fd, .events = w->events == WEFT_IN ? POLLIN : POLLOUT };
+	for (;;) {
+		if (w->deadline >= 0 && weft_now() >= w->deadline) {
+			errno = EAGAIN;
+			return -1;
+		}
+		int r = REAL(poll)(&p, 1, poll_ms(w->deadline));
+		if (r > 0)
+			return 0;	/* ready, or POLLNVAL: the retried call says EBADF */
+		if (r < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+int weft__hook_wait(struct weft__hook_wait *w)
+{
+	if (!w->timed) {
+		w->deadline = socket_deadline(w->fd, w->events);
+		w->timed = true;
+	}
+	if (w->deadline >= 0 && weft_now() >= w->deadline) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return w->mode == HOOK_CORO ? park(w) : block(w);
+}

@@ -1,0 +1,806 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_hook.c — libweft-hook (docs/hooks.md): blocking libc calls made in
+ * coroutines park them while their worker runs others (a ticker coroutine
+ * on the same, single worker keeps ticking), with the blocking calls'
+ * results: socket timeouts, poll and select timeouts, connect and accept,
+ * the application's view of O_NONBLOCK across fcntl, ioctl and dups, close
+ * of a parked fd, plain threads on hooked fds, sleeps, the resolver on the
+ * offload pool, and a weft program that only LD_PRELOAD hooks.
+ *
+ * Every test checks something that only holds with the hooks (the worker
+ * kept running, or the fd is non-blocking for real), so each fails when
+ * this file is linked without them.
+ */
+#define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
+#include "weft.h"
+
+#include "harness.h"
+#include "coro_test.h"
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef cr_skip_test
+#define SKIP(...) cr_skip_test(__VA_ARGS__)
+#else
+#define SKIP(...)                                       \
+	do {                                            \
+		fprintf(stderr, __VA_ARGS__);           \
+		fputc('\n', stderr);                    \
+		return;                                 \
+	} while (0)
+#endif
+
+/* ------------------------------------------------------------ helpers */
+
+/* Whether fd is O_NONBLOCK for real (the kernel's flags, past any hook). */
+static bool really_nonblocking(int fd)
+{
+	char path[64], line[128];
+	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", fd);
+	FILE *f = fopen(path, "r");
+	CHECK(f != NULL);
+	unsigned long flags = 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "flags: %lo", &flags) == 1)
+			break;
+	fclose(f);
+	return flags & O_NONBLOCK;
+}
+
+/* An fd the hooks made non-blocking while the application believes it
+ * blocking. */
+static bool hooked(int fd)
+{
+	return really_nonblocking(fd) && !(fcntl(fd, F_GETFL) & O_NONBLOCK);
+}
+
+static bool probe_result;
+
+static void probe(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	probe_result = really_nonblocking(sv[0]);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Whether the hooks are in place.  Under a sanitizer whose interceptors
+ * keep them out, the test is skipped (said so); in a plain build their
+ * absence is a failure. */
+static bool hooks_in_place(void)
+{
+#ifdef HOOK_TEST_NO_PROBE	/* to see each test's own checks fail without the hooks */
+	return true;
+#endif
+	run(1, probe, NULL);
+	if (!probe_result && SANITIZED)
+		return false;
+	cr_assert(probe_result, "libweft-hook is not interposed (socketpair in a coroutine "
+				"made a blocking fd)");
+	return true;
+}
+
+#define REQUIRE_HOOKS()                                                               \
+	do {                                                                          \
+		if (!hooks_in_place())                                                \
+			SKIP("hook: the sanitizer's interceptors keep libweft-hook out"); \
+	} while (0)
+
+static int64_t since(int64_t t0)
+{
+	return weft_now() - t0;
+}
+
+/* A coroutine that ticks every millisecond (weft_sleep: no hook) on the
+ * same worker as the test's coroutine (run with 1 worker): its ticks during
+ * a blocking call show the worker was not blocked. */
+static atomic_long ticks;
+static atomic_bool ticking;
+
+static void ticker(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&ticking)) {
+		weft_sleep(weft_now() + MS);
+		atomic_fetch_add(&ticks, 1);
+	}
+}
+
+/* Runs fn(arg) while the ticker runs: the ticks counted meanwhile. */
+static long ticks_during(void (*fn)(void *), void *arg)
+{
+	atomic_store(&ticking, true);
+	weft_co *t = go(ticker, NULL);
+	weft_yield();
+	long t0 = atomic_load(&ticks);
+	fn(arg);
+	long n = atomic_load(&ticks) - t0;
+	atomic_store(&ticking, false);
+	join(t);
+	return n;
+}
+
+/* The worker ran others (3 ticks at least) while fn(arg) blocked. */
+#define CHECK_NOT_BLOCKED(fn, arg) CHECK(ticks_during((fn), (arg)) >= 3)
+
+/* A coroutine that writes `byte` to fd after ms milliseconds. */
+struct later {
+	int fd;
+	int ms;
+	char byte;
+};
+
+static void write_later(void *arg)
+{
+	struct later *l = arg;
+	weft_sleep(weft_now() + l->ms * MS);
+	CHECK(write(l->fd, &l->byte, 1) == 1);
+}
+
+static void set_timeout(int fd, int opt, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	CHECK(setsockopt(fd, SOL_SOCKET, opt, &tv, sizeof tv) == 0);
+}
+
+/* ------------------------------------------------- reads and timeouts */
+
+struct rd {
+	int fd;
+	ssize_t r;
+	int err;
+	char byte;
+	int64_t took;
+};
+
+static void blocking_read(void *arg)
+{
+	struct rd *rd = arg;
+	int64_t t0 = weft_now();
+	rd->r = read(rd->fd, &rd->byte, 1);
+	rd->err = errno;
+	rd->took = since(t0);
+}
+
+static void read_while_ticking(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	CHECK(hooked(sv[0]));
+	struct later l = { sv[1], 100, 'x' };
+	weft_co *w = go(write_later, &l);
+	struct rd rd = { .fd = sv[0] };
+	CHECK_NOT_BLOCKED(blocking_read, &rd);
+	CHECK(rd.r == 1 && rd.byte == 'x');
+	CHECK(rd.took >= 90 * MS);	/* no timeout: it waited for the data */
+	join(w);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, a_blocking_read_parks_the_coroutine_and_the_worker_runs_others)
+{
+	REQUIRE_HOOKS();
+	run(1, read_while_ticking, NULL);
+}
+
+static void rcvtimeo(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	set_timeout(sv[0], SO_RCVTIMEO, 150);
+	struct rd rd = { .fd = sv[0] };
+	CHECK_NOT_BLOCKED(blocking_read, &rd);
+	CHECK(rd.r == -1 && (rd.err == EAGAIN || rd.err == EWOULDBLOCK));
+	CHECK(rd.took >= 150 * MS && rd.took < 900 * MS);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, so_rcvtimeo_is_eagain_at_the_set_time_not_before)
+{
+	REQUIRE_HOOKS();
+	run(1, rcvtimeo, NULL);
+}
+
+struct wr {
+	int fd;
+	ssize_t r;
+	int err;
+	int64_t took;
+};
+
+static char big[1 << 20];
+
+static void blocking_write(void *arg)
+{
+	struct wr *wr = arg;
+	int64_t t0 = weft_now();
+	wr->r = write(wr->fd, big, sizeof big);
+	wr->err = errno;
+	wr->took = since(t0);
+}
+
+static void sndtimeo(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	set_timeout(sv[0], SO_SNDTIMEO, 100);
+	/* a blocking write of more than fits: what fitted, at the timeout */
+	struct wr wr = { .fd = sv[0] };
+	CHECK_NOT_BLOCKED(blocking_write, &wr);
+	CHECK(wr.r > 0 && wr.r < (ssize_t)sizeof big);
+	CHECK(wr.took >= 100 * MS && wr.took < 900 * MS);
+	/* the socket is full: nothing fits, EAGAIN at the timeout */
+	CHECK_NOT_BLOCKED(blocking_write, &wr);
+	CHECK(wr.r == -1 && wr.err == EAGAIN);
+	CHECK(wr.took >= 100 * MS && wr.took < 900 * MS);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, so_sndtimeo_on_a_full_socket)
+{
+	REQUIRE_HOOKS();
+	run(1, sndtimeo, NULL);
+}
+
+/* A plain thread drains the peer as the coroutine writes: a blocking
+ * write of 1 MiB returns 1 MiB, every byte in order. */
+static void *drain(void *arg)
+{
+	int fd = *(int *)arg;
+	size_t n = 0;
+	char buf[65536];
+	ssize_t r;
+	while (n < sizeof big && (r = read(fd, buf, sizeof buf)) > 0) {
+		CHECK(memcmp(buf, big + n, (size_t)r) == 0);
+		n += (size_t)r;
+	}
+	CHECK(n == sizeof big);
+	return NULL;
+}
+
+static void write_all(void *arg)
+{
+	(void)arg;
+	for (size_t i = 0; i < sizeof big; i++)
+		big[i] = (char)(i * 7);
+	int sv[2];
+	socket_pair(sv);
+	CHECK(hooked(sv[0]));
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, drain, &sv[1]) == 0);
+	struct wr wr = { .fd = sv[0] };
+	blocking_write(&wr);
+	CHECK(wr.r == (ssize_t)sizeof big);
+	CHECK(pthread_join(t, NULL) == 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, a_blocking_write_writes_everything)
+{
+	REQUIRE_HOOKS();
+	run(1, write_all, NULL);
+}
+
+/* A blocking writev of three vectors, 1 MiB in all, drained as it goes:
+ * every partial write resumes within an iovec, the bytes in order. */
+static void writev_all(void *arg)
+{
+	(void)arg;
+	for (size_t i = 0; i < sizeof big; i++)
+		big[i] = (char)(i * 13);
+	int sv[2];
+	socket_pair(sv);
+	CHECK(hooked(sv[0]));
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, drain, &sv[1]) == 0);
+	struct iovec iov[3] = { { big, 1000 }, { big + 1000, 300000 },
+				{ big + 301000, sizeof big - 301000 } };
+	CHECK(writev(sv[0], iov, 3) == (ssize_t)sizeof big);
+	CHECK(iov[1].iov_base == big + 1000 && iov[1].iov_len == 300000);	/* untouched */
+	CHECK(pthread_join(t, NULL) == 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, a_blocking_writev_writes_every_vector)
+{
+	REQUIRE_HOOKS();
+	run(1, writev_all, NULL);
+}
+
+/* ---------------------------------------------------------- poll, select */
+
+struct pl {
+	struct pollfd *fds;
+	nfds_t n;
+	int timeout;
+	int r;
+	int64_t took;
+};
+
+static void do_poll(void *arg)
+{
+	struct pl *p = arg;
+	int64_t t0 = weft_now();
+	p->r = poll(p->fds, p->n, p->timeout);
+	p->took = since(t0);
+}
+
+static void polls(void *arg)
+{
+	int a[2], b[2], c[2];
+	socket_pair(a);
+	socket_pair(b);
+	CHECK(pipe2(c, O_NONBLOCK) == 0);	/* the application's own non-blocking fd */
+	/* one fd, the timeout */
+	struct pollfd one = { .fd = a[0], .events = POLLIN };
+	struct pl p = { &one, 1, 120, 0, 0 };
+	CHECK_NOT_BLOCKED(do_poll, &p);
+	CHECK(p.r == 0 && p.took >= 120 * MS && p.took < 900 * MS);
+	/* three fds, one becomes ready */
+	struct pollfd three[3] = { { a[0], POLLIN, 0 }, { b[0], POLLIN, 0 }, { c[0], POLLIN, 0 } };
+	struct later l = { b[1], 100, 'b' };
+	weft_co *w = go(write_later, &l);
+	p = (struct pl){ three, 3, -1, 0, 0 };
+	CHECK_NOT_BLOCKED(do_poll, &p);
+	CHECK(p.r == 1 && three[1].revents == POLLIN && !three[0].revents && !three[2].revents);
+	CHECK(p.took >= 100 * MS);
+	join(w);
+	/* timeout 0 never waits */
+	p = (struct pl){ three, 2, 0, 0, 0 };
+	do_poll(&p);
+	CHECK(p.r == 1);
+	/* a blocking fd the hooks do not track (made on the plain thread)
+	 * stays blocking after a coroutine polled it */
+	int *plain = arg;
+	struct pollfd pf = { .fd = plain[0], .events = POLLIN };
+	p = (struct pl){ &pf, 1, 120, 0, 0 };
+	CHECK_NOT_BLOCKED(do_poll, &p);
+	CHECK(p.r == 0 && !really_nonblocking(plain[0]));
+	for (int i = 0; i < 2; i++) {
+		close(a[i]);
+		close(b[i]);
+		close(c[i]);
+	}
+}
+
+Test(hook, poll_with_a_timeout_and_with_several_fds)
+{
+	REQUIRE_HOOKS();
+	int plain[2];
+	cr_assert_eq(pipe(plain), 0);
+	run(1, polls, plain);
+	close(plain[0]);
+	close(plain[1]);
+}
+
+struct sel {
+	int fd;
+	int ms;
+	int r;
+	bool set;
+	int64_t took;
+	struct timeval left;
+};
+
+static void do_select(void *arg)
+{
+	struct sel *s = arg;
+	fd_set rd;
+	FD_ZERO(&rd);
+	FD_SET(s->fd, &rd);
+	s->left = (struct timeval){ 0, s->ms * 1000 };
+	int64_t t0 = weft_now();
+	s->r = select(s->fd + 1, &rd, NULL, NULL, &s->left);
+	s->took = since(t0);
+	s->set = FD_ISSET(s->fd, &rd);
+}
+
+static void selects(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	struct sel s = { .fd = sv[0], .ms = 120 };
+	CHECK_NOT_BLOCKED(do_select, &s);
+	CHECK(s.r == 0 && !s.set && s.took >= 120 * MS && s.took < 900 * MS);
+	CHECK(s.left.tv_sec == 0 && s.left.tv_usec == 0);
+	struct later l = { sv[1], 100, 's' };
+	weft_co *w = go(write_later, &l);
+	s = (struct sel){ .fd = sv[0], .ms = 800 };
+	CHECK_NOT_BLOCKED(do_select, &s);
+	CHECK(s.r == 1 && s.set && s.took >= 100 * MS);
+	CHECK(s.left.tv_usec > 0);	/* the time not slept */
+	join(w);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, select_waits_for_readiness_or_its_timeout)
+{
+	REQUIRE_HOOKS();
+	run(1, selects, NULL);
+}
+
+/* ---------------------------------------------------- connect, accept */
+
+struct acc {
+	int fd;
+	int c;
+	int64_t took;
+};
+
+static void do_accept(void *arg)
+{
+	struct acc *a = arg;
+	int64_t t0 = weft_now();
+	a->c = accept(a->fd, NULL, NULL);
+	a->took = since(t0);
+}
+
+static void client(void *arg)
+{
+	struct sockaddr_in *addr = arg;
+	weft_sleep(weft_now() + 100 * MS);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(fd >= 0 && hooked(fd));
+	CHECK(connect(fd, (struct sockaddr *)addr, sizeof *addr) == 0);
+	CHECK(write(fd, "hi", 2) == 2);
+	close(fd);
+}
+
+static void connect_accept(void *arg)
+{
+	(void)arg;
+	int lfd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(lfd >= 0 && hooked(lfd));
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	CHECK(bind(lfd, (struct sockaddr *)&addr, sizeof addr) == 0);
+	socklen_t len = sizeof addr;
+	CHECK(getsockname(lfd, (struct sockaddr *)&addr, &len) == 0);
+	CHECK(listen(lfd, 8) == 0);
+	weft_co *c = go(client, &addr);
+	struct acc a = { .fd = lfd };
+	CHECK_NOT_BLOCKED(do_accept, &a);
+	CHECK(a.c >= 0 && hooked(a.c) && a.took >= 100 * MS);
+	char buf[4] = { 0 };
+	CHECK(recv(a.c, buf, 2, MSG_WAITALL) == 2 && memcmp(buf, "hi", 2) == 0);
+	CHECK(read(a.c, buf, 1) == 0);
+	join(c);
+	close(a.c);
+	/* SO_RCVTIMEO bounds accept */
+	set_timeout(lfd, SO_RCVTIMEO, 100);
+	a = (struct acc){ .fd = lfd };
+	CHECK_NOT_BLOCKED(do_accept, &a);
+	CHECK(a.c == -1 && errno == EAGAIN && a.took >= 100 * MS);
+	close(lfd);
+	/* a refused connect fails as the blocking one does */
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(connect(fd, (struct sockaddr *)&addr, sizeof addr) == -1 && errno == ECONNREFUSED);
+	close(fd);
+}
+
+Test(hook, blocking_connect_and_accept)
+{
+	REQUIRE_HOOKS();
+	run(1, connect_accept, NULL);
+}
+
+/* ------------------------------------------------ flags, dups, close */
+
+static void app_flags(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	CHECK(hooked(sv[0]));
+	int fl = fcntl(sv[0], F_GETFL);
+	CHECK(fl >= 0 && !(fl & O_NONBLOCK) && (fl & O_RDWR));
+	/* the application makes it non-blocking: EAGAIN at once */
+	CHECK(fcntl(sv[0], F_SETFL, fl | O_NONBLOCK) == 0);
+	CHECK(fcntl(sv[0], F_GETFL) & O_NONBLOCK);
+	char c;
+	int64_t t0 = weft_now();
+	CHECK(read(sv[0], &c, 1) == -1 && errno == EAGAIN && since(t0) < 50 * MS);
+	/* and blocking again: still non-blocking for real */
+	CHECK(fcntl(sv[0], F_SETFL, fl) == 0);
+	CHECK(hooked(sv[0]));
+	/* FIONBIO says the same */
+	int on = 1;
+	CHECK(ioctl(sv[0], FIONBIO, &on) == 0 && (fcntl(sv[0], F_GETFL) & O_NONBLOCK));
+	on = 0;
+	CHECK(ioctl(sv[0], FIONBIO, &on) == 0 && hooked(sv[0]));
+	/* created non-blocking: passed straight through */
+	int nb = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	CHECK(nb >= 0 && (fcntl(nb, F_GETFL) & O_NONBLOCK) && really_nonblocking(nb));
+	close(nb);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, fcntl_reports_the_applications_flags)
+{
+	REQUIRE_HOOKS();
+	run(1, app_flags, NULL);
+}
+
+static void dups(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	int d = dup(sv[0]);
+	int d2 = fcntl(sv[0], F_DUPFD_CLOEXEC, 50);
+	int spare[2];
+	CHECK(pipe(spare) == 0);
+	CHECK(dup2(sv[0], spare[0]) == spare[0]);
+	int fds[] = { d, d2, spare[0] };
+	for (int i = 0; i < 3; i++) {
+		CHECK(fds[i] >= 0 && hooked(fds[i]));
+		struct later l = { sv[1], 100, (char)('0' + i) };
+		weft_co *w = go(write_later, &l);
+		struct rd rd = { .fd = fds[i] };
+		CHECK_NOT_BLOCKED(blocking_read, &rd);
+		CHECK(rd.r == 1 && rd.byte == '0' + i);
+		join(w);
+	}
+	/* one open file description: F_SETFL through a copy is seen by all */
+	CHECK(fcntl(d, F_SETFL, O_NONBLOCK) == 0);
+	CHECK(fcntl(sv[0], F_GETFL) & O_NONBLOCK);
+	CHECK(fcntl(d2, F_SETFL, 0) == 0);
+	CHECK(hooked(sv[0]) && hooked(d));
+	/* closing a copy leaves the others tracked */
+	close(d);
+	CHECK(hooked(sv[0]));
+	close(d2);
+	close(spare[0]);
+	close(spare[1]);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, dup_dup2_and_f_dupfd_keep_the_state)
+{
+	REQUIRE_HOOKS();
+	run(1, dups, NULL);
+}
+
+static void close_later(void *arg)
+{
+	int *fd = arg;
+	weft_sleep(weft_now() + 100 * MS);
+	CHECK(close(*fd) == 0);
+}
+
+/* Without the hooks the read would block the only worker, and the close
+ * would never come: after a second, a plain thread sends a byte instead,
+ * and the read's result says what happened. */
+struct watchdog {
+	int fd;
+	atomic_bool done;
+};
+
+static void *watch(void *arg)
+{
+	struct watchdog *w = arg;
+	for (int i = 0; i < 100 && !atomic_load(&w->done); i++)
+		usleep(10 * 1000);
+	if (!atomic_load(&w->done))
+		send(w->fd, "w", 1, MSG_NOSIGNAL);
+	return NULL;
+}
+
+static void close_parked(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	struct watchdog wd = { .fd = sv[1] };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, watch, &wd) == 0);
+	weft_co *c = go(close_later, &sv[0]);
+	struct rd rd = { .fd = sv[0] };
+	CHECK_NOT_BLOCKED(blocking_read, &rd);
+	atomic_store(&wd.done, true);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK(rd.r == -1 && rd.err == EBADF && rd.took >= 100 * MS);
+	join(c);
+	close(sv[1]);
+}
+
+Test(hook, close_of_an_fd_a_coroutine_is_parked_on_wakes_it_with_ebadf)
+{
+	REQUIRE_HOOKS();
+	run(1, close_parked, NULL);
+}
+
+static void read_cancelled(void *arg)
+{
+	blocking_read(arg);
+}
+
+static void cancel_parked(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	CHECK(hooked(sv[0]));
+	struct rd rd = { .fd = sv[0] };
+	weft_co *r = go(read_cancelled, &rd);
+	weft_sleep(weft_now() + 30 * MS);
+	CHECK(weft_cancel(r) == 0);
+	join(r);
+	CHECK(rd.r == -1 && rd.err == ECANCELED);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, a_cancelled_coroutine_parked_in_read_gets_ecanceled)
+{
+	REQUIRE_HOOKS();
+	run(1, cancel_parked, NULL);
+}
+
+/* ------------------------------------------------------- plain threads */
+
+static void *plain_read(void *arg)
+{
+	struct rd *rd = arg;
+	blocking_read(rd);
+	return NULL;
+}
+
+static void plain_thread(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	CHECK(hooked(sv[0]));
+	pthread_t t;
+	struct rd rd = { .fd = sv[0] };
+	CHECK(pthread_create(&t, NULL, plain_read, &rd) == 0);
+	weft_sleep(weft_now() + 100 * MS);
+	CHECK(write(sv[1], "p", 1) == 1);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK(rd.r == 1 && rd.byte == 'p' && rd.took >= 90 * MS);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, a_plain_threads_read_on_a_hooked_fd_still_blocks)
+{
+	REQUIRE_HOOKS();
+	run(1, plain_thread, NULL);
+}
+
+/* --------------------------------------------------------------- sleeps */
+
+struct sl {
+	int kind;
+	int64_t took;
+	int r;
+};
+
+static void do_sleep(void *arg)
+{
+	struct sl *s = arg;
+	int64_t t0 = weft_now();
+	struct timespec ts = { 0, 80 * 1000 * 1000 }, rem;
+	switch (s->kind) {
+	case 0:
+		s->r = nanosleep(&ts, &rem);
+		break;
+	case 1:
+		s->r = usleep(80 * 1000);
+		break;
+	case 2:
+		s->r = clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL);
+		break;
+	default: {
+		struct timespec now;
+		clock_gettime(CLOCK_REALTIME, &now);
+		now.tv_nsec += ts.tv_nsec;
+		now.tv_sec += now.tv_nsec / 1000000000;
+		now.tv_nsec %= 1000000000;
+		s->r = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &now, NULL);
+	}
+	}
+	s->took = since(t0);
+}
+
+static void sleeps(void *arg)
+{
+	(void)arg;
+	for (int k = 0; k < 4; k++) {
+		struct sl s = { .kind = k };
+		CHECK_NOT_BLOCKED(do_sleep, &s);
+		CHECK(s.r == 0 && s.took >= 79 * MS && s.took < 900 * MS);
+	}
+}
+
+Test(hook, sleeps_park_only_the_coroutine)
+{
+	REQUIRE_HOOKS();
+	run(1, sleeps, NULL);
+}
+
+/* ------------------------------------------------------------- resolver */
+
+static uint64_t offload_calls(void)
+{
+	weft_stats st = { .size = sizeof st };
+	CHECK(weft_stats_get(&st) == 0);
+	return st.offload_calls;
+}
+
+static void resolve(void *arg)
+{
+	(void)arg;
+	uint64_t before = offload_calls();
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *res;
+	CHECK(getaddrinfo("localhost", "80", &hints, &res) == 0);
+	CHECK(res != NULL);
+	freeaddrinfo(res);
+	struct hostent *h = gethostbyname("localhost");
+	CHECK(h != NULL && h->h_addr_list[0] != NULL);
+	CHECK(offload_calls() >= before + 2);
+}
+
+Test(hook, getaddrinfo_and_gethostbyname_run_on_the_offload_pool)
+{
+	REQUIRE_HOOKS();
+	run(1, resolve, NULL);
+}
+
+/* ----------------------------------------------------------- LD_PRELOAD */
+
+/* Runs hook_preload_prog (linked with weft only), with or without
+ * LD_PRELOAD of the hooks: its exit status. */
+static int preload_run(bool preload)
+{
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		if (preload)
+			setenv("LD_PRELOAD", HOOK_LIB, 1);
+		else
+			unsetenv("LD_PRELOAD");
+		execl(PRELOAD_PROG, PRELOAD_PROG, (char *)NULL);
+		_exit(127);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+Test(hook, ld_preload_hooks_an_unlinked_weft_program)
+{
+	if (SANITIZED)
+		SKIP("hook: LD_PRELOAD is not tried under sanitizers (their runtime must "
+		     "come first in the preload list)");
+	cr_assert_eq(preload_run(true), 0);
+	cr_assert_eq(preload_run(false), 1);	/* and without it, the worker blocked */
+}
