@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * weft-bench — the scheduler benchmarks, `sleep` (timers), the
- * synchronisation benchmarks (channels, mutex) and `local-get`
+ * synchronisation benchmarks (channels, mutex, semaphore, rwlock) and `local-get`
  * (coroutine-locals), each verifying its own result.
  *
  *   weft-bench NAME WORKERS      run one benchmark (NAME: see "list")
@@ -28,10 +28,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <weft.h>
+
+#include "peak_rss.h"
 
 /* The sizes; bench/peers/go/main.go uses the same ones. */
 #define YIELD_N 2000000 /* yields per coroutine; two coroutines */
@@ -51,6 +52,12 @@
 #define PINGPONG_ROUNDS 1000 /* ... and round trips of each */
 #define MUTEX_COS 1000 /* coroutines of mutex ... */
 #define MUTEX_ITERS 1000 /* ... each locking this many times */
+#define SEM_COS 1000 /* coroutines of sem ... */
+#define SEM_PERMITS 10 /* ... sharing this many permits ... */
+#define SEM_ITERS 500 /* ... each taking one this many times */
+#define RW_COS 1000 /* coroutines of rwlock ... */
+#define RW_ITERS 500 /* ... each locking this many times ... */
+#define RW_WRITE_EVERY 20 /* ... one lock in 20 a write (95% reads) */
 #define SKYNET_CHAN_CAP 10 /* skynet-chan: a parent's channel, one slot a child */
 #define LOCAL_N 100000000 /* local-get: reads of each kind */
 #define LOCAL_VALUE 3 /* the value read, so that the sums check the reads */
@@ -94,15 +101,6 @@ static void *calloc_or_die(size_t n, size_t size)
 	if (p == NULL)
 		die("calloc");
 	return p;
-}
-
-/* getrusage's ru_maxrss, the process's peak resident set: KiB on Linux (the
- * peers report the same, as rss_kb= of skynet and sleep). */
-static long max_rss_kb(void)
-{
-	struct rusage ru;
-
-	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 }
 
 /* Spawns co[i] = fn(args + i * stride) for i < n (stride 0: all share args). */
@@ -299,7 +297,7 @@ static void bench_skynet(struct outcome *o)
 	o->ops = SKYNET_NODES;
 	o->value = (int64_t)root.sum;
 	o->ok = root.sum == SKYNET_SUM;
-	snprintf(o->extra, sizeof o->extra, "rss_kb=%ld", max_rss_kb());
+	snprintf(o->extra, sizeof o->extra, "rss_kb=%ld", peak_rss_kb());
 }
 
 /* -------------------------------------------------------------------- fib */
@@ -375,7 +373,7 @@ static void bench_sleep(struct outcome *o)
 	o->ops = SLEEP_N;
 	o->value = atomic_load(&on_time);
 	o->ok = o->value == SLEEP_N;
-	snprintf(o->extra, sizeof o->extra, "rss_kb=%ld", max_rss_kb());
+	snprintf(o->extra, sizeof o->extra, "rss_kb=%ld", peak_rss_kb());
 }
 
 /* ---------------------------------------------------------- chan-pingpong */
@@ -489,6 +487,162 @@ static void bench_mutex(struct outcome *o)
 	o->ops = (int64_t)MUTEX_COS * MUTEX_ITERS;
 	o->value = st.count;
 	o->ok = st.count == o->ops;
+}
+
+/* ------------------------------------------------------------ sem, rwlock */
+
+/*
+ * In both, a holder keeps its permit or lock across one weft_yield(), as a
+ * real holder keeps it across I/O, so that the coroutines contend at any
+ * worker count (with no scheduling point inside, one worker would never see
+ * a waiter).  The peers yield the same way (Go: runtime.Gosched(); Tokio:
+ * yield_now()).  ops = acquire+release (lock+unlock) pairs, each with its
+ * yield.  An occupancy counts the holders inside at once; the checks fail
+ * if there are ever more than the primitive allows.
+ */
+struct occupancy {
+	atomic_int now, max;
+};
+
+/* Counts one holder in; returns how many are inside now. */
+static int occ_enter(struct occupancy *oc)
+{
+	int n = atomic_fetch_add(&oc->now, 1) + 1;
+	int m = atomic_load_explicit(&oc->max, memory_order_relaxed);
+
+	while (n > m && !atomic_compare_exchange_weak(&oc->max, &m, n))
+		;
+	return n;
+}
+
+static void occ_leave(struct occupancy *oc)
+{
+	atomic_fetch_sub(&oc->now, 1);
+}
+
+/*
+ * sem: SEM_COS coroutines share a semaphore of SEM_PERMITS permits, each
+ * taking one SEM_ITERS times (acquire, yield, release).  value = the
+ * acquisitions that found at most SEM_PERMITS holders inside; all must.
+ * max_inside: the most inside at once (SEM_PERMITS when they contended).
+ */
+struct sem_state {
+	weft_sem *s;
+	struct occupancy in;
+	atomic_llong good;
+};
+
+static void sem_co(void *p)
+{
+	struct sem_state *st = p;
+	long long good = 0;
+
+	for (int i = 0; i < SEM_ITERS; i++) {
+		if (weft_sem_acquire(st->s, -1) != 0)
+			die("weft_sem_acquire");
+		good += occ_enter(&st->in) <= SEM_PERMITS;
+		weft_yield();
+		occ_leave(&st->in);
+		if (weft_sem_release(st->s) != 0)
+			die("weft_sem_release");
+	}
+	atomic_fetch_add(&st->good, good);
+}
+
+static void bench_sem(struct outcome *o)
+{
+	struct sem_state st = { .s = weft_sem_new(SEM_PERMITS) };
+
+	if (st.s == NULL)
+		die("weft_sem_new");
+	atomic_init(&st.in.now, 0);
+	atomic_init(&st.in.max, 0);
+	atomic_init(&st.good, 0);
+	spawn_join_all(sem_co, &st, 0, SEM_COS);
+	weft_sem_free(st.s);
+	o->ops = (int64_t)SEM_COS * SEM_ITERS;
+	o->value = atomic_load(&st.good);
+	o->ok = o->value == o->ops;
+	snprintf(o->extra, sizeof o->extra, "max_inside=%d",
+		 atomic_load(&st.in.max));
+}
+
+/*
+ * rwlock: RW_COS coroutines each lock one weft_rwlock RW_ITERS times, one
+ * lock in RW_WRITE_EVERY a write (coroutine k at the iterations i with
+ * (i + k) % RW_WRITE_EVERY == 0, so the writes spread over the run).  A
+ * writer increments a, yields, increments b, and must have been alone; a
+ * reader reads a, yields, and must then find a and b both equal to what it
+ * read (a writer inside with it would show).  value = the locks whose
+ * checks passed; all must, and a must equal the writes.  max_readers: the
+ * most readers inside at once.
+ */
+struct rw_state {
+	weft_rwlock *l;
+	struct occupancy readers, writers;
+	int64_t a, b;
+	atomic_int next_id;
+	atomic_llong good;
+};
+
+static void rw_co(void *p)
+{
+	struct rw_state *st = p;
+	int k = atomic_fetch_add(&st->next_id, 1);
+	long long good = 0;
+
+	for (int i = 0; i < RW_ITERS; i++) {
+		bool write = (i + k) % RW_WRITE_EVERY == 0;
+		int rc = write ? weft_rwlock_wrlock(st->l, -1)
+			       : weft_rwlock_rdlock(st->l, -1);
+
+		if (rc != 0)
+			die(write ? "weft_rwlock_wrlock" : "weft_rwlock_rdlock");
+		if (write) {
+			bool alone = occ_enter(&st->writers) == 1 &&
+				     atomic_load(&st->readers.now) == 0;
+
+			st->a++;
+			weft_yield();
+			st->b++;
+			good += alone && st->a == st->b;
+			occ_leave(&st->writers);
+		} else {
+			int64_t a;
+
+			occ_enter(&st->readers);
+			a = st->a;
+			weft_yield();
+			good += a == st->a && a == st->b &&
+				atomic_load(&st->writers.now) == 0;
+			occ_leave(&st->readers);
+		}
+		if (weft_rwlock_unlock(st->l) != 0)
+			die("weft_rwlock_unlock");
+	}
+	atomic_fetch_add(&st->good, good);
+}
+
+static void bench_rwlock(struct outcome *o)
+{
+	struct rw_state st = { .l = weft_rwlock_new() };
+	const int64_t writes = (int64_t)RW_COS * RW_ITERS / RW_WRITE_EVERY;
+
+	if (st.l == NULL)
+		die("weft_rwlock_new");
+	atomic_init(&st.readers.now, 0);
+	atomic_init(&st.readers.max, 0);
+	atomic_init(&st.writers.now, 0);
+	atomic_init(&st.writers.max, 0);
+	atomic_init(&st.next_id, 0);
+	atomic_init(&st.good, 0);
+	spawn_join_all(rw_co, &st, 0, RW_COS);
+	weft_rwlock_free(st.l);
+	o->ops = (int64_t)RW_COS * RW_ITERS;
+	o->value = atomic_load(&st.good);
+	o->ok = o->value == o->ops && st.a == writes && st.b == writes;
+	snprintf(o->extra, sizeof o->extra, "max_readers=%d",
+		 atomic_load(&st.readers.max));
 }
 
 /* ------------------------------------------------------------ skynet-chan */
@@ -712,6 +866,8 @@ static const struct bench {
 	{ "chan-pingpong", bench_chan_pingpong },
 	{ "chan-pingpong-1000", bench_chan_pingpong_1000 },
 	{ "mutex", bench_mutex },
+	{ "sem", bench_sem },
+	{ "rwlock", bench_rwlock },
 	{ "skynet-chan", bench_skynet_chan },
 	{ "local-get", bench_local_get },
 	{ "parked", bench_parked },

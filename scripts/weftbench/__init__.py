@@ -12,6 +12,7 @@ One concept per module:
     progress   stderr progress: status lines, steps and the time left
     micro      the in-process rows
     server     the server rows (taskset pinning, loadgen, wrk)
+    redis      the redis rows: hiredis in three modes against redis-server
     cost       a server's CPU, switches (/proc) and syscalls (strace) per message
     floors     the machine's cost floors and the cost model
     callgrind  instructions per operation (--docs)

@@ -40,6 +40,14 @@ BENCHMARKS: List[Bench] = [
           "pairs x 1000 round trips", True, "ns/round trip"),
     Bench("mutex", "1000 coroutines x 1000 lock/increment/unlock of one mutex",
           True, "ns/lock+unlock"),
+    # a holder keeps its permit / lock across one yield, so that they
+    # contend at 1 worker too (bench/weft-bench.c)
+    Bench("sem", "1000 coroutines x 500 acquire/yield/release of a "
+          "semaphore of 10 permits", True, "ns/acquire+release",
+          extra=[("max_inside", "most inside at once", 1)]),
+    Bench("rwlock", "1000 coroutines x 500 locks of one rwlock, 95% "
+          "read, 5% write, each held across a yield", True, "ns/lock+unlock",
+          extra=[("max_readers", "most readers at once", 1)]),
     Bench("skynet-chan", "skynet, 1M leaves, 10 children/node, channels",
           False, "ms"),
     Bench("parked", "100k coroutines parked on one channel at once, then "
@@ -100,3 +108,23 @@ SERVER_BENCHES: List[ServerBench] = [
                 "http", "req/s", 100),
 ]
 GROUPS = list(dict.fromkeys(b.group for b in SERVER_BENCHES))
+
+
+@dataclasses.dataclass
+class RedisBench:
+    """A redis row (issue 24): hiredis clients against one redis-server,
+    in each of the modes of bench/redis.c."""
+    name: str  # the RESULT name, also what --only selects
+    title: str
+    clients: int
+    unit: str = "req/s"
+    group: str = "redis"
+
+
+REDIS_MODES = ("hooks", "threads", "async")  # the first is the subject
+REDIS_BENCHES: List[RedisBench] = [
+    RedisBench(f"redis-{c}", f"hiredis SET/GET pairs, {c} clients, one "
+               f"connection each: coroutines through libweft-hook, a thread "
+               f"each, or the async API on one libevent loop", c)
+    for c in (100, 1000)
+]

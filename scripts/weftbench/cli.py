@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-from .benches import BENCHMARKS, GROUPS, SERVER_BENCHES
+from .benches import BENCHMARKS, GROUPS, REDIS_BENCHES, SERVER_BENCHES
 from .callgrind import (CALLGRIND_FOOTNOTE, callgrind_lines, callgrind_steps,
                         run_callgrind)
 from .charts import charts
@@ -21,6 +21,8 @@ from .floors import (COST_FOOTNOTE, FLOORS, cost_model, cost_table_rows,
 from .micro import micro_steps, run_benches
 from .peers import PEERS, SUBJECT, Ctx, Peer, Skip, build_weft
 from .progress import Progress
+from .redis import (REDIS_SECONDS, redis_footnote, redis_steps,
+                    redis_table_rows, run_redis)
 from .report import (BENCH_FOOTNOTE, md_table, metadata, runs_note,
                      server_cost_footnote, server_cost_rows,
                      server_footnote, server_table_rows, table_rows,
@@ -41,7 +43,10 @@ def parse_args(argv):
                     help="only these benchmarks: " +
                     ", ".join(b.name for b in BENCHMARKS) + ", " +
                     ", ".join(GROUPS) + " (the server rows; or one row: " +
-                    ", ".join(b.name for b in SERVER_BENCHES) + ")")
+                    ", ".join(b.name for b in SERVER_BENCHES) + "); redis "
+                    "(hiredis through libweft-hook vs threads vs async, "
+                    "against redis-server; or one row: " +
+                    ", ".join(b.name for b in REDIS_BENCHES) + ")")
     ap.add_argument("--peers", metavar="NAME[,NAME]",
                     help="only these peers besides weft: " +
                     ", ".join(p.name for p in PEERS[1:]))
@@ -119,7 +124,9 @@ def parse_args(argv):
         return want
 
     args.only = pick("--only", args.only, [b.name for b in BENCHMARKS] +
-                     GROUPS + [b.name for b in SERVER_BENCHES])
+                     GROUPS + [b.name for b in SERVER_BENCHES] +
+                     list(dict.fromkeys(b.group for b in REDIS_BENCHES)) +
+                     [b.name for b in REDIS_BENCHES])
     args.peers = pick("--peers", args.peers, [p.name for p in PEERS[1:]])
     if not args.build_dir.is_absolute():
         args.build_dir = (Path.cwd() / args.build_dir).resolve()
@@ -156,12 +163,14 @@ def main(argv=None) -> int:
 
     prog = Progress()
     prog.plan(floor_steps(args) + micro_steps(args, peers) +
-              server_steps(args, peers) + callgrind_steps(args))
+              server_steps(args, peers) + redis_steps(args) +
+              callgrind_steps(args))
     failures: List[str] = []
     t_start = time.monotonic()
     fpoints, fsummary = run_floors(args, ctx, prog, failures)
     points, summary = run_benches(args, peers, prog, failures)
     spoints, ssummary, pins = run_servers(args, peers, ctx, prog, failures)
+    rpoints, rsummary, rpins = run_redis(args, ctx, prog, failures)
     cg = run_callgrind(args, peers[0], prog, failures)
     prog.done()
     elapsed = time.monotonic() - t_start
@@ -177,6 +186,8 @@ def main(argv=None) -> int:
                                 "syscall_pass_s": (SYSCALL_SECONDS if
                                                    syscalls_wanted(args)
                                                    else None)}
+    meta["redis"] = rpins and {"pinning": rpins.note,
+                               "seconds": REDIS_SECONDS[args.quick]}
 
     text, tables = [], []  # the text tables; (markdown, footnote) pairs
 
@@ -195,6 +206,8 @@ def main(argv=None) -> int:
                   server_footnote(args, pins, speers))
         add_table(server_cost_rows(ssummary, speers),
                   server_cost_footnote(args))
+    if rsummary:
+        add_table(redis_table_rows(rsummary), redis_footnote(args, rpins))
     costs = cost_model(summary, ssummary, points, fsummary)
     add_table(floor_table_rows(fsummary), floor_footnote(args))
     add_table(cost_table_rows(costs), COST_FOOTNOTE)
@@ -217,6 +230,11 @@ def main(argv=None) -> int:
                                       SERVER_BENCHES if b.name in args.only
                                       or b.group in args.only],
                        "summary": ssummary, "points": spoints},
+                   "redis": {
+                       "benchmarks": [dataclasses.asdict(b) for b in
+                                      REDIS_BENCHES if b.name in args.only
+                                      or b.group in args.only],
+                       "summary": rsummary, "points": rpoints},
                    "floors": {
                        "benchmarks": [dataclasses.asdict(b) for b in FLOORS],
                        "summary": fsummary, "points": fpoints},

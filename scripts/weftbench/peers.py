@@ -243,6 +243,8 @@ PEERS: List[Peer] = [
          missing={"local-get": "Go has no coroutine-local storage"},
          server=subcommand_server, version=lambda ctx: run_out(["go", "version"])),
     Peer("boost", "Boost.Fiber, work_stealing", build_boost,
+         missing={"sem": "Boost.Fiber has no semaphore",
+                  "rwlock": "Boost.Fiber has no reader-writer lock"},
          slow={b: "skipped by --quick (5-45 s a run here)"
                for b in ("spawn", "skynet", "fib", "chan-pingpong", "sleep",
                          "skynet-chan", "parked")},

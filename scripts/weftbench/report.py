@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from .benches import BENCHMARKS, SERVER_BENCHES, SHARING, server_label
+from .benches import (BENCHMARKS, REDIS_BENCHES, SERVER_BENCHES, SHARING,
+                      server_label)
 from .cost import CLK_TCK
 from .fmt import fmt_mr, fmt_num, fmt_ratio, fmt_sig
 from .peers import ROOT, SUBJECT, Ctx, Peer
@@ -242,7 +243,7 @@ def write_markdown(md: Path, meta: dict, args, tables: List[Tuple[str, str]],
                 f"weft {meta['git'] or '(no git)'}; "
                 + "".join(f"{v}; " for v in meta["versions"].values() if v)
                 + f"{runs_note(args)}.\n\n")
-        for b in BENCHMARKS + SERVER_BENCHES:
+        for b in BENCHMARKS + SERVER_BENCHES + REDIS_BENCHES:
             if b.name in args.only or getattr(b, "group", None) in args.only:
                 f.write(f"- **{b.name}**: {b.title}\n")
         for table, footnote in tables:

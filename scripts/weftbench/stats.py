@@ -33,15 +33,15 @@ def med_range(xs: List[float]) -> Optional[dict]:
 
 
 def pair_ratios(runs: Dict[str, List[dict]], peers: List[Peer],
-                value: Callable[[dict], Optional[float]]
-                ) -> Dict[str, Optional[dict]]:
+                value: Callable[[dict], Optional[float]],
+                subject: str = SUBJECT) -> Dict[str, Optional[dict]]:
     """Per peer, the median (min-max) of value(subject run i) / value(peer
     run i) over the runs where both succeeded (and both have a value, the
-    peer's not 0)."""
-    subj = runs.get(SUBJECT, [])
+    peer's not 0).  peers: anything with a name (the redis rows' modes)."""
+    subj = runs.get(subject, [])
     out = {}
     for p in peers:
-        if p.name == SUBJECT:
+        if p.name == subject:
             continue
         other = runs.get(p.name, [])
         pairs = [(value(a), value(b)) for a, b in zip(subj, other)

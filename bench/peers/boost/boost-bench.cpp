@@ -53,6 +53,8 @@
 #include <boost/fiber/all.hpp>
 #include <boost/fiber/algo/work_stealing.hpp>
 
+#include "../../peak_rss.h"
+
 #include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -144,12 +146,12 @@ template <typename Chan, typename T> T pop_or_die(Chan &ch)
 	return v;
 }
 
-// getrusage's ru_maxrss, the process's peak resident set, in KiB on Linux
-// (as weft-bench and go-bench): rss_kb= of skynet and sleep.
+// The process's peak resident set in KiB (VmHWM, as weft-bench and
+// go-bench; bench/peak_rss.h says why not ru_maxrss): rss_kb= of skynet and
+// sleep.
 long max_rss_kb()
 {
-	struct rusage ru;
-	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+	return peak_rss_kb();
 }
 
 // ------------------------------------------------------------------ yield

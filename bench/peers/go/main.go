@@ -29,6 +29,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -53,6 +54,12 @@ const (
 	pingpongRounds = 1_000     // ... and round trips of each
 	mutexGs        = 1_000     // goroutines of mutex ...
 	mutexIters     = 1_000     // ... each locking this many times
+	semGs          = 1_000     // goroutines of sem ...
+	semPermits     = 10        // ... sharing this many permits ...
+	semIters       = 500       // ... each taking one this many times
+	rwGs           = 1_000     // goroutines of rwlock ...
+	rwIters        = 500       // ... each locking this many times ...
+	rwWriteEvery   = 20        // ... one lock in 20 a write (95% reads)
 	skynetChanCap  = 10        // skynet-chan: a parent's channel, one slot a child
 )
 
@@ -277,8 +284,18 @@ func benchParked() outcome {
 			(rss-rssAtStartKiB)*1024/parkedN, vm/1024, maps)}
 }
 
-// maxRSSKiB is getrusage's ru_maxrss, in KiB on Linux (as in weft-bench).
+// maxRSSKiB is the process's peak resident set in KiB: /proc/self/status's
+// VmHWM, as in weft-bench (bench/peak_rss.h: getrusage's ru_maxrss is
+// carried over execve from bench.py's Python); ru_maxrss without /proc.
 func maxRSSKiB() int64 {
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(status), "\n") {
+			var kb int64
+			if _, err := fmt.Sscanf(line, "VmHWM: %d kB", &kb); err == nil {
+				return kb
+			}
+		}
+	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return -1
@@ -357,6 +374,93 @@ func benchMutex() outcome {
 	return outcome{ops: total, value: count, ok: count == total}
 }
 
+// ---------------------------------------------------------------- sem, rwlock
+
+// In both, a holder keeps its permit or lock across one runtime.Gosched(),
+// as weft's across weft_yield(), so that the goroutines contend at any
+// GOMAXPROCS.  An occupancy counts the holders inside at once.
+type occupancy struct{ now, max int32 }
+
+// enter counts one holder in and returns how many are inside now.
+func (o *occupancy) enter() int32 {
+	n := atomic.AddInt32(&o.now, 1)
+	for m := atomic.LoadInt32(&o.max); n > m; m = atomic.LoadInt32(&o.max) {
+		if atomic.CompareAndSwapInt32(&o.max, m, n) {
+			break
+		}
+	}
+	return n
+}
+
+func (o *occupancy) leave() { atomic.AddInt32(&o.now, -1) }
+
+// benchSem: semGs goroutines share a semaphore of semPermits permits, a
+// buffered channel (stdlib only: golang.org/x/sync/semaphore is not at
+// hand offline), each taking one semIters times.
+func benchSem() outcome {
+	sem := make(chan struct{}, semPermits)
+	var in occupancy
+	var good int64
+	spawnWait(semGs, func(int) {
+		var g int64
+		for i := 0; i < semIters; i++ {
+			sem <- struct{}{}
+			if in.enter() <= semPermits {
+				g++
+			}
+			runtime.Gosched()
+			in.leave()
+			<-sem
+		}
+		atomic.AddInt64(&good, g)
+	})
+	total := int64(semGs) * semIters
+	return outcome{ops: total, value: good, ok: good == total,
+		extra: fmt.Sprintf("max_inside=%d", in.max)}
+}
+
+// benchRwlock: rwGs goroutines each lock one sync.RWMutex rwIters times,
+// goroutine k writing at the iterations i with (i+k) % rwWriteEvery == 0;
+// the same checks as weft-bench.c's.
+func benchRwlock() outcome {
+	var mu sync.RWMutex
+	var readers, writers occupancy
+	var a, b, good int64
+	spawnWait(rwGs, func(k int) {
+		var g int64
+		for i := 0; i < rwIters; i++ {
+			if (i+k)%rwWriteEvery == 0 {
+				mu.Lock()
+				alone := writers.enter() == 1 && atomic.LoadInt32(&readers.now) == 0
+				a++
+				runtime.Gosched()
+				b++
+				if alone && a == b {
+					g++
+				}
+				writers.leave()
+				mu.Unlock()
+			} else {
+				mu.RLock()
+				readers.enter()
+				x := a
+				runtime.Gosched()
+				if x == a && x == b && atomic.LoadInt32(&writers.now) == 0 {
+					g++
+				}
+				readers.leave()
+				mu.RUnlock()
+			}
+		}
+		atomic.AddInt64(&good, g)
+	})
+	total := int64(rwGs) * rwIters
+	writes := total / rwWriteEvery
+	return outcome{ops: total, value: good,
+		ok:    good == total && a == writes && b == writes,
+		extra: fmt.Sprintf("max_readers=%d", readers.max)}
+}
+
 // ---------------------------------------------------------------- skynet-chan
 
 // skynetChan is the classic Go skynet: every node a goroutine, a leaf sends
@@ -403,6 +507,8 @@ var benches = []struct {
 	{"chan-pingpong", benchChanPingpong},
 	{"chan-pingpong-1000", benchChanPingpong1000},
 	{"mutex", benchMutex},
+	{"sem", benchSem},
+	{"rwlock", benchRwlock},
 	{"skynet-chan", benchSkynetChan},
 }
 

@@ -23,6 +23,8 @@
 //!     rendezvous channel, and capacity 1 is the closest (a send completes
 //!     once the value is in the slot, not when it is received; in a
 //!     ping-pong each side waits for the answer anyway);
+//!   - `sem` and `rwlock` are tokio::sync::Semaphore and RwLock (both
+//!     FIFO-fair), each holder yielding once (yield_now) while it holds;
 //!   - `mutex` is tokio::sync::Mutex (async, FIFO-fair), `sleep`
 //!     tokio::time::sleep (a 1 ms-granular timer wheel that rounds up);
 //!   - `local-get` reads a task_local! with LocalKey::with, against a
@@ -44,7 +46,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::runtime::{Builder, Runtime};
-use tokio::sync::{broadcast, mpsc, Mutex, Semaphore};
+use tokio::sync::{broadcast, mpsc, Mutex, RwLock, Semaphore};
 use tokio::task::JoinHandle;
 
 // The sizes; bench/weft-bench.c and bench/peers/go/main.go use the same ones.
@@ -65,6 +67,12 @@ const PINGPONG_PAIRS: i64 = 1_000; // pairs of chan-pingpong-1000 ...
 const PINGPONG_ROUNDS: i64 = 1_000; // ... and round trips of each
 const MUTEX_TASKS: i64 = 1_000; // tasks of mutex ...
 const MUTEX_ITERS: i64 = 1_000; // ... each locking this many times
+const SEM_TASKS: i64 = 1_000; // tasks of sem ...
+const SEM_PERMITS: i32 = 10; // ... sharing this many permits ...
+const SEM_ITERS: i64 = 500; // ... each taking one this many times
+const RW_TASKS: i64 = 1_000; // tasks of rwlock ...
+const RW_ITERS: i64 = 500; // ... each locking this many times ...
+const RW_WRITE_EVERY: i64 = 20; // ... one lock in 20 a write (95% reads)
 const SKYNET_CHAN_CAP: usize = 10; // skynet-chan: a parent's channel, a slot a child
 const LOCAL_N: i64 = 100_000_000; // local-get: reads of each kind
 const LOCAL_VALUE: isize = 3; // the value read, so that the sums check the reads
@@ -92,9 +100,17 @@ async fn join<T>(h: JoinHandle<T>) -> T {
     h.await.expect("task failed")
 }
 
-/// getrusage's ru_maxrss, the process's peak resident set, in KiB on Linux
-/// (as weft-bench and go-bench): rss_kb= of skynet and sleep.
+/// The process's peak resident set in KiB (as weft-bench and go-bench):
+/// rss_kb= of skynet and sleep.  /proc/self/status's VmHWM, not getrusage's
+/// ru_maxrss, which Linux carries over execve from bench.py's Python
+/// (bench/peak_rss.h); ru_maxrss only without /proc.
 fn max_rss_kib() -> i64 {
+    if let Ok(status) = std::fs::read_to_string("/proc/self/status") {
+        let hwm = status.lines().find_map(|l| l.strip_prefix("VmHWM:"));
+        if let Some(Ok(kb)) = hwm.map(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>()) {
+            return kb;
+        }
+    }
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return -1;
@@ -285,6 +301,109 @@ async fn bench_mutex() -> Outcome {
     let count = *m.lock().await;
     let total = MUTEX_TASKS * MUTEX_ITERS;
     Outcome::new(total, count, count == total)
+}
+
+// ------------------------------------------------------------ sem, rwlock
+
+// In both, a holder keeps its permit or lock across one yield_now(), as
+// weft's across weft_yield(), so that the tasks contend at any worker count.
+// An occupancy counts the holders inside at once.
+#[derive(Default)]
+struct Occupancy {
+    now: AtomicI32,
+    max: AtomicI32,
+}
+
+impl Occupancy {
+    /// Counts one holder in; returns how many are inside now.
+    fn enter(&self) -> i32 {
+        let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(n, Ordering::Relaxed);
+        n
+    }
+    fn leave(&self) {
+        self.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Spawns f(0) .. f(n-1), each a task, and joins them; the sum of their
+/// results.
+async fn spawn_sum<F, Fut>(n: i64, f: F) -> i64
+where
+    F: Fn(i64) -> Fut,
+    Fut: Future<Output = i64> + Send + 'static,
+{
+    let tasks: Vec<_> = (0..n).map(|k| tokio::spawn(f(k))).collect();
+    let mut sum = 0;
+    for t in tasks {
+        sum += join(t).await;
+    }
+    sum
+}
+
+// SEM_TASKS tasks share a tokio::sync::Semaphore of SEM_PERMITS permits,
+// each taking one SEM_ITERS times.
+async fn bench_sem() -> Outcome {
+    let st = Arc::new((Semaphore::new(SEM_PERMITS as usize), Occupancy::default()));
+    let good = spawn_sum(SEM_TASKS, |_| {
+        let st = st.clone();
+        async move {
+            let mut g = 0;
+            for _ in 0..SEM_ITERS {
+                let permit = st.0.acquire().await.expect("semaphore closed");
+                g += (st.1.enter() <= SEM_PERMITS) as i64;
+                tokio::task::yield_now().await;
+                st.1.leave();
+                drop(permit);
+            }
+            g
+        }
+    })
+    .await;
+    let total = SEM_TASKS * SEM_ITERS;
+    let mut o = Outcome::new(total, good, good == total);
+    o.extra = format!("max_inside={}", st.1.max.load(Ordering::Relaxed));
+    o
+}
+
+// RW_TASKS tasks each lock one tokio::sync::RwLock<(a, b)> RW_ITERS times,
+// task k writing at the iterations i with (i + k) % RW_WRITE_EVERY == 0; the
+// same checks as weft-bench.c's.
+async fn bench_rwlock() -> Outcome {
+    let st = Arc::new((RwLock::new((0i64, 0i64)), Occupancy::default(), Occupancy::default()));
+    let good = spawn_sum(RW_TASKS, |k| {
+        let st = st.clone();
+        async move {
+            let (lock, readers, writers) = (&st.0, &st.1, &st.2);
+            let mut g = 0;
+            for i in 0..RW_ITERS {
+                if (i + k) % RW_WRITE_EVERY == 0 {
+                    let mut v = lock.write().await;
+                    let alone = writers.enter() == 1 && readers.now.load(Ordering::SeqCst) == 0;
+                    v.0 += 1;
+                    tokio::task::yield_now().await;
+                    v.1 += 1;
+                    g += (alone && v.0 == v.1) as i64;
+                    writers.leave();
+                } else {
+                    let v = lock.read().await;
+                    readers.enter();
+                    let a = v.0;
+                    tokio::task::yield_now().await;
+                    g += (a == v.0 && a == v.1 && writers.now.load(Ordering::SeqCst) == 0) as i64;
+                    readers.leave();
+                }
+            }
+            g
+        }
+    })
+    .await;
+    let total = RW_TASKS * RW_ITERS;
+    let writes = total / RW_WRITE_EVERY;
+    let v = *st.0.read().await;
+    let mut o = Outcome::new(total, good, good == total && v.0 == writes && v.1 == writes);
+    o.extra = format!("max_readers={}", st.1.max.load(Ordering::Relaxed));
+    o
 }
 
 // ------------------------------------------------------------ skynet-chan
@@ -521,6 +640,8 @@ const BENCHES: &[&str] = &[
     "chan-pingpong",
     "chan-pingpong-1000",
     "mutex",
+    "sem",
+    "rwlock",
     "skynet-chan",
     "local-get",
     "parked",
@@ -536,6 +657,8 @@ fn bench(name: &str) -> BoxFuture<Outcome> {
         "chan-pingpong" => Box::pin(pingpong(1, PINGPONG_N)),
         "chan-pingpong-1000" => Box::pin(pingpong(PINGPONG_PAIRS, PINGPONG_ROUNDS)),
         "mutex" => Box::pin(bench_mutex()),
+        "sem" => Box::pin(bench_sem()),
+        "rwlock" => Box::pin(bench_rwlock()),
         "skynet-chan" => Box::pin(bench_skynet_chan()),
         "local-get" => Box::pin(bench_local_get()),
         "parked" => Box::pin(bench_parked()),
