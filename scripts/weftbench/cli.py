@@ -75,6 +75,14 @@ def parse_args(argv):
                     help="skip the untimed pass of each server under "
                     "`strace -c -f` that counts its system calls per message "
                     "(--quick skips it too)")
+    ap.add_argument("--load-threads", type=int, default=1, metavar="N",
+                    help="threads of the server rows' load generators "
+                    "(loadgen -t, wrk -t; default 1); on 1 worker they are "
+                    "pinned to the N CPUs after the server's")
+    ap.add_argument("--prebuilt", action="store_true",
+                    help="build no peer: run the programs an earlier run "
+                    "left under BUILD/bench (a suite built on one machine, "
+                    "run on another)")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds per invocation (default 300)")
     args = ap.parse_args(argv)
@@ -82,6 +90,8 @@ def parse_args(argv):
         args.runs = 3 if args.quick else 5
     if args.runs < 1:
         ap.error("--runs must be at least 1")
+    if args.load_threads < 1:
+        ap.error("--load-threads must be at least 1")
     if args.peer_runs is None:
         args.peer_runs = 1 if args.quick else args.runs
     if args.peer_runs < 1:
@@ -152,7 +162,7 @@ def build_peers(args, ctx: Ctx) -> List[Peer]:
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     out_dir = args.build_dir / "bench"
-    ctx = Ctx(args.build_dir, out_dir, [])
+    ctx = Ctx(args.build_dir, out_dir, [], args.prebuilt)
 
     build_weft(ctx)  # fail early, before creating anything
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -55,6 +55,18 @@ class Ctx:
     build_dir: Path
     out_dir: Path
     log: List[str]
+    # --prebuilt: use the peers' programs an earlier run built, build nothing
+    prebuilt: bool = False
+
+
+def prebuilt(ctx: Ctx, prog: Path) -> Optional[Path]:
+    """With --prebuilt, the program an earlier build left at prog (Skip if
+    there is none); without it, None: build it."""
+    if not ctx.prebuilt:
+        return None
+    if not os.access(prog, os.X_OK):
+        raise Skip(f"{prog} not there (--prebuilt builds nothing)")
+    return prog
 
 
 def build_step(what: str, cmd: List[str], cwd: Path, log: Path,
@@ -86,11 +98,13 @@ def build_weft(ctx: Ctx) -> Path:
 
 
 def build_go(ctx: Ctx) -> Path:
+    prog = ctx.out_dir / "go-bench"
+    if prebuilt(ctx, prog):
+        return prog
     go = shutil.which("go")
     if go is None:
         raise Skip("`go` not found on PATH (apt-get install -y golang-go)")
     gdir = ctx.out_dir / "go"
-    prog = ctx.out_dir / "go-bench"
     env = dict(os.environ)
     env.update({
         "GOCACHE": str(gdir / "cache"),
@@ -117,10 +131,12 @@ def cxx() -> str:
 def build_boost(ctx: Ctx) -> Path:
     """g++ on the one source file, redone when the source or the command
     changed."""
+    prog = ctx.out_dir / "boost-bench"
+    if prebuilt(ctx, prog):
+        return prog
     if shutil.which(cxx()) is None:
         raise Skip(f"`{cxx()}` not found on PATH "
                    "(apt-get install -y g++ libboost-fiber-dev)")
-    prog = ctx.out_dir / "boost-bench"
     cmd = [cxx(), "-O2", "-std=c++17", "-o", str(prog), str(BOOST_SRC),
            "-lboost_fiber", "-lboost_context", "-pthread"]
     stamp = ctx.out_dir / "boost" / "command"
@@ -157,6 +173,10 @@ def build_tokio(ctx: Ctx) -> Path:
     """cargo build --release --offline of a copy of bench/peers/tokio under
     BUILD/bench/tokio/crate (so that the Cargo.lock cargo writes stays out
     of the source tree); cargo itself skips the work when nothing changed."""
+    tdir = ctx.out_dir / "tokio"
+    prog = tdir / "target" / "release" / "tokio-bench"
+    if prebuilt(ctx, prog):
+        return prog
     for tool in (CARGO, RUSTC):
         if not os.access(tool, os.X_OK):
             raise Skip(f"{tool} not found (Debian's cargo and rustc: "
@@ -164,7 +184,6 @@ def build_tokio(ctx: Ctx) -> Path:
     if not any(DEBIAN_CRATES.glob("tokio-1.*")):
         raise Skip(f"no tokio crate under {DEBIAN_CRATES} "
                    "(apt-get install -y librust-tokio-dev)")
-    tdir = ctx.out_dir / "tokio"
     crate = tdir / "crate"
     for src in TOKIO_SRC.rglob("*"):
         rel = src.relative_to(TOKIO_SRC)
@@ -188,7 +207,7 @@ def build_tokio(ctx: Ctx) -> Path:
     print("bench.py: building the tokio peer (cargo, offline)", file=sys.stderr)
     build_step("cargo build", [str(CARGO), "build", "--release", "--offline"],
                crate, tdir / "build.log", env)
-    return tdir / "target" / "release" / "tokio-bench"
+    return prog
 
 
 def tokio_version(ctx: Ctx) -> Optional[str]:

@@ -34,30 +34,38 @@ HELLO = b"Hello, World!"
 
 @dataclasses.dataclass
 class Pins:
-    """The CPUs of the server and of its load (None: unpinned), and why."""
-    server: Optional[int]
-    load: Optional[int]
+    """The CPUs of the server and of its load (taskset lists; None:
+    unpinned), why, and the load's threads."""
+    server: Optional[str]
+    load: Optional[str]
     note: str
     sharing: bool = False  # unpinned on purpose: server and load share CPUs
+    load_threads: int = 1
 
     @staticmethod
-    def choose(workers: int = 1) -> "Pins":
-        """1 worker: the server on the first CPU, its load on the second;
-        more: both unpinned, sharing the CPUs."""
+    def choose(workers: int = 1, load_threads: int = 1) -> "Pins":
+        """1 worker: the server on the first CPU, its load on the next
+        load_threads; more: both unpinned, sharing the CPUs."""
         cpus = sorted(os.sched_getaffinity(0))
+        n = load_threads
         if server_sharing(workers):
             return Pins(None, None, f"server and load unpinned, sharing the "
-                        f"{len(cpus)} CPUs", sharing=True)
+                        f"{len(cpus)} CPUs" + (f", {n} load threads" if n > 1
+                                              else ""), True, n)
         if shutil.which("taskset") is None:
-            return Pins(None, None, "unpinned: taskset not found (util-linux)")
-        if len(cpus) < 2:
-            return Pins(None, None, f"unpinned: only {len(cpus)} CPU")
-        return Pins(cpus[0], cpus[1],
-                    f"server on CPU {cpus[0]}, load on CPU {cpus[1]}")
+            return Pins(None, None, "unpinned: taskset not found (util-linux)",
+                        False, n)
+        if len(cpus) < 1 + n:
+            return Pins(None, None, f"unpinned: only {len(cpus)} CPUs for the "
+                        f"server and {n} load thread{'s' if n > 1 else ''}",
+                        False, n)
+        load = ",".join(map(str, cpus[1:1 + n]))
+        return Pins(str(cpus[0]), load, f"server on CPU {cpus[0]}, load on "
+                    f"CPU{'s' if n > 1 else ''} {load}", False, n)
 
     @staticmethod
-    def wrap(cmd: List[str], cpu: Optional[int]) -> List[str]:
-        return cmd if cpu is None else ["taskset", "-c", str(cpu)] + cmd
+    def wrap(cmd: List[str], cpus: Optional[str]) -> List[str]:
+        return cmd if cpus is None else ["taskset", "-c", cpus] + cmd
 
 
 def wait_listening(proc: subprocess.Popen, log: Path, port: int) -> Optional[str]:
@@ -113,17 +121,17 @@ class Load:
 
 
 def load_echo(sb: ServerBench, impl: str, workers: int, port: int,
-              tool: Path, run_s: float, warm_s: float) -> Load:
+              tool: Path, run_s: float, warm_s: float, threads: int) -> Load:
     cmd = [str(tool), "-c", str(sb.conns), "-s", str(sb.size),
            "-d", str(run_s), "-w", str(warm_s), "-p", str(port),
-           "-i", impl, "-W", str(workers)]
+           "-t", str(threads), "-i", impl, "-W", str(workers)]
     return Load(cmd, warm_s, run_s + warm_s + 60, parse_result)
 
 
 def load_wrk(sb: ServerBench, impl: str, workers: int, port: int,
-             tool: Path, run_s: float, warm_s: float) -> Load:
+             tool: Path, run_s: float, warm_s: float, threads: int) -> Load:
     # wrk has no warm-up: its window is the whole run
-    cmd = [str(tool), "-t1", f"-c{sb.conns}", f"-d{run_s:g}s", "--latency",
+    cmd = [str(tool), f"-t{threads}", f"-c{sb.conns}", f"-d{run_s:g}s", "--latency",
            f"http://127.0.0.1:{port}/"]
     return Load(cmd, 0.0, run_s + 60,
                 lambda out: wrk_result(out, sb.name, impl, workers))
@@ -200,7 +208,7 @@ def run_server_one(peer: Peer, sb: ServerBench, workers: int, ctx: Ctx,
             try:
                 r, p, before, after = run_load(
                     load(sb, peer.name, workers, port, tool,
-                         *load_seconds(sb, quick)),
+                         *load_seconds(sb, quick), pins.load_threads),
                     pins, srv.pid)
                 rec.update(judge(r, p, sb.name, workers))
                 if rec["ok"]:
@@ -256,7 +264,8 @@ def syscall_pass(peer: Peer, sb: ServerBench, workers: int, ctx: Ctx,
             return {"skipped": f"strace could not attach: {err}"}
         try:
             r, p, _, _ = run_load(load(sb, peer.name, workers, port, tool,
-                                       SYSCALL_SECONDS, 0.0), pins, srv.pid)
+                                       SYSCALL_SECONDS, 0.0,
+                                       pins.load_threads), pins, srv.pid)
         except subprocess.TimeoutExpired as e:
             strace_stop(st, out)
             return {"error": f"load timed out after {e.timeout:.0f} s"}
@@ -329,7 +338,8 @@ def run_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
     rows = server_rows(args)
     if not rows:
         return [], [], None
-    pins = {w: Pins.choose(w) for w in args.server_workers}
+    pins = {w: Pins.choose(w, args.load_threads)
+            for w in args.server_workers}
     for w, pn in pins.items():
         print(f"bench.py: servers on {w} worker{'s' if w > 1 else ''}: "
               f"{pn.note}", file=sys.stderr)

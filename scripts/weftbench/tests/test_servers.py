@@ -2,6 +2,8 @@
 """The server rows at more than one worker count: their names, the
 sharing mark, the summaries keyed by worker count, the tables and the
 progress plan."""
+import os
+import shutil
 import unittest
 
 from weftbench.benches import (SERVER_BENCHES, ServerBench, server_label,
@@ -11,7 +13,8 @@ from weftbench.floors import cost_table_rows
 from weftbench.peers import Peer
 from weftbench.report import (server_cost_rows, server_footnote,
                               server_table_rows, workers_note)
-from weftbench.server import Pins, server_steps, server_worker_counts
+from weftbench.server import (Pins, load_echo, load_wrk, server_steps,
+                              server_worker_counts)
 from weftbench.stats import summarize_server
 
 from .helpers import args, rec
@@ -25,7 +28,7 @@ WEFT = Peer("weft", "weft", build=lambda ctx: None, server=serve,
 EPOLL = Peer("epoll", "epoll", build=lambda ctx: None, server=serve,
              one_thread=True)
 SB = ServerBench("echo-100-64", "echo", "t", "echo", "msgs/s", 100, 64)
-PINS = {1: Pins(0, 1, "server on CPU 0, load on CPU 1"),
+PINS = {1: Pins("0", "1", "server on CPU 0, load on CPU 1"),
         2: Pins(None, None, "server and load unpinned, sharing the 2 CPUs",
                 sharing=True)}
 
@@ -68,6 +71,27 @@ class Counts(unittest.TestCase):
         self.assertEqual((p.server, p.load, p.sharing), (None, None, True))
         self.assertIn("sharing the", p.note)
         self.assertFalse(Pins.choose(1).sharing)
+
+    def test_pins_load_threads(self):
+        cpus = sorted(os.sched_getaffinity(0))
+        p = Pins.choose(1, 2)
+        self.assertEqual(p.load_threads, 2)
+        if len(cpus) >= 3 and shutil.which("taskset"):
+            self.assertEqual((p.server, p.load),
+                             (str(cpus[0]), f"{cpus[1]},{cpus[2]}"))
+            self.assertIn("load on CPUs", p.note)
+        else:  # too few CPUs to pin the server and two load threads apart
+            self.assertEqual((p.server, p.load), (None, None))
+        self.assertIn("3 load threads", Pins.choose(2, 3).note)
+        self.assertEqual(Pins.wrap(["x"], "1,2"), ["taskset", "-c", "1,2", "x"])
+        self.assertEqual(Pins.wrap(["x"], None), ["x"])
+
+    def test_load_threads_reach_the_loads(self):
+        cmd = load_echo(SB, "weft", 1, 9, "lg", 1, 0, 3).cmd
+        self.assertEqual(cmd[cmd.index("-t") + 1], "3")
+        self.assertIn("-t4", load_wrk(SB, "weft", 1, 9, "wrk", 1, 0, 4).cmd)
+        self.assertEqual(parse_args(["--load-threads", "2"]).load_threads, 2)
+        self.assertEqual(parse_args([]).load_threads, 1)
 
     def test_progress_plan(self):
         a = args(only=["echo-100-64", "http-hello"], runs=3, peer_runs=1,
