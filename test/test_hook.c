@@ -775,6 +775,93 @@ Test(hook, getaddrinfo_and_gethostbyname_run_on_the_offload_pool)
 	run(1, resolve, NULL);
 }
 
+/* -------------------------------------------------- recvmsg MSG_WAITALL */
+
+/* A coroutine that writes `pieces` pieces of `size` bytes of big to fd,
+ * 5 ms apart, then shuts the socket down for writing when `eof`. */
+struct dribble {
+	int fd;
+	int pieces;
+	size_t size;
+	bool eof;
+};
+
+static void write_pieces(void *arg)
+{
+	struct dribble *d = arg;
+	for (int i = 0; i < d->pieces; i++) {
+		weft_sleep(weft_now() + 5 * MS);
+		CHECK(write(d->fd, big + (size_t)i * d->size, d->size) == (ssize_t)d->size);
+	}
+	if (d->eof)
+		CHECK(shutdown(d->fd, SHUT_WR) == 0);
+}
+
+struct rm {
+	int fd;
+	char *buf;
+	size_t len;
+	ssize_t r;
+	int err;
+	int64_t took;
+};
+
+/* recvmsg(MSG_WAITALL) into two iovecs of buf: 300 bytes, then the rest. */
+static void waitall_recvmsg(void *arg)
+{
+	struct rm *m = arg;
+	struct iovec iov[2] = { { m->buf, 300 }, { m->buf + 300, m->len - 300 } };
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	int64_t t0 = weft_now();
+	m->r = recvmsg(m->fd, &msg, MSG_WAITALL);
+	m->err = errno;
+	m->took = since(t0);
+}
+
+static void recvmsg_waitall(void *arg)
+{
+	(void)arg;
+	for (size_t i = 0; i < sizeof big; i++)
+		big[i] = (char)(i * 11);
+	static char got[1000];
+	int sv[2];
+	socket_pair(sv);
+	/* 10 pieces of 100 bytes: all 1000, in order, across both iovecs */
+	struct dribble d = { sv[1], 10, 100, false };
+	weft_co *w = go(write_pieces, &d);
+	struct rm m = { sv[0], got, sizeof got, 0, 0, 0 };
+	CHECK_NOT_BLOCKED(waitall_recvmsg, &m);
+	CHECK(m.r == (ssize_t)sizeof got && memcmp(got, big, sizeof got) == 0);
+	join(w);
+	/* SO_RCVTIMEO: the partial count at the timeout */
+	set_timeout(sv[0], SO_RCVTIMEO, 100);
+	d = (struct dribble){ sv[1], 2, 100, false };
+	w = go(write_pieces, &d);
+	m = (struct rm){ sv[0], got, sizeof got, 0, 0, 0 };
+	waitall_recvmsg(&m);
+	CHECK(m.r == 200 && memcmp(got, big, 200) == 0 && m.took >= 100 * MS);
+	join(w);
+	/* nothing came: EAGAIN at the timeout */
+	m = (struct rm){ sv[0], got, sizeof got, 0, 0, 0 };
+	waitall_recvmsg(&m);
+	CHECK(m.r == -1 && m.err == EAGAIN && m.took >= 100 * MS);
+	/* end of file: what came before it */
+	d = (struct dribble){ sv[1], 3, 100, true };
+	w = go(write_pieces, &d);
+	m = (struct rm){ sv[0], got, sizeof got, 0, 0, 0 };
+	waitall_recvmsg(&m);
+	CHECK(m.r == 300 && memcmp(got, big, 300) == 0);
+	join(w);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, recvmsg_with_msg_waitall_fills_every_iovec)
+{
+	REQUIRE_HOOKS();
+	run(1, recvmsg_waitall, NULL);
+}
+
 /* ----------------------------------------------------------- LD_PRELOAD */
 
 /* Runs hook_preload_prog (linked with weft only), with or without
