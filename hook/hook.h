@@ -131,9 +131,6 @@ bool weft__hook_fd_forget(int fd);
 void weft__hook_fd_registered(int fd);
 /* fd's generation: it changes whenever fd is closed through the hooks. */
 unsigned weft__hook_fd_gen(int fd);
-/* Closes fd as weft wants it once weft has registered it (weft_close, from
- * a coroutine made for it on a plain thread); the caller forgot fd. */
-int weft__hook_close_registered(int fd, int mode);
 
 /* ------------------------------------------------------------- waiting */
 

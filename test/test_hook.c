@@ -862,6 +862,133 @@ Test(hook, recvmsg_with_msg_waitall_fills_every_iovec)
 	run(1, recvmsg_waitall, NULL);
 }
 
+/* ----------------------------------------------- dup2 onto a parked fd */
+
+static void dup_later(void *arg)
+{
+	int *from_to = arg;
+	weft_sleep(weft_now() + 100 * MS);
+	CHECK(dup2(from_to[0], from_to[1]) == from_to[1]);
+}
+
+static void dup2_parked(void *arg)
+{
+	(void)arg;
+	int a[2], b[2];
+	socket_pair(a);
+	socket_pair(b);
+	/* the parked read fails as close would make it */
+	int from_to[2] = { b[0], a[0] };
+	weft_co *d = go(dup_later, from_to);
+	struct rd rd = { .fd = a[0] };
+	CHECK_NOT_BLOCKED(blocking_read, &rd);
+	CHECK(rd.r == -1 && rd.err == EBADF && rd.took >= 90 * MS);
+	join(d);
+	/* a[0] is now b[0]'s file, hooked: a read parks until b[1] writes */
+	CHECK(hooked(a[0]));
+	struct later l = { b[1], 50, 'd' };
+	weft_co *w = go(write_later, &l);
+	rd = (struct rd){ .fd = a[0] };
+	CHECK_NOT_BLOCKED(blocking_read, &rd);
+	CHECK(rd.r == 1 && rd.byte == 'd');
+	join(w);
+	/* the old file lost its last fd: its peer sees end of file */
+	char c;
+	CHECK(read(a[1], &c, 1) == 0);
+	for (int i = 0; i < 2; i++) {
+		close(a[i]);
+		close(b[i]);
+	}
+}
+
+Test(hook, dup2_onto_a_parked_fd_wakes_it_with_ebadf_and_takes_the_number)
+{
+	REQUIRE_HOOKS();
+	run(1, dup2_parked, NULL);
+}
+
+/* A plain thread that opens and closes fds (pipes, sockets) as fast as it
+ * can, and counts the times it was given `watched`, or found it closed
+ * (fcntl, between the opens: the number was free). */
+struct opener {
+	int watched;
+	atomic_bool stop;
+	atomic_long stolen, freed, opened;
+};
+
+static void *open_fds(void *arg)
+{
+	struct opener *o = arg;
+	for (unsigned n = 0; !atomic_load(&o->stop); n++) {
+		for (int k = 0; k < 8; k++)
+			if (fcntl(o->watched, F_GETFD) < 0)
+				atomic_fetch_add(&o->freed, 1);
+		int fds[2];
+		if ((n % 2 ? socketpair(AF_UNIX, SOCK_STREAM, 0, fds) : pipe(fds)) != 0)
+			continue;
+		atomic_fetch_add(&o->opened, 1);
+		for (int i = 0; i < 2; i++) {
+			if (fds[i] == o->watched)
+				atomic_fetch_add(&o->stolen, 1);	/* left open: dup2 replaces it */
+			else
+				close(fds[i]);
+		}
+	}
+	return NULL;
+}
+
+static void read_until_bad(void *arg)
+{
+	struct rd *rd = arg;
+	blocking_read(rd);
+	CHECK(rd->r == -1 && rd->err == EBADF);
+}
+
+/* A reader parks on `target` while another coroutine dup2s (dup3 every
+ * other time) onto it, again and again; meanwhile the opener must never
+ * get the number: it is never free. */
+static void dup2_stress(void *arg)
+{
+	(void)arg;
+	int a[2], b[2];
+	socket_pair(a);
+	socket_pair(b);
+	int target = dup(a[0]);
+	CHECK(target >= 0);
+	set_timeout(a[0], SO_RCVTIMEO, 2000);	/* a reader that missed the dup2 fails */
+	set_timeout(b[0], SO_RCVTIMEO, 2000);
+	struct opener o = { .watched = target };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, open_fds, &o) == 0);
+	unsigned rounds = scaled(10000, 1000, 100);
+	for (unsigned i = 0; i < rounds; i++) {
+		struct rd rd = { .fd = target };
+		weft_co *r = go(read_until_bad, &rd);
+		weft_yield();	/* the reader parks on target */
+		int from = i % 2 ? a[0] : b[0];
+		CHECK((i % 4 < 2 ? dup2(from, target) : dup3(from, target, O_CLOEXEC)) == target);
+		join(r);
+	}
+	atomic_store(&o.stop, true);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK(atomic_load(&o.opened) > 0);
+	if (atomic_load(&o.stolen) || atomic_load(&o.freed))
+		fprintf(stderr, "fd %d: the opener got it %ld times, found it closed %ld times\n",
+			target, atomic_load(&o.stolen), atomic_load(&o.freed));
+	CHECK(atomic_load(&o.stolen) == 0 && atomic_load(&o.freed) == 0);
+	close(target);
+	for (int i = 0; i < 2; i++) {
+		close(a[i]);
+		close(b[i]);
+	}
+}
+
+Test(hook, dup2_onto_a_parked_fd_never_frees_the_number)
+{
+	REQUIRE_HOOKS();
+	run(1, dup2_stress, NULL);
+}
+
 /* ----------------------------------------------------------- LD_PRELOAD */
 
 /* Runs hook_preload_prog (linked with weft only), with or without
