@@ -153,6 +153,12 @@ void weft__hook_wait_init(struct weft__hook_wait *w, int fd, int events, int mod
  * coroutine was cancelled, or another error of weft_wait or poll. */
 int weft__hook_wait(struct weft__hook_wait *w);
 
+/* Runs fn(arg) on the offload pool while the coroutine parks; where no
+ * helper can be had (EAGAIN: fn did not run) it runs here.  0, or -1 with
+ * errno (ECANCELED: fn ran, the caller was cancelled meanwhile; the caller
+ * must undo what fn made). */
+int weft__hook_offload(void (*fn)(void *), void *arg);
+
 /* poll(2) in a coroutine, with a deadline (absolute ns, -1 none). */
 int weft__hook_poll(struct pollfd *fds, nfds_t n, int64_t deadline);
 

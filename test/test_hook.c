@@ -23,6 +23,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -773,6 +774,103 @@ Test(hook, getaddrinfo_and_gethostbyname_run_on_the_offload_pool)
 {
 	REQUIRE_HOOKS();
 	run(1, resolve, NULL);
+}
+
+/* ------------------------------------------------- ppoll with a mask */
+
+struct pp {
+	struct pollfd *fds;
+	nfds_t n;
+	const struct timespec *ts;
+	int r;
+	int err;
+	int64_t took;
+};
+
+/* ppoll with an empty signal mask: every signal unblocked while it waits. */
+static void do_ppoll(void *arg)
+{
+	struct pp *p = arg;
+	sigset_t none;
+	sigemptyset(&none);
+	int64_t t0 = weft_now();
+	p->r = ppoll(p->fds, p->n, p->ts, &none);
+	p->err = errno;
+	p->took = since(t0);
+}
+
+static atomic_int usr1_caught;
+static _Atomic pthread_t usr1_thread;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	atomic_store(&usr1_thread, pthread_self());
+	atomic_fetch_add(&usr1_caught, 1);
+}
+
+static void *write_in_50ms(void *arg)
+{
+	usleep(50 * 1000);
+	CHECK(write(*(int *)arg, "p", 1) == 1);
+	return NULL;
+}
+
+static void ppolls(void *arg)
+{
+	(void)arg;
+	int fds[2];
+	CHECK(pipe(fds) == 0);
+	/* readable after 50 ms (a plain thread writes, so that a blocked
+	 * worker fails the test rather than hangs it): the worker keeps
+	 * running meanwhile */
+	struct pollfd pf = { .fd = fds[0], .events = POLLIN };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, write_in_50ms, &fds[1]) == 0);
+	struct pp p = { &pf, 1, NULL, 0, 0, 0 };
+	CHECK_NOT_BLOCKED(do_ppoll, &p);
+	CHECK(p.r == 1 && pf.revents == POLLIN && p.took >= 45 * MS);
+	CHECK(pthread_join(t, NULL) == 0);
+	char c;
+	CHECK(read(fds[0], &c, 1) == 1 && c == 'p');
+	/* the timeout: 0, never early */
+	struct timespec ts = { 0, 100 * MS };
+	p = (struct pp){ &pf, 1, &ts, -1, 0, 0 };
+	CHECK_NOT_BLOCKED(do_ppoll, &p);
+	CHECK(p.r == 0 && pf.revents == 0 && p.took >= 100 * MS && p.took < 900 * MS);
+	/* a closed fd is POLLNVAL at once, as the kernel says */
+	struct pollfd two[2] = { { fds[0], POLLIN, 0 }, { 1000, POLLIN, 0 } };
+	p = (struct pp){ two, 2, &ts, -1, 0, 0 };
+	do_ppoll(&p);
+	CHECK(p.r == 1 && two[1].revents == POLLNVAL && two[0].revents == 0 && p.took < 50 * MS);
+	/* a bad timeout is EINVAL */
+	struct timespec bad = { 0, 1000 * 1000 * 1000 };
+	p = (struct pp){ &pf, 1, &bad, 0, 0, 0 };
+	do_ppoll(&p);
+	CHECK(p.r == -1 && p.err == EINVAL);
+	/* SIGUSR1, blocked in every thread, is pending: the mask unblocks it
+	 * for the wait, the handler runs (on the thread that waits, not the
+	 * worker) and ppoll says EINTR */
+	CHECK(kill(getpid(), SIGUSR1) == 0);
+	p = (struct pp){ &pf, 1, &ts, 0, 0, 0 };
+	pthread_t worker = pthread_self();
+	do_ppoll(&p);
+	CHECK(p.r == -1 && p.err == EINTR && atomic_load(&usr1_caught) == 1);
+	CHECK(!pthread_equal(atomic_load(&usr1_thread), worker));
+	close(fds[0]);
+	close(fds[1]);
+}
+
+Test(hook, ppoll_with_a_signal_mask_parks_only_the_coroutine)
+{
+	REQUIRE_HOOKS();
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	sigset_t usr1;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	cr_assert_eq(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0);
+	run(1, ppolls, NULL);
 }
 
 /* -------------------------------------------------- recvmsg MSG_WAITALL */
