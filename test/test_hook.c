@@ -838,6 +838,11 @@ static void ppolls(void *arg)
 	p = (struct pp){ &pf, 1, &ts, -1, 0, 0 };
 	CHECK_NOT_BLOCKED(do_ppoll, &p);
 	CHECK(p.r == 0 && pf.revents == 0 && p.took >= 100 * MS && p.took < 900 * MS);
+	/* a zero timeout: 0 at once */
+	struct timespec now = { 0, 0 };
+	p = (struct pp){ &pf, 1, &now, -1, 0, 0 };
+	do_ppoll(&p);
+	CHECK(p.r == 0 && pf.revents == 0 && p.took < 50 * MS);
 	/* a closed fd is POLLNVAL at once, as the kernel says */
 	struct pollfd two[2] = { { fds[0], POLLIN, 0 }, { 1000, POLLIN, 0 } };
 	p = (struct pp){ two, 2, &ts, -1, 0, 0 };
@@ -902,6 +907,7 @@ struct rm {
 	ssize_t r;
 	int err;
 	int64_t took;
+	int passed;	/* the fd received with the data, or -1 */
 };
 
 /* recvmsg(MSG_WAITALL) into two iovecs of buf: 300 bytes, then the rest. */
@@ -916,6 +922,46 @@ static void waitall_recvmsg(void *arg)
 	m->took = since(t0);
 }
 
+/* Sends 100 bytes of big with an fd (SCM_RIGHTS), then, 20 ms later, 100
+ * more. */
+static void pass_fd_then_write(void *arg)
+{
+	struct dribble *d = arg;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl = { 0 };
+	struct iovec iov = { big, 100 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			      .msg_controllen = sizeof ctl.buf };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &d->fd, sizeof(int));
+	CHECK(sendmsg(d->fd, &msg, 0) == 100);
+	weft_sleep(weft_now() + 20 * MS);
+	CHECK(write(d->fd, big + 100, 100) == 100);
+}
+
+/* waitall_recvmsg with room for one fd: the fd received, in m->passed. */
+static void waitall_recvmsg_fd(void *arg)
+{
+	struct rm *m = arg;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov[2] = { { m->buf, 300 }, { m->buf + 300, m->len - 300 } };
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = ctl.buf,
+			      .msg_controllen = sizeof ctl.buf };
+	m->r = recvmsg(m->fd, &msg, MSG_WAITALL);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	m->passed = -1;
+	if (c && c->cmsg_type == SCM_RIGHTS)
+		memcpy(&m->passed, CMSG_DATA(c), sizeof(int));
+}
+
 static void recvmsg_waitall(void *arg)
 {
 	(void)arg;
@@ -927,7 +973,7 @@ static void recvmsg_waitall(void *arg)
 	/* 10 pieces of 100 bytes: all 1000, in order, across both iovecs */
 	struct dribble d = { sv[1], 10, 100, false };
 	weft_co *w = go(write_pieces, &d);
-	struct rm m = { sv[0], got, sizeof got, 0, 0, 0 };
+	struct rm m = { .fd = sv[0], .buf = got, .len = sizeof got };
 	CHECK_NOT_BLOCKED(waitall_recvmsg, &m);
 	CHECK(m.r == (ssize_t)sizeof got && memcmp(got, big, sizeof got) == 0);
 	join(w);
@@ -935,18 +981,29 @@ static void recvmsg_waitall(void *arg)
 	set_timeout(sv[0], SO_RCVTIMEO, 100);
 	d = (struct dribble){ sv[1], 2, 100, false };
 	w = go(write_pieces, &d);
-	m = (struct rm){ sv[0], got, sizeof got, 0, 0, 0 };
+	m = (struct rm){ .fd = sv[0], .buf = got, .len = sizeof got };
 	waitall_recvmsg(&m);
 	CHECK(m.r == 200 && memcmp(got, big, 200) == 0 && m.took >= 100 * MS);
 	join(w);
 	/* nothing came: EAGAIN at the timeout */
-	m = (struct rm){ sv[0], got, sizeof got, 0, 0, 0 };
+	m = (struct rm){ .fd = sv[0], .buf = got, .len = sizeof got };
 	waitall_recvmsg(&m);
 	CHECK(m.r == -1 && m.err == EAGAIN && m.took >= 100 * MS);
+	/* descriptors passed with a piece end the call after that piece, as
+	 * the kernel ends it; the descriptor arrives with it */
+	d = (struct dribble){ sv[1], 1, 100, false };
+	w = go(pass_fd_then_write, &d);
+	m = (struct rm){ .fd = sv[0], .buf = got, .len = sizeof got };
+	waitall_recvmsg_fd(&m);
+	CHECK(m.r == 100 && memcmp(got, big, 100) == 0 && m.passed >= 0);
+	close(m.passed);
+	join(w);
+	char rest[100];
+	CHECK(recv(sv[0], rest, sizeof rest, MSG_WAITALL) == 100);
 	/* end of file: what came before it */
 	d = (struct dribble){ sv[1], 3, 100, true };
 	w = go(write_pieces, &d);
-	m = (struct rm){ sv[0], got, sizeof got, 0, 0, 0 };
+	m = (struct rm){ .fd = sv[0], .buf = got, .len = sizeof got };
 	waitall_recvmsg(&m);
 	CHECK(m.r == 300 && memcmp(got, big, 300) == 0);
 	join(w);
