@@ -131,9 +131,6 @@ bool weft__hook_fd_forget(int fd);
 void weft__hook_fd_registered(int fd);
 /* fd's generation: it changes whenever fd is closed through the hooks. */
 unsigned weft__hook_fd_gen(int fd);
-/* Closes fd as weft wants it once weft has registered it (weft_close, from
- * a coroutine made for it on a plain thread); the caller forgot fd. */
-int weft__hook_close_registered(int fd, int mode);
 
 /* ------------------------------------------------------------- waiting */
 
@@ -155,6 +152,12 @@ void weft__hook_wait_init(struct weft__hook_wait *w, int fd, int events, int mod
  * the deadline, EBADF when fd was closed meanwhile, ECANCELED when the
  * coroutine was cancelled, or another error of weft_wait or poll. */
 int weft__hook_wait(struct weft__hook_wait *w);
+
+/* Runs fn(arg) on the offload pool while the coroutine parks; where no
+ * helper can be had (EAGAIN: fn did not run) it runs here.  0, or -1 with
+ * errno (ECANCELED: fn ran, the caller was cancelled meanwhile; the caller
+ * must undo what fn made). */
+int weft__hook_offload(void (*fn)(void *), void *arg);
 
 /* poll(2) in a coroutine, with a deadline (absolute ns, -1 none). */
 int weft__hook_poll(struct pollfd *fds, nfds_t n, int64_t deadline);

@@ -9,8 +9,8 @@
  * (wait.c: park the coroutine, or poll on a plain thread) and retry.  A read
  * returns after one successful attempt.  A write, like a blocking one, goes
  * on until every byte is taken, and returns what was taken when the
- * deadline or an error comes after some was (as the kernel does); so does a
- * recv with MSG_WAITALL on a stream socket.  Everything else (an untracked
+ * deadline or an error comes after some was (as the kernel does); so do a
+ * recv and a recvmsg with MSG_WAITALL on a stream socket.  Everything else (an untracked
  * fd, one the application made non-blocking, MSG_DONTWAIT, weft's own
  * calls) is the real call, untouched.
  */
@@ -26,6 +26,7 @@ struct op {
 	ssize_t (*attempt)(struct op *op, int fd);
 	int events;		/* WEFT_IN or WEFT_OUT */
 	bool all;		/* go on until len bytes are moved */
+	bool last;		/* the attempt says: no more (recvmsg's ancillary data) */
 	int flags;		/* the socket calls' flags */
 	size_t len, done;
 	union {
@@ -65,7 +66,7 @@ static ssize_t run(struct op *op, int fd)
 			return n;
 		if (n >= 0) {
 			op->done += (size_t)n;
-			if (n == 0 || op->done >= op->len)
+			if (n == 0 || op->done >= op->len || op->last)
 				return finish(op, (ssize_t)op->done);
 			continue;
 		}
@@ -212,9 +213,40 @@ static ssize_t writev_attempt(struct op *op, int fd)
 	return REAL(writev)(fd, iov, cnt);
 }
 
+/* With MSG_WAITALL, each attempt fills the iovecs past `done`.  The
+ * address, the ancillary data and the flags are the first attempt's (the
+ * later attempts' flags added): the later ones go without a control buffer,
+ * and an attempt that brought ancillary data (descriptors, credentials)
+ * ends the call, as the kernel's Unix sockets end it after such a message. */
 static ssize_t recvmsg_attempt(struct op *op, int fd)
 {
-	return REAL(recvmsg)(fd, op->msg, op->flags);
+	if (!op->all)
+		return REAL(recvmsg)(fd, op->msg, op->flags);
+	struct msghdr m = *op->msg;
+	struct iovec *iov;
+	int cnt;
+	if (iov_rest(op, &iov, &cnt) != 0)
+		return -1;
+	m.msg_iov = iov;
+	m.msg_iovlen = (size_t)cnt;
+	if (op->done) {
+		m.msg_name = NULL;
+		m.msg_namelen = 0;
+		m.msg_control = NULL;
+		m.msg_controllen = 0;
+	}
+	ssize_t r = REAL(recvmsg)(fd, &m, op->flags);
+	if (r < 0)
+		return r;
+	if (op->done) {
+		op->msg->msg_flags |= m.msg_flags;
+		return r;
+	}
+	op->msg->msg_namelen = m.msg_namelen;
+	op->msg->msg_controllen = m.msg_controllen;
+	op->msg->msg_flags = m.msg_flags;
+	op->last = m.msg_controllen != 0;
+	return r;
 }
 
 /* After a partial send, the rest goes without the ancillary data, which
@@ -251,9 +283,18 @@ HOOK_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	return run(&op, fd);
 }
 
+/* MSG_WAITALL on a stream socket waits for every iovec to be filled, as
+ * recv's does for len bytes. */
 HOOK_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct op op = { .attempt = recvmsg_attempt, .events = WEFT_IN, .flags = flags, .msg = msg };
+	op.len = msg ? iov_total(msg->msg_iov, (int)msg->msg_iovlen) : SIZE_MAX;
+	op.all = op.len != SIZE_MAX && msg->msg_iovlen <= IOV_MAX && weft__hook_ofd(fd) &&
+		 wait_all(fd, flags);
+	if (op.all) {
+		op.iov = msg->msg_iov;
+		op.iovcnt = (int)msg->msg_iovlen;
+	}
 	return run(&op, fd);
 }
 

@@ -7,7 +7,9 @@
  * is the only one and the hooks track it (weft_wait), else on a temporary
  * epoll instance holding them all, which leaves the fds' own flags and
  * weft's registrations alone.  Then the real poll again says what is
- * ready.  Elsewhere (plain threads, weft itself) the real calls run.
+ * ready.  ppoll with a signal mask waits in the real ppoll on the offload
+ * pool, the mask applied to the helper thread that waits.  Elsewhere (plain
+ * threads, weft itself) the real calls run.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -114,12 +116,49 @@ static bool valid_ts(const struct timespec *ts)
 	return ts->tv_sec >= 0 && ts->tv_nsec >= 0 && ts->tv_nsec < 1000000000;
 }
 
+/* A ppoll with a signal mask, for the offload pool. */
+struct masked {
+	struct pollfd *fds;
+	nfds_t n;
+	const struct timespec *ts;
+	const sigset_t *mask;
+	int r;
+	int err;
+};
+
+static void masked_run(void *arg)
+{
+	struct masked *m = arg;
+	m->r = REAL(ppoll)(m->fds, m->n, m->ts, m->mask);
+	m->err = errno;
+}
+
+/* The mask must hold, atomically, for the thread that waits: a parked
+ * coroutine has none, so the real ppoll runs on an offload helper (whose
+ * mask blocks every signal but while this call waits), which is then the
+ * thread the signals it unblocks can be delivered to.  Fds ready already
+ * are answered on the worker, by a zero-timeout poll without the mask: the
+ * kernel's ppoll reports ready fds before it looks at signals. */
+static int masked_ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+			const sigset_t *mask)
+{
+	int r = REAL(poll)(fds, n, 0);
+	if (r > 0)
+		return r;
+	struct masked m = { .fds = fds, .n = n, .ts = ts, .mask = mask };
+	if (weft__hook_offload(masked_run, &m) != 0)
+		return -1;
+	errno = m.err;
+	return m.r;
+}
+
 HOOK_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 		      const sigset_t *sigmask)
 {
-	/* A signal mask cannot be applied to a parked coroutine: the real call */
-	if (sigmask || (ts && !valid_ts(ts)) || weft__hook_mode() != HOOK_CORO)
+	if ((ts && !valid_ts(ts)) || weft__hook_mode() != HOOK_CORO)
 		return REAL(ppoll)(fds, n, ts, sigmask);
+	if (sigmask)
+		return masked_ppoll(fds, n, ts, sigmask);
 	return weft__hook_poll(fds, n, ts ? weft__hook_after(weft__hook_ts_ns(ts)) : -1);
 }
 

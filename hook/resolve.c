@@ -13,21 +13,6 @@
 
 #include "hook.h"
 
-/* Runs fn(arg) on the offload pool; where no helper can be had (EAGAIN:
- * fn did not run) it runs here.  0, or -1 with errno (ECANCELED: fn ran,
- * the caller was cancelled meanwhile; the caller must undo what fn made). */
-static int offload(void (*fn)(void *), void *arg)
-{
-	if (!weft__hook_enter())
-		return -1;
-	int r = weft_offload(fn, arg);
-	weft__hook_leave();
-	if (r == 0 || errno != EAGAIN)
-		return r;
-	fn(arg);
-	return 0;
-}
-
 /* ---------------------------------------------------------- getaddrinfo */
 
 struct gai {
@@ -51,7 +36,7 @@ HOOK_EXPORT int getaddrinfo(const char *node, const char *service, const struct 
 	if (weft__hook_mode() != HOOK_CORO)
 		return REAL(getaddrinfo)(node, service, hints, res);
 	struct gai g = { .node = node, .service = service, .hints = hints };
-	if (offload(gai_run, &g) != 0) {
+	if (weft__hook_offload(gai_run, &g) != 0) {
 		if (g.result == 0 && g.res)
 			freeaddrinfo(g.res);
 		return EAI_SYSTEM;	/* errno: ECANCELED, ENOMEM */
@@ -86,7 +71,7 @@ HOOK_EXPORT int gethostbyname_r(const char *name, struct hostent *ret, char *buf
 	if (weft__hook_mode() != HOOK_CORO)
 		return REAL(gethostbyname_r)(name, ret, buf, buflen, result, h_errnop);
 	struct ghbn g = { .name = name, .ret = ret, .buf = buf, .buflen = buflen };
-	if (offload(ghbn_run, &g) != 0) {
+	if (weft__hook_offload(ghbn_run, &g) != 0) {
 		*result = NULL;
 		*h_errnop = NETDB_INTERNAL;
 		return errno;

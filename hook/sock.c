@@ -9,7 +9,8 @@
  * fcntl(F_GETFL) shows the believed flag, F_SETFL and FIONBIO change it
  * and keep the real one set.  Copies share the record.  close of an fd the
  * hooks waited on goes through weft_close, which wakes the coroutines
- * parked on it (their calls fail with EBADF, wait.c).
+ * parked on it (their calls fail with EBADF, wait.c); dup2 and dup3 onto
+ * such an fd go through weft_release, then replace it in one step.
  */
 /* With _FILE_OFFSET_BITS=64, glibc's headers name fcntl fcntl64 for the
  * linker: both are defined here, under their own names (on 64-bit systems
@@ -109,36 +110,40 @@ HOOK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 
 /* --------------------------------------------------------------- close */
 
-struct closing {
+/* Hands fd, which weft registered, back from weft (the caller forgot fd
+ * first): fn is weft_close or weft_release, which wake the coroutines
+ * parked on fd and drop weft's registration.  weft's calls are for
+ * coroutines: a plain thread has one made for it; where none can be made
+ * (no runtime running: weft registers nothing any more), fallback(fd). */
+struct letting_go {
+	int (*fn)(int);
 	int fd;
 	int result;
 	int err;
 };
 
-static void close_in_coroutine(void *arg)
+static void let_go_in_coroutine(void *arg)
 {
-	struct closing *c = arg;
-	c->result = weft_close(c->fd);
-	c->err = errno;
+	struct letting_go *l = arg;
+	l->result = l->fn(l->fd);
+	l->err = errno;
 }
 
-int weft__hook_close_registered(int fd, int mode)
+static int let_go(int fd, int mode, int (*fn)(int), int (*fallback)(int))
 {
 	if (mode == HOOK_CORO) {
 		if (!weft__hook_enter())
-			return REAL(close)(fd);
-		int r = weft_close(fd);
+			return fallback(fd);
+		int r = fn(fd);
 		weft__hook_leave();
 		return r;
 	}
-	/* weft_close is for coroutines: a plain thread has one made for it;
-	 * with no runtime running, weft registers nothing any more. */
-	struct closing c = { .fd = fd };
-	weft_co *co = weft_spawn(close_in_coroutine, &c);
+	struct letting_go l = { .fn = fn, .fd = fd };
+	weft_co *co = weft_spawn(let_go_in_coroutine, &l);
 	if (!co || weft_join(co) != 0)
-		return REAL(close)(fd);
-	errno = c.err;
-	return c.result;
+		return fallback(fd);
+	errno = l.err;
+	return l.result;
 }
 
 HOOK_EXPORT int close(int fd)
@@ -146,7 +151,7 @@ HOOK_EXPORT int close(int fd)
 	int mode = weft__hook_mode();
 	if (mode == HOOK_PASS || !weft__hook_fd_forget(fd))
 		return REAL(close)(fd);
-	return weft__hook_close_registered(fd, mode);
+	return let_go(fd, mode, weft_close, REAL(close));
 }
 
 /* ----------------------------------------------------------------- dup */
@@ -159,14 +164,25 @@ HOOK_EXPORT int dup(int fd)
 	return r;
 }
 
-/* dup2 and dup3 (three): a tracked target is closed as close() closes
- * it first, when the copy is going to happen. */
+/* let_go's fallback for weft_release: without a runtime there is nothing
+ * to release. */
+static int nothing_to_release(int fd)
+{
+	(void)fd;
+	return 0;
+}
+
+/* dup2 and dup3 (three) replace `to` in one step, as the real calls do.
+ * When the copy is going to happen, a tracked target is first let go as
+ * close() lets it go (the calls parked on it fail with EBADF), but with
+ * weft_release: it stays open, its number taken, until the real call
+ * replaces the file behind it. */
 static int dup_onto(int from, int to, bool three, int flags)
 {
 	int mode = weft__hook_mode();
 	bool copies = mode != HOOK_PASS && from != to && REAL(fcntl)(from, F_GETFD) >= 0;
 	if (copies && weft__hook_fd_forget(to))
-		weft__hook_close_registered(to, mode);
+		let_go(to, mode, weft_release, nothing_to_release);
 	int r = three ? REAL(dup3)(from, to, flags) : REAL(dup2)(from, to);
 	if (r >= 0 && copies)
 		weft__hook_fd_share(from, r);

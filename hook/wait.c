@@ -5,7 +5,8 @@
  * plain thread blocks in the real poll(2), since the hooks made the fd
  * non-blocking under it.  Either way the deadline is the socket's
  * SO_RCVTIMEO or SO_SNDTIMEO, read when the call first has to wait, and its
- * expiry is EAGAIN, as the kernel's.
+ * expiry is EAGAIN, as the kernel's.  And the wait of a call that must block
+ * a thread (the resolver, ppoll with a signal mask): on the offload pool.
  */
 #include <errno.h>
 #include <limits.h>
@@ -104,4 +105,16 @@ int weft__hook_wait(struct weft__hook_wait *w)
 		return -1;
 	}
 	return w->mode == HOOK_CORO ? park(w) : block(w);
+}
+
+int weft__hook_offload(void (*fn)(void *), void *arg)
+{
+	if (!weft__hook_enter())
+		return -1;
+	int r = weft_offload(fn, arg);
+	weft__hook_leave();
+	if (r == 0 || errno != EAGAIN)
+		return r;
+	fn(arg);
+	return 0;
 }

@@ -23,6 +23,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -773,6 +774,374 @@ Test(hook, getaddrinfo_and_gethostbyname_run_on_the_offload_pool)
 {
 	REQUIRE_HOOKS();
 	run(1, resolve, NULL);
+}
+
+/* ------------------------------------------------- ppoll with a mask */
+
+struct pp {
+	struct pollfd *fds;
+	nfds_t n;
+	const struct timespec *ts;
+	int r;
+	int err;
+	int64_t took;
+};
+
+/* ppoll with an empty signal mask: every signal unblocked while it waits. */
+static void do_ppoll(void *arg)
+{
+	struct pp *p = arg;
+	sigset_t none;
+	sigemptyset(&none);
+	int64_t t0 = weft_now();
+	p->r = ppoll(p->fds, p->n, p->ts, &none);
+	p->err = errno;
+	p->took = since(t0);
+}
+
+static atomic_int usr1_caught;
+static _Atomic pthread_t usr1_thread;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	atomic_store(&usr1_thread, pthread_self());
+	atomic_fetch_add(&usr1_caught, 1);
+}
+
+static void *write_in_50ms(void *arg)
+{
+	usleep(50 * 1000);
+	CHECK(write(*(int *)arg, "p", 1) == 1);
+	return NULL;
+}
+
+static void ppolls(void *arg)
+{
+	(void)arg;
+	int fds[2];
+	CHECK(pipe(fds) == 0);
+	/* readable after 50 ms (a plain thread writes, so that a blocked
+	 * worker fails the test rather than hangs it): the worker keeps
+	 * running meanwhile */
+	struct pollfd pf = { .fd = fds[0], .events = POLLIN };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, write_in_50ms, &fds[1]) == 0);
+	struct pp p = { &pf, 1, NULL, 0, 0, 0 };
+	CHECK_NOT_BLOCKED(do_ppoll, &p);
+	CHECK(p.r == 1 && pf.revents == POLLIN && p.took >= 45 * MS);
+	CHECK(pthread_join(t, NULL) == 0);
+	char c;
+	CHECK(read(fds[0], &c, 1) == 1 && c == 'p');
+	/* the timeout: 0, never early */
+	struct timespec ts = { 0, 100 * MS };
+	p = (struct pp){ &pf, 1, &ts, -1, 0, 0 };
+	CHECK_NOT_BLOCKED(do_ppoll, &p);
+	CHECK(p.r == 0 && pf.revents == 0 && p.took >= 100 * MS && p.took < 900 * MS);
+	/* a zero timeout: 0 at once */
+	struct timespec now = { 0, 0 };
+	p = (struct pp){ &pf, 1, &now, -1, 0, 0 };
+	do_ppoll(&p);
+	CHECK(p.r == 0 && pf.revents == 0 && p.took < 50 * MS);
+	/* a closed fd is POLLNVAL at once, as the kernel says */
+	struct pollfd two[2] = { { fds[0], POLLIN, 0 }, { 1000, POLLIN, 0 } };
+	p = (struct pp){ two, 2, &ts, -1, 0, 0 };
+	do_ppoll(&p);
+	CHECK(p.r == 1 && two[1].revents == POLLNVAL && two[0].revents == 0 && p.took < 50 * MS);
+	/* a bad timeout is EINVAL */
+	struct timespec bad = { 0, 1000 * 1000 * 1000 };
+	p = (struct pp){ &pf, 1, &bad, 0, 0, 0 };
+	do_ppoll(&p);
+	CHECK(p.r == -1 && p.err == EINVAL);
+	/* SIGUSR1, blocked in every thread, is pending: the mask unblocks it
+	 * for the wait, the handler runs (on the thread that waits, not the
+	 * worker) and ppoll says EINTR */
+	CHECK(kill(getpid(), SIGUSR1) == 0);
+	p = (struct pp){ &pf, 1, &ts, 0, 0, 0 };
+	pthread_t worker = pthread_self();
+	do_ppoll(&p);
+	CHECK(p.r == -1 && p.err == EINTR && atomic_load(&usr1_caught) == 1);
+	CHECK(!pthread_equal(atomic_load(&usr1_thread), worker));
+	close(fds[0]);
+	close(fds[1]);
+}
+
+Test(hook, ppoll_with_a_signal_mask_parks_only_the_coroutine)
+{
+	REQUIRE_HOOKS();
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	sigset_t usr1;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	cr_assert_eq(pthread_sigmask(SIG_BLOCK, &usr1, NULL), 0);
+	run(1, ppolls, NULL);
+}
+
+/* -------------------------------------------------- recvmsg MSG_WAITALL */
+
+/* A coroutine that writes `pieces` pieces of `size` bytes of big to fd,
+ * 5 ms apart, then shuts the socket down for writing when `eof`. */
+struct dribble {
+	int fd;
+	int pieces;
+	size_t size;
+	bool eof;
+};
+
+static void write_pieces(void *arg)
+{
+	struct dribble *d = arg;
+	for (int i = 0; i < d->pieces; i++) {
+		weft_sleep(weft_now() + 5 * MS);
+		CHECK(write(d->fd, big + (size_t)i * d->size, d->size) == (ssize_t)d->size);
+	}
+	if (d->eof)
+		CHECK(shutdown(d->fd, SHUT_WR) == 0);
+}
+
+struct rm {
+	int fd;
+	char *buf;
+	size_t len;
+	ssize_t r;
+	int err;
+	int64_t took;
+	int passed;	/* the fd received with the data, or -1 */
+};
+
+/* recvmsg(MSG_WAITALL) into two iovecs of buf: 300 bytes, then the rest. */
+static void waitall_recvmsg(void *arg)
+{
+	struct rm *m = arg;
+	struct iovec iov[2] = { { m->buf, 300 }, { m->buf + 300, m->len - 300 } };
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	int64_t t0 = weft_now();
+	m->r = recvmsg(m->fd, &msg, MSG_WAITALL);
+	m->err = errno;
+	m->took = since(t0);
+}
+
+/* Sends 100 bytes of big with an fd (SCM_RIGHTS), then, 20 ms later, 100
+ * more. */
+static void pass_fd_then_write(void *arg)
+{
+	struct dribble *d = arg;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl = { 0 };
+	struct iovec iov = { big, 100 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			      .msg_controllen = sizeof ctl.buf };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &d->fd, sizeof(int));
+	CHECK(sendmsg(d->fd, &msg, 0) == 100);
+	weft_sleep(weft_now() + 20 * MS);
+	CHECK(write(d->fd, big + 100, 100) == 100);
+}
+
+/* waitall_recvmsg with room for one fd: the fd received, in m->passed. */
+static void waitall_recvmsg_fd(void *arg)
+{
+	struct rm *m = arg;
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov[2] = { { m->buf, 300 }, { m->buf + 300, m->len - 300 } };
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2, .msg_control = ctl.buf,
+			      .msg_controllen = sizeof ctl.buf };
+	m->r = recvmsg(m->fd, &msg, MSG_WAITALL);
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	m->passed = -1;
+	if (c && c->cmsg_type == SCM_RIGHTS)
+		memcpy(&m->passed, CMSG_DATA(c), sizeof(int));
+}
+
+static void recvmsg_waitall(void *arg)
+{
+	(void)arg;
+	for (size_t i = 0; i < sizeof big; i++)
+		big[i] = (char)(i * 11);
+	static char got[1000];
+	int sv[2];
+	socket_pair(sv);
+	/* 10 pieces of 100 bytes: all 1000, in order, across both iovecs */
+	struct dribble d = { sv[1], 10, 100, false };
+	weft_co *w = go(write_pieces, &d);
+	struct rm m = { .fd = sv[0], .buf = got, .len = sizeof got };
+	CHECK_NOT_BLOCKED(waitall_recvmsg, &m);
+	CHECK(m.r == (ssize_t)sizeof got && memcmp(got, big, sizeof got) == 0);
+	join(w);
+	/* SO_RCVTIMEO: the partial count at the timeout */
+	set_timeout(sv[0], SO_RCVTIMEO, 100);
+	d = (struct dribble){ sv[1], 2, 100, false };
+	w = go(write_pieces, &d);
+	m = (struct rm){ .fd = sv[0], .buf = got, .len = sizeof got };
+	waitall_recvmsg(&m);
+	CHECK(m.r == 200 && memcmp(got, big, 200) == 0 && m.took >= 100 * MS);
+	join(w);
+	/* nothing came: EAGAIN at the timeout */
+	m = (struct rm){ .fd = sv[0], .buf = got, .len = sizeof got };
+	waitall_recvmsg(&m);
+	CHECK(m.r == -1 && m.err == EAGAIN && m.took >= 100 * MS);
+	/* descriptors passed with a piece end the call after that piece, as
+	 * the kernel ends it; the descriptor arrives with it */
+	d = (struct dribble){ sv[1], 1, 100, false };
+	w = go(pass_fd_then_write, &d);
+	m = (struct rm){ .fd = sv[0], .buf = got, .len = sizeof got };
+	waitall_recvmsg_fd(&m);
+	CHECK(m.r == 100 && memcmp(got, big, 100) == 0 && m.passed >= 0);
+	close(m.passed);
+	join(w);
+	char rest[100];
+	CHECK(recv(sv[0], rest, sizeof rest, MSG_WAITALL) == 100);
+	/* end of file: what came before it */
+	d = (struct dribble){ sv[1], 3, 100, true };
+	w = go(write_pieces, &d);
+	m = (struct rm){ .fd = sv[0], .buf = got, .len = sizeof got };
+	waitall_recvmsg(&m);
+	CHECK(m.r == 300 && memcmp(got, big, 300) == 0);
+	join(w);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, recvmsg_with_msg_waitall_fills_every_iovec)
+{
+	REQUIRE_HOOKS();
+	run(1, recvmsg_waitall, NULL);
+}
+
+/* ----------------------------------------------- dup2 onto a parked fd */
+
+static void dup_later(void *arg)
+{
+	int *from_to = arg;
+	weft_sleep(weft_now() + 100 * MS);
+	CHECK(dup2(from_to[0], from_to[1]) == from_to[1]);
+}
+
+static void dup2_parked(void *arg)
+{
+	(void)arg;
+	int a[2], b[2];
+	socket_pair(a);
+	socket_pair(b);
+	/* the parked read fails as close would make it */
+	int from_to[2] = { b[0], a[0] };
+	weft_co *d = go(dup_later, from_to);
+	struct rd rd = { .fd = a[0] };
+	CHECK_NOT_BLOCKED(blocking_read, &rd);
+	CHECK(rd.r == -1 && rd.err == EBADF && rd.took >= 90 * MS);
+	join(d);
+	/* a[0] is now b[0]'s file, hooked: a read parks until b[1] writes */
+	CHECK(hooked(a[0]));
+	struct later l = { b[1], 50, 'd' };
+	weft_co *w = go(write_later, &l);
+	rd = (struct rd){ .fd = a[0] };
+	CHECK_NOT_BLOCKED(blocking_read, &rd);
+	CHECK(rd.r == 1 && rd.byte == 'd');
+	join(w);
+	/* the old file lost its last fd: its peer sees end of file */
+	char c;
+	CHECK(read(a[1], &c, 1) == 0);
+	for (int i = 0; i < 2; i++) {
+		close(a[i]);
+		close(b[i]);
+	}
+}
+
+Test(hook, dup2_onto_a_parked_fd_wakes_it_with_ebadf_and_takes_the_number)
+{
+	REQUIRE_HOOKS();
+	run(1, dup2_parked, NULL);
+}
+
+/* A plain thread that opens and closes fds (pipes, sockets) as fast as it
+ * can, and counts the times it was given `watched`, or found it closed
+ * (fcntl, between the opens: the number was free). */
+struct opener {
+	int watched;
+	atomic_bool stop;
+	atomic_long stolen, freed, opened;
+};
+
+static void *open_fds(void *arg)
+{
+	struct opener *o = arg;
+	for (unsigned n = 0; !atomic_load(&o->stop); n++) {
+		for (int k = 0; k < 8; k++)
+			if (fcntl(o->watched, F_GETFD) < 0)
+				atomic_fetch_add(&o->freed, 1);
+		int fds[2];
+		if ((n % 2 ? socketpair(AF_UNIX, SOCK_STREAM, 0, fds) : pipe(fds)) != 0)
+			continue;
+		atomic_fetch_add(&o->opened, 1);
+		for (int i = 0; i < 2; i++) {
+			if (fds[i] == o->watched)
+				atomic_fetch_add(&o->stolen, 1);	/* left open: dup2 replaces it */
+			else
+				close(fds[i]);
+		}
+	}
+	return NULL;
+}
+
+static void read_until_bad(void *arg)
+{
+	struct rd *rd = arg;
+	blocking_read(rd);
+	CHECK(rd->r == -1 && rd->err == EBADF);
+}
+
+/* A reader parks on `target` while another coroutine dup2s (dup3 every
+ * other time) onto it, again and again; meanwhile the opener must never
+ * get the number: it is never free. */
+static void dup2_stress(void *arg)
+{
+	(void)arg;
+	int a[2], b[2];
+	socket_pair(a);
+	socket_pair(b);
+	int target = dup(a[0]);
+	CHECK(target >= 0);
+	set_timeout(a[0], SO_RCVTIMEO, 2000);	/* a reader that missed the dup2 fails */
+	set_timeout(b[0], SO_RCVTIMEO, 2000);
+	struct opener o = { .watched = target };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, open_fds, &o) == 0);
+	unsigned rounds = scaled(10000, 1000, 100);
+	for (unsigned i = 0; i < rounds; i++) {
+		struct rd rd = { .fd = target };
+		weft_co *r = go(read_until_bad, &rd);
+		weft_yield();	/* the reader parks on target */
+		int from = i % 2 ? a[0] : b[0];
+		CHECK((i % 4 < 2 ? dup2(from, target) : dup3(from, target, O_CLOEXEC)) == target);
+		join(r);
+	}
+	atomic_store(&o.stop, true);
+	CHECK(pthread_join(t, NULL) == 0);
+	CHECK(atomic_load(&o.opened) > 0);
+	if (atomic_load(&o.stolen) || atomic_load(&o.freed))
+		fprintf(stderr, "fd %d: the opener got it %ld times, found it closed %ld times\n",
+			target, atomic_load(&o.stolen), atomic_load(&o.freed));
+	CHECK(atomic_load(&o.stolen) == 0 && atomic_load(&o.freed) == 0);
+	close(target);
+	for (int i = 0; i < 2; i++) {
+		close(a[i]);
+		close(b[i]);
+	}
+}
+
+Test(hook, dup2_onto_a_parked_fd_never_frees_the_number)
+{
+	REQUIRE_HOOKS();
+	run(1, dup2_stress, NULL);
 }
 
 /* ----------------------------------------------------------- LD_PRELOAD */
