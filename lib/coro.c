@@ -16,6 +16,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "invariant.h"
 #include "atomic.h"
@@ -178,20 +179,21 @@ static void co_main(void *arg)
 static void copy_name(struct weft_co *co, const char *name)
 {
 	size_t len = name ? strnlen(name, WEFT_NAME_MAX - 1) : 0;
-	memcpy(co->name, name ? name : "", len);
+	if (len)	/* a plain spawn: no call into libc */
+		memcpy(co->name, name, len);
 	co->name[len] = '\0';
 }
 
-/* The stack size opts asks for (0: the configured one), or 0 if it is
- * out of range. */
-static size_t opts_stack_size(const weft_spawn_opts *opts)
+/* The stack size opts asks for, rounded: 0 for the configured one (no
+ * opts, or 0 in it), -EINVAL out of range. */
+static ssize_t opts_stack_size(const weft_spawn_opts *opts)
 {
 	if (!opts || !opts->stack_size)
-		return weft__stack_size();
-	if (opts->stack_size > WEFT__CONFIG_STACK_MAX)
 		return 0;
+	if (opts->stack_size > WEFT__CONFIG_STACK_MAX)
+		return -EINVAL;
 	size_t size = weft__config_page_round(opts->stack_size);
-	return size < WEFT__CONFIG_STACK_MIN ? WEFT__CONFIG_STACK_MIN : size;
+	return (ssize_t)(size < WEFT__CONFIG_STACK_MIN ? WEFT__CONFIG_STACK_MIN : size);
 }
 
 weft_co *weft_spawn(void (*fn)(void *), void *arg)
@@ -199,28 +201,21 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 	return weft_spawn_with(fn, arg, NULL);
 }
 
-weft_co *weft_spawn_with(void (*fn)(void *), void *arg, const weft_spawn_opts *opts)
-{
-	struct weft_co *co;
-	int r = weft__co_new(&co, fn, arg, opts);
-	if (r < 0)
-		return weft__err_result_null(r);
-	weft__co_start(co);
-	return co;
-}
-
-/* The fields that weft__co_each_live's callback may read or write while the
+/* weft__co_new's body, inline in weft_spawn_with (a spawn's fast path).
+ * The fields that weft__co_each_live's callback may read or write while the
  * stack is being reused (cancelled, park_word, id, fn) are stored
  * atomically here (relaxed: plain moves). */
-int weft__co_new(struct weft_co **out, void (*fn)(void *), void *arg, const weft_spawn_opts *opts)
+static inline __attribute__((always_inline)) int co_new(struct weft_co **out, void (*fn)(void *),
+							 void *arg, const weft_spawn_opts *opts)
 {
 	if (!weft__rt_accepting())
 		return -EPERM;
-	size_t size = opts_stack_size(opts);
-	if (!fn || !size)
+	ssize_t size = opts_stack_size(opts);
+	if (!fn || size < 0)
 		return -EINVAL;
 	struct weft__worker *w = weft__worker_self();
-	struct weft__stack *stack = weft__stack_get_sized(stacks_of(w), size);
+	struct weft__stack *stack = size ? weft__stack_get_sized(stacks_of(w), (size_t)size)
+					 : weft__stack_get(stacks_of(w));
 	if (!stack)
 		return -ENOMEM;
 	struct weft_co *co = weft__stack_payload(stack);
@@ -245,6 +240,21 @@ int weft__co_new(struct weft_co **out, void (*fn)(void *), void *arg, const weft
 	san_init(&co->san, weft__stack_base(stack), weft__stack_usable(stack), true);
 	*out = co;
 	return 0;
+}
+
+int weft__co_new(struct weft_co **out, void (*fn)(void *), void *arg, const weft_spawn_opts *opts)
+{
+	return co_new(out, fn, arg, opts);
+}
+
+weft_co *weft_spawn_with(void (*fn)(void *), void *arg, const weft_spawn_opts *opts)
+{
+	struct weft_co *co;
+	int r = co_new(&co, fn, arg, opts);
+	if (r < 0)
+		return weft__err_result_null(r);
+	weft__co_start(co);
+	return co;
 }
 
 void weft__co_start(struct weft_co *co)
@@ -277,12 +287,8 @@ void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg)
 	weft__stack_each(visit, &e);
 }
 
-int weft_join(weft_co *co)
-{
-	return weft_join_until(co, -1);
-}
-
-int weft_join_until(weft_co *co, int64_t deadline)
+/* weft_join_until's body, inline in both calls. */
+static inline __attribute__((always_inline)) int join(weft_co *co, int64_t deadline)
 {
 	if (!co || co == weft_self())
 		return weft__err_fail(EINVAL);
@@ -293,6 +299,16 @@ int weft_join_until(weft_co *co, int64_t deadline)
 		return weft__err_fail(r);
 	co_free(weft__worker_self(), co);
 	return 0;
+}
+
+int weft_join(weft_co *co)
+{
+	return join(co, -1);
+}
+
+int weft_join_until(weft_co *co, int64_t deadline)
+{
+	return join(co, deadline);
 }
 
 bool weft__co_cancelled(void)

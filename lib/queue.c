@@ -13,10 +13,15 @@
 #include "loop.h"
 #include "worker.h"
 
-void weft__queue_push_local(struct weft__worker *w, struct weft_co *co)
+static inline void queue_push_local(struct weft__worker *w, struct weft_co *co)
 {
 	if (!w || weft__deque_push(&w->deque, co) != 0)
 		weft__queue_push(&weft__rt.inject, co, true);
+}
+
+void weft__queue_push_local(struct weft__worker *w, struct weft_co *co)
+{
+	queue_push_local(w, co);
 }
 
 /*
@@ -36,14 +41,20 @@ void weft__queue_push_local(struct weft__worker *w, struct weft_co *co)
  * the eventfd until its next harvest or sleep takes it, so no handshake
  * with its idling is needed).  False for an unlocked coroutine.
  */
-static bool schedule_pinned(struct weft_co *co)
+static __attribute__((noinline)) void push_pinned(struct weft_co *co, struct weft__worker *home)
 {
-	struct weft__worker *home = co->home;
-	if (!home)
-		return false;
 	weft__queue_push(&home->pinned, co, true);
 	if (home != weft__worker_self())
 		weft__loop_wake(home);
+}
+
+/* Inline: every wake of an unlocked coroutine pays one load here. */
+static inline bool schedule_pinned(struct weft_co *co)
+{
+	struct weft__worker *home = co->home;
+	if (__builtin_expect(home == NULL, 1))
+		return false;
+	push_pinned(co, home);
 	return true;
 }
 
@@ -60,7 +71,7 @@ void weft__schedule(struct weft_co *co)
 	struct weft_co *older = at_swap_ptr((void **)&w->runnext, co);
 	if (!older)
 		return;
-	weft__queue_push_local(w, older);
+	queue_push_local(w, older);
 	if (weft__rt.nworkers > 1)
 		weft__idle_notify();
 }

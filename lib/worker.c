@@ -133,11 +133,6 @@ WEFT__ERR_OPAQUE struct weft__worker *weft__worker_self(void)
 	return tls_worker;
 }
 
-bool weft__rt_accepting(void)
-{
-	return at_load_uint(&weft__rt.running) != 0;
-}
-
 uint64_t weft__worker_next_id(struct weft__worker *w)
 {
 	if (!w)
@@ -363,7 +358,8 @@ static void *worker_main(void *arg)
 		if (!co && weft__idle_may_spin(w))
 			co = weft__steal_work(w, &busy);
 		if (co) {
-			weft__idle_stop_spinning(w);
+			if (w->spinning)	/* else no call at every dispatch */
+				weft__idle_stop_spinning(w);
 			weft__co_run(w, co);
 			continue;
 		}

@@ -130,7 +130,10 @@ extern struct weft__rt_state weft__rt;
 
 /* True between weft_init and the end of weft_shutdown's drain (runtime.c
  * sets weft__rt.running). */
-bool weft__rt_accepting(void);
+static inline bool weft__rt_accepting(void)
+{
+	return at_load_uint(&weft__rt.running) != 0;
+}
 
 /* The worker this thread is, or NULL.  Never cached across a suspension:
  * out of line, so the thread-local's address is computed afresh. */
