@@ -397,8 +397,10 @@ def run_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
     rows = server_rows(args)
     if not rows:
         return [], [], None
+    # the counts some row runs at (the fixed rows' only, if alone)
     pins = {w: Pins.choose(w, args.load_threads)
-            for w in args.server_workers}
+            for w in sorted({w for sb in rows
+                             for w in row_workers(sb, args.server_workers)})}
     for w, pn in pins.items():
         print(f"bench.py: servers on {w} worker{'s' if w > 1 else ''}: "
               f"{pn.note}", file=sys.stderr)
