@@ -181,7 +181,7 @@ static int serve(int argc, char **argv, struct server *s, void (*handle)(int fd)
 		return 1;
 	if (weft_main(run, s, NULL) != 0)
 		return fail(s->name, "weft_main");
-	return 1; /* the servers never return */
+	return 1; /* the acceptor never returns, a UDP handler only on failure */
 }
 
 int serve_tcp(int argc, char **argv, const char *name, void (*handle)(int fd))
