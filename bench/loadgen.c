@@ -3,7 +3,7 @@
  * loadgen — a closed-loop load generator for echo servers.  Plain C11 and
  * epoll, no weft: it measures weft's servers and their peers alike.
  *
- *   loadgen [-c CONNS] [-s SIZE] [-d SECONDS] [-w SECONDS] [-h HOST]
+ *   loadgen [-u] [-c CONNS] [-s SIZE] [-d SECONDS] [-w SECONDS] [-h HOST]
  *           [-p PORT] [-t THREADS] [-i IMPL] [-W WORKERS]
  *
  * Each of CONNS connections sends a message of SIZE bytes, waits for all of
@@ -30,6 +30,17 @@
  * below ops/conns, the server starves some connections.  check=fail, and exit
  * status 1, when a connection could not be made, failed, was closed, returned
  * a wrong byte, or lost its echo.  Exit status 2: usage.
+ *
+ * -u: UDP instead of TCP.  Each of CONNS UDP sockets (connected to the
+ * server, so that it takes only the server's datagrams) sends a message as
+ * one datagram of SIZE bytes and waits for one datagram back: the whole
+ * message, byte for byte.  UDP may drop datagrams, so a message not echoed
+ * within UDP_TIMEOUT_NS is lost: counted (lost=, over the whole run) and
+ * replaced by the connection's next message, so that a drop costs a
+ * connection UDP_TIMEOUT_NS rather than the run.  An echo of a lost message
+ * that comes later is no error (late=); any other datagram, or one of the
+ * wrong length, is (check=fail).  Lost datagrams do not fail the check; the
+ * name is udp-CONNS-SIZE.
  *
  * Single-threaded by default, so that on a 2-CPU machine it takes one CPU
  * and leaves the other to the server; -t splits the connections over
@@ -62,6 +73,10 @@
 #define CONNECT_TIMEOUT_S 5
 #define MAX_REPORTED_ERRORS 5 /* per process; the rest are only counted */
 #define EVENTS_PER_WAIT 256
+#define UDP_TIMEOUT_NS (NS_PER_S / 2) /* -u: a message not echoed is lost */
+#define SWEEP_NS (UDP_TIMEOUT_NS / 10) /* -u: how often to look for them */
+#define LATE_SEQS 4 /* -u: lost messages whose late echo is still accepted */
+#define UDP_MAX 65507 /* the largest UDP payload over IPv4 */
 
 struct opts {
 	unsigned conns;
@@ -69,6 +84,7 @@ struct opts {
 	double duration_s, warmup_s;
 	const char *host, *port, *impl;
 	unsigned workers, threads;
+	bool udp; /* -u */
 };
 
 /* ------------------------------------------------------------ histogram */
@@ -189,6 +205,8 @@ struct conn {
 	bool want_out; /* EPOLLOUT registered: the last write was partial */
 	unsigned char *msg; /* the current message, what must come back */
 	uint64_t *base; /* the connection's pattern (see fill_message) */
+	uint32_t lost_seq[LATE_SEQS]; /* -u: the last messages lost, 0: none */
+	unsigned lost_next; /* -u: where the next lost one goes in lost_seq */
 };
 
 /* One epoll loop over a slice of the connections; one per thread. */
@@ -201,9 +219,11 @@ struct loop {
 	int64_t t_measure, t_end; /* the measured window */
 	int64_t t_stopped; /* when this loop stopped */
 	unsigned char *scratch; /* what read(2) returns, before the check */
+	unsigned char *late_msg; /* -u: a lost message, made again to compare */
+	int64_t next_sweep; /* -u: when to look for lost messages next */
 	struct hist hist; /* round trips completed in the window or the drain */
 	uint64_t msgs; /* round trips completed in the window */
-	unsigned errors, lost;
+	unsigned errors, lost, late;
 	pthread_t thread;
 };
 
@@ -319,9 +339,22 @@ static void conn_done(struct loop *l, struct conn *c)
 		conn_start(l, c);
 }
 
-/* Reads no further than the current message: the next one's bytes must
- * not come before it is sent. */
-static void conn_recv(struct loop *l, struct conn *c)
+/* got came back where want should have, at offset of the message, and
+ * differs (memcmp said so): say where, and fail the connection. */
+static void mismatch(struct loop *l, struct conn *c, const unsigned char *got,
+		     const unsigned char *want, size_t offset)
+{
+	size_t i = 0;
+
+	while (got[i] == want[i])
+		i++;
+	conn_fail(l, c, "wrong byte at offset %zu: got 0x%02x, want 0x%02x",
+		  offset + i, got[i], want[i]);
+}
+
+/* TCP: reads no further than the current message: the next one's bytes
+ * must not come before it is sent. */
+static void stream_recv(struct loop *l, struct conn *c)
 {
 	size_t size = l->o->size;
 	ssize_t n;
@@ -341,11 +374,7 @@ static void conn_recv(struct loop *l, struct conn *c)
 		return;
 	}
 	if (memcmp(l->scratch, c->msg + c->got, (size_t)n) != 0) {
-		size_t i = 0;
-		while (l->scratch[i] == c->msg[c->got + i])
-			i++;
-		conn_fail(l, c, "wrong byte at offset %zu: got 0x%02x, want 0x%02x",
-			  c->got + i, l->scratch[i], c->msg[c->got + i]);
+		mismatch(l, c, l->scratch, c->msg + c->got, c->got);
 		return;
 	}
 	c->got += (size_t)n;
@@ -353,17 +382,91 @@ static void conn_recv(struct loop *l, struct conn *c)
 		conn_done(l, c);
 }
 
+/* -u: whether the datagram in scratch is the late echo of one of c's lost
+ * messages; each is taken once (a second echo is an error). */
+static bool late_echo(struct loop *l, struct conn *c)
+{
+	size_t size = l->o->size;
+
+	for (unsigned i = 0; i < LATE_SEQS; i++) {
+		if (c->lost_seq[i] == 0)
+			continue;
+		fill_message((uint64_t *)l->late_msg, c->base, words(size),
+			     c->lost_seq[i]);
+		if (memcmp(l->scratch, l->late_msg, size) == 0) {
+			c->lost_seq[i] = 0;
+			l->late++;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* -u: one datagram, which must be the whole current message (MSG_TRUNC:
+ * recv returns a longer one's real length), or a late echo. */
+static void dgram_recv(struct loop *l, struct conn *c)
+{
+	size_t size = l->o->size;
+	ssize_t n;
+
+	do
+		n = recv(c->fd, l->scratch, size, MSG_TRUNC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return;
+	if (n < 0) {
+		conn_fail(l, c, "recv: %s", strerror(errno));
+		return;
+	}
+	if ((size_t)n != size) {
+		conn_fail(l, c, "a datagram of %zd bytes, not %zu", n, size);
+		return;
+	}
+	if (c->busy && memcmp(l->scratch, c->msg, size) == 0) {
+		c->got = size;
+		conn_done(l, c);
+	} else if (!late_echo(l, c)) {
+		if (c->busy)
+			mismatch(l, c, l->scratch, c->msg, 0);
+		else
+			conn_fail(l, c, "a datagram with no message in flight");
+	}
+}
+
+/* -u: the messages in flight for UDP_TIMEOUT_NS are lost; their
+ * connections start their next ones until the window ends. */
+static void dgram_sweep(struct loop *l, int64_t now)
+{
+	for (unsigned i = 0; i < l->nconns; i++) {
+		struct conn *c = &l->conns[i];
+
+		if (c->fd < 0 || !c->busy || now - c->t0 < UDP_TIMEOUT_NS)
+			continue;
+		c->lost_seq[c->lost_next++ % LATE_SEQS] = c->seq;
+		c->busy = false;
+		l->busy--;
+		l->lost++;
+		if (now < l->t_end)
+			conn_start(l, c);
+	}
+	l->next_sweep = now + SWEEP_NS;
+}
+
 /* The time to wait until, or -1 when done: the window's end, then the end
- * of the drain while echoes are in flight. */
+ * of the drain while echoes are in flight; with -u, the next sweep first. */
 static int64_t loop_deadline(const struct loop *l, int64_t now)
 {
+	int64_t until;
+
 	if (l->live == 0)
 		return -1;
 	if (now < l->t_end)
-		return l->t_end;
-	if (l->busy > 0 && now < l->t_end + DRAIN_NS)
-		return l->t_end + DRAIN_NS;
-	return -1;
+		until = l->t_end;
+	else if (l->busy > 0 && now < l->t_end + DRAIN_NS)
+		until = l->t_end + DRAIN_NS;
+	else
+		return -1;
+	return l->o->udp && l->next_sweep < until ? l->next_sweep : until;
 }
 
 static void *loop_run(void *p)
@@ -375,6 +478,7 @@ static void *loop_run(void *p)
 	for (unsigned i = 0; i < l->nconns; i++)
 		if (l->conns[i].fd >= 0)
 			conn_start(l, &l->conns[i]);
+	l->next_sweep = now_ns() + SWEEP_NS;
 	while ((until = loop_deadline(l, t = now_ns())) >= 0) {
 		/* round up: waking just before the deadline would spin */
 		int ms = (int)((until - t + 999999) / 1000000);
@@ -390,17 +494,21 @@ static void *loop_run(void *p)
 				conn_send(l, c);
 			if (c->fd >= 0 &&
 			    (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
-				conn_recv(l, c);
+				(l->o->udp ? dgram_recv : stream_recv)(l, c);
 		}
+		if (l->o->udp && (t = now_ns()) >= l->next_sweep)
+			dgram_sweep(l, t);
 	}
 	l->t_stopped = now_ns();
-	l->lost = l->busy;
+	l->lost += l->busy; /* not back by the end of the drain */
 	return NULL;
 }
 
 /* ---------------------------------------------------------------- setup */
 
-/* Blocking connect (SO_SNDTIMEO bounds it on Linux), then non-blocking. */
+/* Blocking connect (SO_SNDTIMEO bounds it on Linux), then non-blocking.
+ * A UDP socket's connect only sets where its datagrams go, and whose it
+ * takes. */
 static int dial(const struct addrinfo *ai)
 {
 	struct timeval tv = { .tv_sec = CONNECT_TIMEOUT_S };
@@ -412,7 +520,8 @@ static int dial(const struct addrinfo *ai)
 		return -1;
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) != 0 ||
 	    connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
-	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
+	    (ai->ai_socktype == SOCK_STREAM &&
+	     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0) ||
 	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
 		int e = errno;
 		close(fd);
@@ -441,6 +550,7 @@ static void loop_init(struct loop *l, const struct opts *o,
 	l->conns = conns;
 	l->nconns = n;
 	l->scratch = xcalloc(1, o->size);
+	l->late_msg = xcalloc(words(o->size), sizeof(uint64_t));
 	l->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (l->ep < 0) {
 		perror("loadgen: epoll_create1");
@@ -476,7 +586,8 @@ static void raise_nofile(void)
 static struct addrinfo *resolve(const struct opts *o)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC,
-				  .ai_socktype = SOCK_STREAM }, *ai;
+				  .ai_socktype = o->udp ? SOCK_DGRAM : SOCK_STREAM },
+			*ai;
 	int rc = getaddrinfo(o->host, o->port, &hints, &ai);
 
 	if (rc != 0) {
@@ -490,9 +601,11 @@ static struct addrinfo *resolve(const struct opts *o)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: loadgen [-c CONNS] [-s SIZE] [-d SECONDS] [-w SECONDS]\n"
+		"usage: loadgen [-u] [-c CONNS] [-s SIZE] [-d SECONDS] [-w SECONDS]\n"
 		"               [-h HOST] [-p PORT] [-t THREADS] [-i IMPL] [-W WORKERS]\n"
-		"defaults: -c 100 -s 64 -d 10 -w 1 -h 127.0.0.1 -p 7000 -t 1 -i unknown -W 1\n");
+		"-u: UDP (SIZE up to %d)\n"
+		"defaults: -c 100 -s 64 -d 10 -w 1 -h 127.0.0.1 -p 7000 -t 1 -i unknown -W 1\n",
+		UDP_MAX);
 	exit(2);
 }
 
@@ -527,8 +640,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .conns = 100, .size = 64, .duration_s = 10,
 			    .warmup_s = 1, .host = "127.0.0.1", .port = "7000",
 			    .impl = "unknown", .workers = 1, .threads = 1 };
-	while ((ch = getopt(argc, argv, "c:s:d:w:h:p:t:i:W:")) != -1) {
+	while ((ch = getopt(argc, argv, "uc:s:d:w:h:p:t:i:W:")) != -1) {
 		switch (ch) {
+		case 'u': o->udp = true; break;
 		case 'c': o->conns = (unsigned)parse_count(optarg, 1000000); break;
 		case 's': o->size = parse_count(optarg, 64 << 20); break;
 		case 'd': o->duration_s = parse_seconds(optarg); break;
@@ -541,7 +655,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		default: usage();
 		}
 	}
-	if (optind != argc || o->duration_s <= 0)
+	if (optind != argc || o->duration_s <= 0 || (o->udp && o->size > UDP_MAX))
 		usage();
 	if (o->threads > o->conns)
 		o->threads = o->conns;
@@ -552,7 +666,7 @@ struct totals {
 	struct hist hist;
 	uint64_t msgs;
 	uint64_t conn_min; /* UINT64_MAX until a live connection is seen */
-	unsigned errors, lost;
+	unsigned errors, lost, late;
 	int64_t stopped; /* when the last loop stopped */
 };
 
@@ -562,6 +676,7 @@ static void add_up(struct totals *t, const struct loop *l)
 	t->msgs += l->msgs;
 	t->errors += l->errors;
 	t->lost += l->lost;
+	t->late += l->late;
 	if (l->t_stopped > t->stopped)
 		t->stopped = l->t_stopped;
 	for (unsigned i = 0; i < l->nconns; i++)
@@ -582,26 +697,35 @@ static void run_loops(struct loop *loops, unsigned n)
 		pthread_join(loops[t].thread, NULL);
 }
 
-/* The RESULT line; returns whether the check passed. */
+/* The RESULT line; returns whether the check passed (with -u, lost
+ * datagrams do not fail it). */
 static bool report(const struct opts *o, const struct totals *t, int64_t ns,
 		   double cpu)
 {
-	bool ok = t->errors == 0 && t->lost == 0 && t->msgs > 0;
+	bool ok = t->errors == 0 && (o->udp || t->lost == 0) && t->msgs > 0;
 	const struct hist *h = &t->hist;
 
-	if (t->lost)
+	if (t->lost && o->udp)
+		fprintf(stderr, "loadgen: %u datagram(s) lost (no echo within "
+			"%.1f s), %u of them echoed later\n", t->lost,
+			(double)UDP_TIMEOUT_NS / NS_PER_S, t->late);
+	else if (t->lost)
 		fprintf(stderr, "loadgen: %u echo(es) did not come back within "
 			"%.1f s of the end\n", t->lost, (double)DRAIN_NS / NS_PER_S);
-	printf("RESULT name=echo-%u-%zu impl=%s workers=%u ns=%" PRId64
+	printf("RESULT name=%s-%u-%zu impl=%s workers=%u ns=%" PRId64
 	       " ops=%" PRIu64 " value=%.0f check=%s p50_us=%.1f p99_us=%.1f"
 	       " p999_us=%.1f max_us=%.1f conns=%u size=%zu threads=%u"
-	       " errors=%u lost=%u conn_min=%" PRIu64 " loadgen_cpu=%.2f\n",
-	       o->conns, o->size, o->impl, o->workers, ns, t->msgs,
+	       " errors=%u lost=%u conn_min=%" PRIu64 " loadgen_cpu=%.2f",
+	       o->udp ? "udp" : "echo", o->conns, o->size, o->impl, o->workers,
+	       ns, t->msgs,
 	       (double)t->msgs * NS_PER_S / (double)ns, ok ? "ok" : "fail",
 	       hist_quantile(h, 0.50) / 1e3, hist_quantile(h, 0.99) / 1e3,
 	       hist_quantile(h, 0.999) / 1e3, h->max / 1e3, o->conns, o->size,
 	       o->threads, t->errors, t->lost,
 	       t->conn_min == UINT64_MAX ? 0 : t->conn_min, cpu);
+	if (o->udp)
+		printf(" late=%u", t->late);
+	putchar('\n');
 	fflush(stdout);
 	return ok;
 }

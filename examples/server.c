@@ -23,12 +23,14 @@
 
 struct server {
 	const char *name;
-	int fd; /* listening, non-blocking */
+	int type; /* SOCK_STREAM or SOCK_DGRAM */
+	int fd; /* listening (TCP) or bound (UDP), non-blocking */
 	unsigned port;
 };
 
-/* The connection handler: one server per process, so a plain static, and a
- * connection's coroutine needs no argument but its socket. */
+/* The connection handler (TCP) or the socket's (UDP): one server per
+ * process, so a plain static, and a coroutine needs no argument but its
+ * socket. */
 static void (*handler)(int fd);
 
 static int fail(const char *name, const char *what)
@@ -62,9 +64,10 @@ static void raise_fd_limit(void)
 }
 
 /* SO_REUSEADDR: a restarted server can bind while old connections of the
- * previous one are still in TIME_WAIT.  Non-blocking: weft_accept waits for
- * it in the worker's epoll instead of blocking the worker thread. */
-static int open_listener(struct server *s)
+ * previous one are still in TIME_WAIT.  Non-blocking: weft_accept (TCP) or
+ * weft_recvfrom (UDP) waits for it in the worker's epoll instead of
+ * blocking the worker thread. */
+static int open_socket(struct server *s)
 {
 	struct sockaddr_in addr = { .sin_family = AF_INET,
 				    .sin_port = htons((uint16_t)s->port),
@@ -72,14 +75,14 @@ static int open_listener(struct server *s)
 	socklen_t len = sizeof addr;
 	int one = 1;
 
-	s->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	s->fd = socket(AF_INET, s->type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s->fd < 0)
 		return fail(s->name, "socket");
 	if (setsockopt(s->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
 		return fail(s->name, "SO_REUSEADDR");
 	if (bind(s->fd, (struct sockaddr *)&addr, sizeof addr) != 0)
 		return fail(s->name, "bind");
-	if (listen(s->fd, BACKLOG) != 0)
+	if (s->type == SOCK_STREAM && listen(s->fd, BACKLOG) != 0)
 		return fail(s->name, "listen");
 	/* the port the kernel chose, for port 0 */
 	if (getsockname(s->fd, (struct sockaddr *)&addr, &len) != 0)
@@ -91,6 +94,13 @@ static int open_listener(struct server *s)
 static void connection(void *fd)
 {
 	handler((int)(intptr_t)fd);
+}
+
+/* A runner waits for this line; stdout may be a pipe. */
+static void say_listening(const struct server *s)
+{
+	printf("listening on %u\n", s->port);
+	fflush(stdout);
 }
 
 /* Errors of one connection, not of the listening socket: accept(2) passes
@@ -122,8 +132,7 @@ static void acceptor(void *p)
 	struct server *s = p;
 	int one = 1;
 
-	printf("listening on %u\n", s->port);
-	fflush(stdout); /* a runner waits for this line; stdout may be a pipe */
+	say_listening(s);
 	for (;;) {
 		int fd = weft_accept(s->fd, NULL, NULL, -1);
 		weft_co *co;
@@ -145,21 +154,46 @@ static void acceptor(void *p)
 	}
 }
 
-int serve_tcp(int argc, char **argv, const char *name, void (*handle)(int fd))
+/* The UDP server's one coroutine: the handler, on the bound socket. */
+static void datagrams(void *p)
 {
-	struct server s = { .name = name };
+	struct server *s = p;
+
+	say_listening(s);
+	handler(s->fd);
+}
+
+/* The socket of type on the port of the command line; then run(&s) as
+ * weft's main coroutine.  An exit status for main(). */
+static int serve(int argc, char **argv, struct server *s, void (*handle)(int fd),
+		 void (*run)(void *))
+{
 	const char *port = argc > 1 ? argv[1] : getenv("PORT");
 
-	if (argc > 2 || parse_port(port ? port : DEFAULT_PORT, &s.port) != 0) {
+	if (argc > 2 || parse_port(port ? port : DEFAULT_PORT, &s->port) != 0) {
 		fprintf(stderr, "usage: %s [PORT]   (else $PORT, else %s)\n",
-			name, DEFAULT_PORT);
+			s->name, DEFAULT_PORT);
 		return 2;
 	}
 	handler = handle;
 	raise_fd_limit();
-	if (open_listener(&s) != 0)
+	if (open_socket(s) != 0)
 		return 1;
-	if (weft_main(acceptor, &s, NULL) != 0)
-		return fail(name, "weft_main");
-	return 1; /* the acceptor never returns */
+	if (weft_main(run, s, NULL) != 0)
+		return fail(s->name, "weft_main");
+	return 1; /* the acceptor never returns, a UDP handler only on failure */
+}
+
+int serve_tcp(int argc, char **argv, const char *name, void (*handle)(int fd))
+{
+	struct server s = { .name = name, .type = SOCK_STREAM };
+
+	return serve(argc, argv, &s, handle, acceptor);
+}
+
+int serve_udp(int argc, char **argv, const char *name, void (*handle)(int fd))
+{
+	struct server s = { .name = name, .type = SOCK_DGRAM };
+
+	return serve(argc, argv, &s, handle, datagrams);
 }

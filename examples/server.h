@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * server.h — what the example servers share: the listening socket, the
- * accept loop and a coroutine per connection.  See echo.c and http.c.
+ * accept loop and a coroutine per connection.  See echo.c and http.c; and
+ * a bound UDP socket for udp_echo.c.
  */
 #ifndef WEFT_EXAMPLE_SERVER_H
 #define WEFT_EXAMPLE_SERVER_H
@@ -15,5 +16,12 @@
  * Returns only on failure, with an exit status for main().
  */
 int serve_tcp(int argc, char **argv, const char *name, void (*handle)(int fd));
+
+/*
+ * A UDP server on the same port, printing the same line once its socket is
+ * bound, then running handle(fd) on that socket (non-blocking) in weft's
+ * main coroutine; returns only on failure, as serve_tcp.
+ */
+int serve_udp(int argc, char **argv, const char *name, void (*handle)(int fd));
 
 #endif

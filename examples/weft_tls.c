@@ -59,6 +59,10 @@ SSL_CTX *tls_server_ctx(const char *cert_file, const char *key_file, char *err, 
 		SSL_CTX_free(ctx);
 		return NULL;
 	}
+	/* one read(2) takes what has arrived, not a record's 5-byte header
+	 * and then its body: a read less per request (Go's crypto/tls reads
+	 * ahead too) */
+	SSL_CTX_set_read_ahead(ctx, 1);
 	return ctx;
 }
 

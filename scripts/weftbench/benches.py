@@ -91,10 +91,12 @@ class ServerBench:
     name: str  # the RESULT name
     group: str  # what --only selects (or the name itself)
     title: str
-    server: str  # the kind of server the peers run: "echo" or "http"
+    # the kind of server the peers run: "echo", "http", "https", "udp-echo"
+    server: str
     unit: str
     conns: int
     size: int = 0  # message bytes, for echo
+    fixed_workers: Optional[int] = None  # run only at this worker count
 
 
 SERVER_BENCHES: List[ServerBench] = [
@@ -106,8 +108,27 @@ SERVER_BENCHES: List[ServerBench] = [
     ServerBench("http-hello", "http",
                 "HTTP/1.1 hello world under wrk, 100 connections, 1 thread",
                 "http", "req/s", 100),
+    # issue 22: TLS and UDP, 1 worker each
+    ServerBench("https-hello", "tls",
+                "HTTPS hello world (HTTP/1.1 over TLS, a self-signed EC P-256 "
+                "certificate) under wrk, 100 keep-alive connections, 1 "
+                "thread: each connection's one handshake is spread over "
+                "thousands of requests, so it measures the TLS record layer "
+                "more than handshakes", "https", "req/s", 100,
+                fixed_workers=1),
+    ServerBench("udp-100-64", "udp",
+                "UDP echo, 100 sockets, 64 B datagrams, closed loop (loadgen "
+                "-u: a datagram not echoed within 0.5 s is lost and replaced)",
+                "udp-echo", "msgs/s", 100, 64, fixed_workers=1),
 ]
 GROUPS = list(dict.fromkeys(b.group for b in SERVER_BENCHES))
+WRK_GROUPS = ("http", "tls")  # the groups under wrk, the others loadgen's
+
+
+def row_workers(sb: ServerBench, counts: Sequence[int]) -> List[int]:
+    """The worker counts of counts that the row runs at (all, or its
+    fixed_workers)."""
+    return [w for w in counts if sb.fixed_workers in (None, w)]
 
 
 @dataclasses.dataclass

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from .benches import BENCHMARKS
 from .procs import run_out
@@ -34,7 +34,8 @@ class Peer:
     # the benchmarks it takes too long at for --quick -> why (the notes)
     slow: Dict[str, str] = dataclasses.field(default_factory=dict)
     # server(peer, ctx, kind, port) -> the command of its `kind` server
-    # ("echo", "http"); raises Skip when it has none; None: no servers
+    # ("echo", "http", "https", "udp-echo"); raises Skip when it has none;
+    # None: no servers
     server: Optional[Callable[["Peer", "Ctx", str, int], List[str]]] = None
     # version(ctx) -> what it was built with, for the metadata (weft's is
     # the git description)
@@ -221,12 +222,32 @@ def tokio_version(ctx: Ctx) -> Optional[str]:
     return f"Tokio {v or '?'}, {run_out([str(RUSTC), '--version']) or 'rustc'}"
 
 
+def tls_files(ctx: Ctx) -> Tuple[Path, Path]:
+    """The certificate and key (PEM) of the https servers, made at run time
+    by server.make_cert."""
+    return ctx.out_dir / "tls" / "cert.pem", ctx.out_dir / "tls" / "key.pem"
+
+
+def server_args(ctx: Ctx, kind: str, port: int) -> List[str]:
+    """A server's arguments after its kind: the port, then for https the
+    certificate and key."""
+    return [str(port)] + ([str(f) for f in tls_files(ctx)]
+                          if kind == "https" else [])
+
+
+# kind -> weft's example program (examples/) and the words before the port
+WEFT_PROGRAMS = {"https": ("weft-tls", ["server"])}
+
+
 def weft_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
-    prog = ctx.build_dir / "examples" / f"weft-{kind}"
+    name, words = WEFT_PROGRAMS.get(kind, (f"weft-{kind}", []))
+    prog = ctx.build_dir / "examples" / name
     if not os.access(prog, os.X_OK):
-        raise Skip(f"{prog} not built (meson configure {ctx.build_dir} "
+        why = " (OpenSSL's libssl-dev missing at meson setup?)" if (
+            kind == "https") else ""
+        raise Skip(f"{prog} not built{why} (meson configure {ctx.build_dir} "
                    f"-Dexamples=true && meson compile -C {ctx.build_dir})")
-    return [str(prog), str(port)]
+    return [str(prog)] + words + server_args(ctx, kind, port)
 
 
 def build_epoll(ctx: Ctx) -> Path:
@@ -239,16 +260,30 @@ def build_epoll(ctx: Ctx) -> Path:
 
 
 def subcommand_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
-    """A program whose servers are its `echo-server` and `http-server`
-    subcommands (Go's, the epoll loop's)."""
-    return [str(peer.program), f"{kind}-server", str(port)]
+    """A program whose servers are its `KIND-server` subcommands (Go's)."""
+    return [str(peer.program), f"{kind}-server"] + server_args(ctx, kind, port)
+
+
+def epoll_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
+    """The epoll loop's echo-server and http-server: plain TCP only."""
+    if kind not in ("echo", "http"):
+        raise Skip(f"the epoll loop has no {kind} server (it is the limit "
+                   f"of plain TCP I/O: echo and http only)")
+    return subcommand_server(peer, ctx, kind, port)
+
+
+# kind -> why Tokio has no such server
+TOKIO_LACKS = {
+    "http": "Tokio has no HTTP server of its own (hyper is a separate crate)",
+    "https": "Tokio has no TLS of its own (tokio-rustls and hyper are "
+             "separate crates)",
+}
 
 
 def tokio_server(peer: "Peer", ctx: Ctx, kind: str, port: int) -> List[str]:
-    if kind != "echo":
-        raise Skip("Tokio has no HTTP server of its own (hyper is a "
-                   "separate crate); echo only")
-    return [str(peer.program), "echo-server", str(port)]
+    if kind in TOKIO_LACKS:
+        raise Skip(TOKIO_LACKS[kind])
+    return [str(peer.program), f"{kind}-server", str(port)]
 
 
 PEERS: List[Peer] = [
@@ -280,6 +315,6 @@ PEERS.append(Peer(
     "epoll", "hand-written epoll loop (C, one thread)", build_epoll,
     missing={b.name: "a server only: one thread on epoll has no scheduler"
              for b in BENCHMARKS},
-    server=subcommand_server, one_thread=True))
+    server=epoll_server, one_thread=True))
 
 SUBJECT = PEERS[0].name

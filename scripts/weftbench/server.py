@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: MIT
-"""The server rows: every peer's echo or HTTP server on a fresh port,
-on 1 worker pinned to one CPU (taskset) under loadgen or wrk pinned to
-another, and on 2 workers with server and load unpinned, sharing the CPUs."""
+"""The server rows: every peer's echo, HTTP, HTTPS or UDP echo server on a
+fresh port, on 1 worker pinned to one CPU (taskset) under loadgen or wrk
+pinned to another, and on 2 workers with server and load unpinned, sharing
+the CPUs (the rows with a fixed worker count at that count only)."""
 
 import dataclasses
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -15,10 +17,10 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from .cost import (attach_ok, per_msg, sample, strace_skip, strace_start,
                    strace_stop, syscall_summary)
-from .benches import (SERVER_BENCHES, SERVER_WORKERS, ServerBench,
-                      server_sharing)
+from .benches import (SERVER_BENCHES, SERVER_WORKERS, WRK_GROUPS, ServerBench,
+                      row_workers, server_sharing)
 from .parse import judge, parse_result, wrk_result
-from .peers import Ctx, Peer, Skip
+from .peers import Ctx, Peer, Skip, tls_files
 from .procs import free_port, log_tail, server_running
 from .progress import Progress
 from .runs import interleave, run_counts
@@ -81,33 +83,57 @@ def wait_listening(proc: subprocess.Popen, log: Path, port: int) -> Optional[str
     return f"no '{want.decode()}' within {READY_TIMEOUT_S} s"
 
 
-def http_check(port: int) -> Optional[str]:
+def http_check(ctx: Ctx, port: int, cafile: Optional[Path] = None
+               ) -> Optional[str]:
     """Two pipelined requests, the second with Connection: close: two 200s
-    with the body, then the end of the connection.  None when all is right,
-    else what is wrong."""
+    with the body, then the end of the connection (over TLS with cafile:
+    the server's certificate verified against it, for localhost, and its
+    close_notify).  None when all is right, else what is wrong."""
     req = (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"
            b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    what = "HTTPS check" if cafile else "HTTP check"
     data = b""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+                (raw if cafile is None else ssl.create_default_context(
+                    cafile=str(cafile)).wrap_socket(
+                        raw, server_hostname="localhost")) as s:
             s.sendall(req)
             while chunk := s.recv(65536):
                 data += chunk
-    except OSError as e:
-        return f"HTTP check: {e}"
+    except OSError as e:  # ssl.SSLError is one
+        return f"{what}: {e}"
     for i in (1, 2):
         head, blank, data = data.partition(b"\r\n\r\n")
         lines = head.split(b"\r\n")
         length = [v.strip() for n, _, v in (x.partition(b":") for x in lines[1:])
                   if n.strip().lower() == b"content-length"]
         if not blank or not lines[0].startswith(b"HTTP/1.1 200 "):
-            return f"HTTP check: response {i} is not a 200: {head[:60]!r}"
+            return f"{what}: response {i} is not a 200: {head[:60]!r}"
         if length != [str(len(HELLO)).encode()] or not data.startswith(HELLO):
-            return f"HTTP check: response {i}: body {data[:20]!r}, length {length}"
+            return f"{what}: response {i}: body {data[:20]!r}, length {length}"
         data = data[len(HELLO):]
     if data:
-        return f"HTTP check: {len(data)} bytes after the second response"
+        return f"{what}: {len(data)} bytes after the second response"
     return None
+
+
+def https_check(ctx: Ctx, port: int) -> Optional[str]:
+    return http_check(ctx, port, tls_files(ctx)[0])
+
+
+def udp_check(ctx: Ctx, port: int) -> Optional[str]:
+    """One datagram must come back as it went, within 5 s."""
+    msg = os.urandom(64)
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.settimeout(5)
+            s.connect(("127.0.0.1", port))
+            s.send(msg)
+            got = s.recv(65536)
+    except OSError as e:
+        return f"UDP check: {e}"
+    return None if got == msg else f"UDP check: {got[:20]!r}... came back"
 
 
 @dataclasses.dataclass
@@ -122,7 +148,8 @@ class Load:
 
 def load_echo(sb: ServerBench, impl: str, workers: int, port: int,
               tool: Path, run_s: float, warm_s: float, threads: int) -> Load:
-    cmd = [str(tool), "-c", str(sb.conns), "-s", str(sb.size),
+    udp = ["-u"] if sb.server == "udp-echo" else []
+    cmd = [str(tool)] + udp + ["-c", str(sb.conns), "-s", str(sb.size),
            "-d", str(run_s), "-w", str(warm_s), "-p", str(port),
            "-t", str(threads), "-i", impl, "-W", str(workers)]
     return Load(cmd, warm_s, run_s + warm_s + 60, parse_result)
@@ -131,15 +158,16 @@ def load_echo(sb: ServerBench, impl: str, workers: int, port: int,
 def load_wrk(sb: ServerBench, impl: str, workers: int, port: int,
              tool: Path, run_s: float, warm_s: float, threads: int) -> Load:
     # wrk has no warm-up: its window is the whole run
+    scheme = "https" if sb.server == "https" else "http"
     cmd = [str(tool), f"-t{threads}", f"-c{sb.conns}", f"-d{run_s:g}s", "--latency",
-           f"http://127.0.0.1:{port}/"]
+           f"{scheme}://127.0.0.1:{port}/"]
     return Load(cmd, 0.0, run_s + 60,
                 lambda out: wrk_result(out, sb.name, impl, workers))
 
 
 def load_seconds(sb: ServerBench, quick: bool) -> Tuple[float, float]:
     """(run, warm-up) seconds of the timed runs of sb."""
-    if sb.group == "http":
+    if sb.group in WRK_GROUPS:
         return float(WRK_SECONDS[quick]), 0.0
     return ECHO_SECONDS[quick]
 
@@ -183,10 +211,40 @@ def find_wrk(ctx: Ctx) -> Path:
     return Path(wrk)
 
 
-# group -> (find the load tool, run it, check the server before it)
+def make_cert(ctx: Ctx) -> None:
+    """A fresh self-signed certificate for localhost and 127.0.0.1 and its
+    key (EC P-256, as `weft-tls cert` makes), at tls_files(ctx), for every
+    peer's https server; Skip if openssl cannot make them."""
+    cert, key = tls_files(ctx)
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise Skip("`openssl` not found on PATH (apt-get install -y openssl)")
+    cert.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt",
+           "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+           "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+           "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    if p.returncode != 0:
+        last = (p.stdout.strip().splitlines() or ["no output"])[-1]
+        raise Skip(f"openssl req failed (exit status {p.returncode}): {last}")
+
+
+def find_wrk_tls(ctx: Ctx) -> Path:
+    """wrk, and the certificate of the https servers made."""
+    wrk = find_wrk(ctx)
+    make_cert(ctx)
+    return wrk
+
+
+# group -> (find the load tool (and make what the servers need), run it,
+# check the server before it)
 LOADS = {
     "echo": (find_loadgen, load_echo, None),
     "http": (find_wrk, load_wrk, http_check),
+    "tls": (find_wrk_tls, load_wrk, https_check),
+    "udp": (find_loadgen, load_echo, udp_check),
 }
 
 
@@ -203,7 +261,7 @@ def run_server_one(peer: Peer, sb: ServerBench, workers: int, ctx: Ctx,
     with server_running(cmd, env, log) as srv:
         err = wait_listening(srv, log, port)
         if err is None and check is not None:
-            err = check(port)
+            err = check(ctx, port)
         if err is None:
             try:
                 r, p, before, after = run_load(
@@ -328,7 +386,8 @@ def server_steps(args, peers: List[Peer]) -> List[Tuple[str, int]]:
     want = run_counts([p for p in peers if p.server is not None], args)
     passes = len(want) if syscalls_wanted(args) else 0
     return [(server_tag(sb, w), sum(want.values()) + passes)
-            for sb in server_rows(args) for w in args.server_workers]
+            for sb in server_rows(args)
+            for w in row_workers(sb, args.server_workers)]
 
 
 def run_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
@@ -338,8 +397,10 @@ def run_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
     rows = server_rows(args)
     if not rows:
         return [], [], None
+    # the counts some row runs at (the fixed rows' only, if alone)
     pins = {w: Pins.choose(w, args.load_threads)
-            for w in args.server_workers}
+            for w in sorted({w for sb in rows
+                             for w in row_workers(sb, args.server_workers)})}
     for w, pn in pins.items():
         print(f"bench.py: servers on {w} worker{'s' if w > 1 else ''}: "
               f"{pn.note}", file=sys.stderr)
@@ -356,7 +417,11 @@ def run_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
         speers = server_peers(sb, peers, ctx, known)
         if tools[sb.group] is None or not speers:
             continue
-        for w in args.server_workers:
+        if not row_workers(sb, args.server_workers):
+            print(f"bench.py: skipped {sb.name}: it runs on "
+                  f"{sb.fixed_workers} worker only, not on "
+                  f"{', '.join(map(str, args.server_workers))}")
+        for w in row_workers(sb, args.server_workers):
             tag = server_tag(sb, w)
             prog.step(tag)
             runs = interleave(

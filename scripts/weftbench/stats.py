@@ -151,11 +151,24 @@ def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
     s["ratios"] = {p: {"rate": rate[p], "p99": p99[p], "cpu": cpu[p]}
                    for p in rate}
     s["syscalls"] = syscalls or {}
-    notes = [fairness_note(sb, runs, peers)] + [
+    notes = [fairness_note(sb, runs, peers), lost_note(runs, peers)] + [
         f"{p.name}: one thread at any worker count" for p in peers
         if p.one_thread and workers > 1]
     s["notes"] = "; ".join(n for n in notes if n) or None
     return s
+
+
+def lost_note(runs: Dict[str, List[dict]],
+              peers: List[Peer]) -> Optional[str]:
+    """For UDP rows (loadgen -u, whose RESULT has late=): the datagrams lost
+    per run (median), which a closed loop pays for with a timeout each."""
+    cells = []
+    for p in peers:
+        xs = [int(r["extra"]["lost"]) for r in runs.get(p.name, [])
+              if r["ok"] and "late" in r["extra"]]
+        if xs:
+            cells.append(f"{p.name} {statistics.median(xs):g}")
+    return "datagrams lost per run: " + ", ".join(cells) if cells else None
 
 
 def fairness_note(sb: ServerBench, runs: Dict[str, List[dict]],

@@ -9,6 +9,8 @@
 //
 //	go-bench echo-server PORT
 //	go-bench http-server PORT
+//	go-bench https-server PORT CERT KEY
+//	go-bench udp-echo-server PORT
 //
 // Symmetry with bench/weft-bench.c:
 //   - GOMAXPROCS is set to WORKERS (the weft side sets weft_config.workers);
@@ -514,7 +516,8 @@ var benches = []struct {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: go-bench NAME WORKERS   (go-bench list)\n"+
-		"       go-bench echo-server|http-server PORT")
+		"       go-bench echo-server|http-server|udp-echo-server PORT\n"+
+		"       go-bench https-server PORT CERT KEY")
 	os.Exit(2)
 }
 
@@ -525,12 +528,11 @@ func main() {
 		}
 		return
 	}
+	if runServer(os.Args[1:]) {
+		return
+	}
 	if len(os.Args) != 3 {
 		usage()
-	}
-	if run, ok := servers[os.Args[1]]; ok {
-		serve(os.Args[1], os.Args[2], run)
-		return
 	}
 	workers, err := strconv.Atoi(os.Args[2])
 	if err != nil || workers < 1 || workers > 1024 {

@@ -3,10 +3,12 @@
 //! tokio-bench: the Tokio peer of bench/weft-bench.c.  The same benchmarks,
 //! sizes and checks, and the same RESULT line, so that scripts/bench.py
 //! compares it with weft pair by pair.  It is also the Tokio peer of weft's
-//! example echo server (there is no HTTP server: Tokio has none of its own).
+//! example echo servers, TCP and UDP (there is no HTTP server: Tokio has
+//! none of its own).
 //!
 //!     tokio-bench NAME WORKERS     (NAME: see "list")
 //!     tokio-bench echo-server PORT
+//!     tokio-bench udp-echo-server PORT
 //!
 //! Symmetry with weft-bench and go-bench:
 //!   - the multi-thread runtime with `worker_threads` = WORKERS; the
@@ -32,7 +34,7 @@
 //!   - `parked` parks its tasks in a tokio::sync::broadcast receive (see
 //!     there why), counted in by a Semaphore used as a latch.
 //!
-//! The echo server's workers come from TOKIO_WORKER_THREADS (read by Tokio's
+//! The echo servers' workers come from TOKIO_WORKER_THREADS (read by Tokio's
 //! runtime builder; the runner sets it to 1, as WEFT_WORKERS=1 for weft).
 
 use std::cell::Cell;
@@ -44,7 +46,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream, UdpSocket};
 use tokio::runtime::{Builder, Runtime};
 use tokio::sync::{broadcast, mpsc, Mutex, RwLock, Semaphore};
 use tokio::task::JoinHandle;
@@ -568,10 +570,7 @@ async fn bench_parked() -> Outcome {
 // whatever it reads (TCP_NODELAY, as weft's and Go's).  The accept loop is a
 // task too, so that with one worker everything runs on that worker.
 fn echo_server(port: &str) -> ! {
-    let port: u16 = port.parse().unwrap_or_else(|_| {
-        eprintln!("tokio-bench echo-server: bad port {:?}", port);
-        exit(2)
-    });
+    let port = parse_port("echo-server", port);
     let rt = runtime(None);
     let err = rt.block_on(async move {
         let ln = match listen(port) {
@@ -586,6 +585,13 @@ fn echo_server(port: &str) -> ! {
     });
     eprintln!("tokio-bench echo-server: {}", err);
     exit(1)
+}
+
+fn parse_port(name: &str, port: &str) -> u16 {
+    port.parse().unwrap_or_else(|_| {
+        eprintln!("tokio-bench {}: bad port {:?}", name, port);
+        exit(2)
+    })
 }
 
 /// All addresses, SO_REUSEADDR and a backlog of 4096 (Go takes
@@ -625,6 +631,44 @@ async fn echo(mut s: TcpStream) {
         };
         if s.write_all(&buf[..n]).await.is_err() {
             return;
+        }
+    }
+}
+
+// -------------------------------------------------------- UDP echo server
+
+// examples/udp_echo.c in Tokio: one task sending every datagram back to its
+// sender (spawned, as the accept loop, so that it runs on the worker).
+fn udp_echo_server(port: &str) -> ! {
+    let port = parse_port("udp-echo-server", port);
+    let rt = runtime(None);
+    let err = rt.block_on(async move {
+        let sock = match UdpSocket::bind(("0.0.0.0", port)).await {
+            Ok(s) => s,
+            Err(e) => return e,
+        };
+        println!("listening on {}", port);
+        match tokio::spawn(udp_echo(sock)).await {
+            Ok(e) => e,
+            Err(e) => std::io::Error::new(std::io::ErrorKind::Other, e.to_string()),
+        }
+    });
+    eprintln!("tokio-bench udp-echo-server: {}", err);
+    exit(1)
+}
+
+/// Echoes until an error other than an earlier datagram's ICMP error (a
+/// client gone), which it returns.
+async fn udp_echo(sock: UdpSocket) -> std::io::Error {
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let r = match sock.recv_from(&mut buf).await {
+            Ok((n, from)) => sock.send_to(&buf[..n], from).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        match r {
+            Err(e) if e.raw_os_error() != Some(libc::ECONNREFUSED) => return e,
+            _ => {}
         }
     }
 }
@@ -680,7 +724,7 @@ fn runtime(workers: Option<usize>) -> Runtime {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: tokio-bench NAME WORKERS   (tokio-bench list)\n       tokio-bench echo-server PORT");
+    eprintln!("usage: tokio-bench NAME WORKERS   (tokio-bench list)\n       tokio-bench echo-server|udp-echo-server PORT");
     exit(2)
 }
 
@@ -698,6 +742,9 @@ fn main() {
     }
     if args[1] == "echo-server" {
         echo_server(&args[2]);
+    }
+    if args[1] == "udp-echo-server" {
+        udp_echo_server(&args[2]);
     }
     let name = args[1].clone();
     if !BENCHES.contains(&name.as_str()) {
