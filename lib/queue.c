@@ -61,6 +61,27 @@ void weft__schedule(struct weft_co *co)
 	if (!older)
 		return;
 	weft__queue_push_local(w, older);
+	if (weft__rt.nworkers > 1 && !w->batching)
+		weft__idle_notify();
+}
+
+/* A batch of n wakes displaces n - 1 coroutines into the deque; one notify
+ * after the last push covers them all (its fence orders every push before
+ * the idle check), and spares n - 2 fences and reads of the idle counters,
+ * which the other workers write. */
+struct weft__worker *weft__schedule_batch_begin(void)
+{
+	struct weft__worker *w = weft__worker_self();
+	if (w)
+		w->batching = true;
+	return w;
+}
+
+void weft__schedule_batch_end(struct weft__worker *w)
+{
+	if (!w)
+		return;
+	w->batching = false;
 	if (weft__rt.nworkers > 1)
 		weft__idle_notify();
 }
