@@ -96,6 +96,14 @@ static bool try_enter(weft_rwlock *l, uint64_t s, bool write, uintptr_t id)
 	return true;
 }
 
+/* Whether the caller holds the write lock (its id is looked up only when
+ * somebody does: readers need none). */
+static bool holds_write(weft_rwlock *l)
+{
+	void *w = at_load_ptr(&l->writer);
+	return w && (uintptr_t)w == weft__park_context_id();
+}
+
 /* Under the lock, a waiter flag set: applies delta (flags set or cleared, by
  * the lock; readers admitted) to the word with one add, which commutes with
  * the readers leaving meanwhile, the only lock-free change possible then. */
@@ -150,13 +158,14 @@ static void reader_gave_up(void *obj, struct weft__wakes *ws)
 }
 
 /* Under the lock: enters if the word allows it, else sets the caller's
- * waiter flag.  0 entered, EAGAIN queue, EDEADLK, ETIMEDOUT. */
+ * waiter flag.  0 entered, EAGAIN queue, EDEADLK, ETIMEDOUT.  id: a
+ * writer's, 0 for a reader. */
 static int enter_or_flag(weft_rwlock *l, bool write, uintptr_t id, int64_t deadline)
 {
 	uint64_t flag = write ? W_WAIT : R_WAIT;
 	for (;;) {
 		uint64_t s = at_load_64(&l->state);
-		if ((s & W_HELD) && (uintptr_t)at_load_ptr(&l->writer) == id)
+		if ((s & W_HELD) && holds_write(l))
 			return EDEADLK;
 		if (may_enter(s, write)) {
 			if (try_enter(l, s, write, id))
@@ -172,6 +181,8 @@ static int enter_or_flag(weft_rwlock *l, bool write, uintptr_t id, int64_t deadl
 	}
 }
 
+/* Enters or queues, under the lock; id as enter_or_flag's (a writer's node
+ * carries it to the hand-over, which stores it). */
 static int lock_slow(weft_rwlock *l, bool write, uintptr_t id, int64_t deadline)
 {
 	weft__lock_acquire(&l->lock);
@@ -193,12 +204,12 @@ static int lock(weft_rwlock *l, bool write, int64_t deadline)
 		return weft__err_fail(EINVAL);
 	if (weft__co_cancelled())
 		return weft__err_fail(ECANCELED);
-	/* A writer tries the free word; a reader, the word as it is, and
-	 * needs its id only on the slow path (EDEADLK). */
+	/* A writer tries the free word, a reader the word as it is; only a
+	 * writer's id is kept (unlock and EDEADLK compare with it). */
 	uintptr_t id = write ? weft__park_context_id() : 0;
 	if (try_enter(l, write ? 0 : at_load_64(&l->state), write, id))
 		return 0;
-	int r = lock_slow(l, write, id ? id : weft__park_context_id(), deadline);
+	int r = lock_slow(l, write, id, deadline);
 	return r ? weft__err_fail(r) : 0;
 }
 
@@ -280,8 +291,7 @@ int weft_rwlock_unlock(weft_rwlock *l)
 {
 	if (!l)
 		return weft__err_fail(EINVAL);
-	void *w = at_load_ptr(&l->writer);
-	if (w && (uintptr_t)w == weft__park_context_id()) {
+	if (holds_write(l)) {
 		write_unlock(l);
 		return 0;
 	}
