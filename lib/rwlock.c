@@ -25,9 +25,10 @@
  * from a word with no waiter flag (0 <-> W_HELD), and readers enter without
  * it only while neither writer flag is set; so while a waiter flag is set,
  * the lock holder's only competitors on the word are readers leaving, and
- * it changes the word with one add.  A waiter queues by CASing its flag in
- * (the word it decided on must still hold), so no lock-free unlock can miss
- * it: the unlock's CAS then fails, and it takes the slow path.
+ * it changes the word with one add.  A waiter sets its flag with a CAS on
+ * the word it decided on, so a lock-free unlock either replaced that word
+ * first (the waiter's CAS fails, and it decides again) or finds the flag
+ * in the word it replaces (and hands over if it was the last holder).
  * A hand-over is done for the waiter under the lock (the reader counted,
  * the writer's id stored) before it is claimed; wakes run after the lock's
  * release (the object-lifetime rule), so a waiter that returns may free the
@@ -89,9 +90,11 @@ static bool may_enter(uint64_t s, bool write)
  * id) if s allows it and the word still holds it: one CAS. */
 static bool try_enter(weft_rwlock *l, uint64_t s, bool write, uintptr_t id)
 {
+	/* seq_cst, so acquire: the previous holders' accesses, released by
+	 * their leaving CAS (or the hand-over's lock), happen before ours */
 	if (!may_enter(s, write) || !at_cas_64(&l->state, s, write ? W_HELD : s + READER))
 		return false;
-	if (write)	/* before the unlock that reads it: the holder's own store */
+	if (write)	/* relaxed: read back by this holder, compared by others */
 		at_store_ptr(&l->writer, (void *)id);
 	return true;
 }
@@ -100,6 +103,7 @@ static bool try_enter(weft_rwlock *l, uint64_t s, bool write, uintptr_t id)
  * somebody does: readers need none). */
 static bool holds_write(weft_rwlock *l)
 {
+	/* relaxed: the caller's own last store, or a later one (see the top) */
 	void *w = at_load_ptr(&l->writer);
 	return w && (uintptr_t)w == weft__park_context_id();
 }
@@ -110,6 +114,7 @@ static bool holds_write(weft_rwlock *l)
 static void update(weft_rwlock *l, uint64_t delta)
 {
 	WEFT__ASSERT(at_load_64(&l->state) & (W_WAIT | R_WAIT));
+	/* seq_cst; ordering for the waiters comes from the lock and the wake */
 	at_faa_64(&l->state, delta);
 }
 
@@ -118,7 +123,8 @@ static void admit_writer(weft_rwlock *l, struct weft__wakes *ws)
 {
 	struct weft__wnode *n = weft__waitq_claim(&l->wq);
 	WEFT__ASSERT(n);	/* queued nodes are live: a waiter that gives up unlinks */
-	at_store_ptr(&l->writer, n->data);	/* before the wake that publishes it */
+	/* relaxed: the lock's release and the wake's CAS publish it */
+	at_store_ptr(&l->writer, n->data);
 	weft__wakes_add(ws, n, 0);
 }
 
@@ -175,7 +181,8 @@ static int enter_or_flag(weft_rwlock *l, bool write, uintptr_t id, int64_t deadl
 		if (weft__clock_deadline_passed(deadline))
 			return ETIMEDOUT;
 		/* a CAS, not an add: an unlock without the lock may have
-		 * changed the word since s, and the decision with it */
+		 * changed the word since s, and the decision with it
+		 * (seq_cst: the unlock that replaces this word sees the flag) */
 		if ((s & flag) || at_cas_64(&l->state, s, s | flag))
 			return EAGAIN;
 	}
@@ -242,6 +249,8 @@ static int read_unlock(weft_rwlock *l)
 	for (;;) {
 		if (s < READER)	/* not read-held (W_HELD: the writer is another) */
 			return EPERM;
+		/* seq_cst, so release: our reads happen before the next
+		 * writer's entering CAS or hand-over */
 		if (at_cas_64(&l->state, s, s - READER))
 			break;
 		s = at_load_64(&l->state);
@@ -270,14 +279,18 @@ static void write_hand_over(weft_rwlock *l, struct weft__wakes *ws)
 		if (!l->wq.head)
 			update(l, -(uint64_t)W_WAIT);
 	} else {
-		/* a lone W_HELD: nobody else writes it (see the top) */
+		/* a lone W_HELD: nobody else writes it (see the top).
+		 * Relaxed, yet a release: the failed CAS and the lock's
+		 * acquire before it are full fences (atomic.h) */
 		at_store_64(&l->state, 0);
 	}
 }
 
 static void write_unlock(weft_rwlock *l)
 {
-	at_store_ptr(&l->writer, NULL);	/* before the CAS that releases the hold */
+	/* relaxed, ordered before the releasing CAS by its full fence */
+	at_store_ptr(&l->writer, NULL);
+	/* seq_cst, so release: our accesses happen before the next holder's */
 	if (at_cas_64(&l->state, W_HELD, 0))
 		return;
 	struct weft__wakes ws = { NULL };
