@@ -71,6 +71,8 @@ void weft__schedule(struct weft_co *co)
  * which the other workers write. */
 struct weft__worker *weft__schedule_batch_begin(void)
 {
+	if (weft__rt.nworkers == 1)	/* nobody to notify: nothing to defer */
+		return NULL;
 	struct weft__worker *w = weft__worker_self();
 	if (w)
 		w->batching = true;
@@ -82,8 +84,7 @@ void weft__schedule_batch_end(struct weft__worker *w)
 	if (!w)
 		return;
 	w->batching = false;
-	if (weft__rt.nworkers > 1)
-		weft__idle_notify();
+	weft__idle_notify();
 }
 
 void weft__schedule_stuck(struct weft__worker *w)

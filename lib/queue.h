@@ -78,7 +78,7 @@ void weft__schedule(struct weft_co *co);
 /* Around a batch of wakes (a wait queue's claimed nodes): the batch's
  * weft__schedule calls skip their idle-worker notify, and the end does it
  * once, after all of them have published their coroutines.  NULL off a
- * worker, where nothing is deferred. */
+ * worker or with one worker, where nothing is deferred. */
 struct weft__worker *weft__schedule_batch_begin(void);
 void weft__schedule_batch_end(struct weft__worker *w);
 /* The monitor found w running one coroutine for a tick or more: if w's
