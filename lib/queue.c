@@ -47,6 +47,16 @@ static bool schedule_pinned(struct weft_co *co)
 	return true;
 }
 
+/* co into w's runnext slot, what it displaces to the deque: true if it
+ * displaced one (to be notified). */
+static bool swap_runnext(struct weft__worker *w, struct weft_co *co)
+{
+	struct weft_co *older = at_swap_ptr((void **)&w->runnext, co);
+	if (older)
+		weft__queue_push_local(w, older);
+	return older;
+}
+
 void weft__schedule(struct weft_co *co)
 {
 	if (schedule_pinned(co))
@@ -57,22 +67,26 @@ void weft__schedule(struct weft_co *co)
 		weft__idle_notify();
 		return;
 	}
-	struct weft_co *older = at_swap_ptr((void **)&w->runnext, co);
-	if (!older)
+	if (!w->batching) {
+		if (swap_runnext(w, co) && weft__rt.nworkers > 1)
+			weft__idle_notify();
 		return;
-	weft__queue_push_local(w, older);
-	if (weft__rt.nworkers > 1 && !w->batching)
-		weft__idle_notify();
+	}
+	/* In a batch, the newest wake is held back for the slot and the one
+	 * before it goes to the deque: the slot is swapped once a batch */
+	if (w->batch_held)
+		weft__queue_push_local(w, w->batch_held);
+	w->batch_held = co;
 }
 
-/* A batch of n wakes displaces n - 1 coroutines into the deque; one notify
- * after the last push covers them all (its fence orders every push before
- * the idle check), and spares n - 2 fences and reads of the idle counters,
- * which the other workers write. */
+/* A batch of n wakes would swap the runnext slot n times (an RMW on a line
+ * that thieves read) and notify for each of the n - 1 coroutines it
+ * displaces into the deque: instead the newest goes to the slot at the
+ * end, once, and one notify covers the deque's pushes (its fence orders
+ * them all before the idle check).  Only the batch's own thread sees the
+ * held coroutine, for the few instructions until the end. */
 struct weft__worker *weft__schedule_batch_begin(void)
 {
-	if (weft__rt.nworkers == 1)	/* nobody to notify: nothing to defer */
-		return NULL;
 	struct weft__worker *w = weft__worker_self();
 	if (w)
 		w->batching = true;
@@ -84,7 +98,12 @@ void weft__schedule_batch_end(struct weft__worker *w)
 	if (!w)
 		return;
 	w->batching = false;
-	weft__idle_notify();
+	struct weft_co *co = w->batch_held;
+	w->batch_held = NULL;
+	if (co)
+		swap_runnext(w, co);
+	if (weft__rt.nworkers > 1)
+		weft__idle_notify();
 }
 
 void weft__schedule_stuck(struct weft__worker *w)
