@@ -669,9 +669,8 @@ WEFT_EXPORT int weft_stats_get(weft_stats *out);
  * threads (an offloaded function, a thread of the program's own) alike.
  * Waiting parks a coroutine (its worker runs others) and blocks a plain
  * thread on a futex; none of them spins an OS thread, and their uncontended
- * paths make no syscall (those of mutexes, semaphores and once are one
- * atomic operation; a rwlock takes its internal lock for a few
- * instructions).  Creation errors: ENOMEM.  A NULL object is EINVAL.  A lock is held by the coroutine that took it, wherever
+ * paths make no syscall (those of mutexes, semaphores, rwlocks and once
+ * are one atomic operation).  Creation errors: ENOMEM.  A NULL object is EINVAL.  A lock is held by the coroutine that took it, wherever
  * it runs next (it may unlock on another worker), or by the plain thread.
  *
  * Coroutine-only rules that remain: weft_sleep and the I/O calls above

@@ -58,6 +58,16 @@ static inline bool schedule_pinned(struct weft_co *co)
 	return true;
 }
 
+/* co into w's runnext slot, what it displaces to the deque: true if it
+ * displaced one (to be notified). */
+static inline bool swap_runnext(struct weft__worker *w, struct weft_co *co)
+{
+	struct weft_co *older = at_swap_ptr((void **)&w->runnext, co);
+	if (older)
+		queue_push_local(w, older);
+	return older;
+}
+
 void weft__schedule(struct weft_co *co)
 {
 	if (schedule_pinned(co))
@@ -68,10 +78,41 @@ void weft__schedule(struct weft_co *co)
 		weft__idle_notify();
 		return;
 	}
-	struct weft_co *older = at_swap_ptr((void **)&w->runnext, co);
-	if (!older)
+	if (!w->batching) {
+		if (swap_runnext(w, co) && weft__rt.nworkers > 1)
+			weft__idle_notify();
 		return;
-	queue_push_local(w, older);
+	}
+	/* In a batch, the newest wake is held back for the slot and the one
+	 * before it goes to the deque: the slot is swapped once a batch */
+	if (w->batch_held)
+		queue_push_local(w, w->batch_held);
+	w->batch_held = co;
+}
+
+/* A batch of n wakes would swap the runnext slot n times (an RMW on a line
+ * that thieves read) and notify for each of the n - 1 coroutines it
+ * displaces into the deque: instead the newest goes to the slot at the
+ * end, once, and one notify covers the deque's pushes (its fence orders
+ * them all before the idle check).  Only the batch's own thread sees the
+ * held coroutine, for the few instructions until the end. */
+struct weft__worker *weft__schedule_batch_begin(void)
+{
+	struct weft__worker *w = weft__worker_self();
+	if (w)
+		w->batching = true;
+	return w;
+}
+
+void weft__schedule_batch_end(struct weft__worker *w)
+{
+	if (!w)
+		return;
+	w->batching = false;
+	struct weft_co *co = w->batch_held;
+	w->batch_held = NULL;
+	if (co)
+		swap_runnext(w, co);
 	if (weft__rt.nworkers > 1)
 		weft__idle_notify();
 }

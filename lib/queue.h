@@ -75,6 +75,13 @@ void weft__queue_push_local(struct weft__worker *w, struct weft_co *co);
  * locked to its worker (weft_lock_thread) goes to that worker's pinned FIFO
  * instead, here and in weft__schedule_ready, and that worker is woken. */
 void weft__schedule(struct weft_co *co);
+/* Around a batch of wakes (a wait queue's claimed nodes) on a worker: the
+ * batch's weft__schedule calls push to the deque and keep the newest back,
+ * and the end puts that one in the runnext slot and notifies an idle
+ * worker once, after all of them are published.  NULL off a worker, where
+ * nothing is deferred. */
+struct weft__worker *weft__schedule_batch_begin(void);
+void weft__schedule_batch_end(struct weft__worker *w);
 /* The monitor found w running one coroutine for a tick or more: if w's
  * runnext slot holds a coroutine, wake an idle worker as weft__schedule
  * would have; it steals the slot since w dispatches nothing (steal.c). */

@@ -3,38 +3,71 @@
  * rwlock.c — weft_rwlock, a writer-preferring reader-writer lock on the
  * wait queues of waitq.h.
  *
- * The holders (a count of readers, or the writer's context id: park.h) and
- * two FIFO queues, readers' and writers', all under the object's lock.
- *   rdlock: enters if no writer holds the lock *or waits for it*, else
- *     queues: a waiting writer stops new readers, so a stream of readers
- *     cannot starve it.
- *   wrlock: enters if nobody holds the lock, else queues.
- *   unlock: the last reader out hands the lock to the oldest writer; a
- *     writer hands it to every reader queued meanwhile (a batch, as Go's
- *     RWMutex does: nor can a stream of writers starve readers), else to the
- *     next writer.  A writer that gives up its wait (deadline, cancel) lets
- *     the queued readers in if it was the last writer in their way.
+ * One 64-bit word holds the holders and what waits (Go's RWMutex keeps
+ * the same in its readerCount): state = readers * READER | R_WAIT | W_WAIT
+ * | W_HELD, beside the writer's context id (park.h) and two FIFO queues,
+ * readers' and writers', under the object's lock.
+ *   rdlock: enters (readers + 1, one CAS, no lock) if no writer holds the
+ *     lock *or waits for it*, else queues: a waiting writer stops new
+ *     readers, so a stream of readers cannot starve it.
+ *   wrlock: enters (0 -> W_HELD, one CAS, no lock) if nobody holds the
+ *     lock and nobody waits, else queues.
+ *   unlock: a reader's is one CAS (readers - 1), no lock, unless it is the
+ *     last reader out while a writer waits: it then hands the lock to the
+ *     oldest writer.  A writer's is one CAS (W_HELD -> 0) unless someone
+ *     waits: it then hands the lock to every reader queued meanwhile (a
+ *     batch, as Go's RWMutex does: nor can a stream of writers starve
+ *     readers), else to the next writer.  A writer that gives up its wait
+ *     (deadline, cancel) lets the queued readers in if it was the last
+ *     writer in their way.
+ * R_WAIT and W_WAIT say whether rq and wq hold anyone; they are set and
+ * cleared only under the lock.  W_HELD is set or cleared without it only
+ * from a word with no waiter flag (0 <-> W_HELD), and readers enter without
+ * it only while neither writer flag is set; so while a waiter flag is set,
+ * the lock holder's only competitors on the word are readers leaving, and
+ * it changes the word with one add.  A waiter sets its flag with a CAS on
+ * the word it decided on, so a lock-free unlock either replaced that word
+ * first (the waiter's CAS fails, and it decides again) or finds the flag
+ * in the word it replaces (and hands over if it was the last holder).
  * A hand-over is done for the waiter under the lock (the reader counted,
  * the writer's id stored) before it is claimed; wakes run after the lock's
  * release (the object-lifetime rule), so a waiter that returns may free the
- * lock at once.  Read holds are counted, not owned (see weft.h).
+ * lock at once.  An uncontended call's last access to the object is its
+ * CAS.  Read holds are counted, not owned (see weft.h).
+ *
+ * Orderings: every RMW on state is seq_cst (atomic.h).  A writer's
+ * entering CAS acquires what the last holder wrote before its releasing
+ * CAS, and a reader's likewise; hand-overs order through the lock and the
+ * wake (waitq.h).  writer is written only by the thread that holds the
+ * write lock (or hands it over, under the lock) and is cleared before the
+ * releasing CAS, so a caller comparing it with its own id reads its own
+ * last store or a later one: never a stale copy of its own id.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "atomic.h"
 #include "clock.h"
 #include "coro.h"
 #include "errors.h"
+#include "invariant.h"
 #include "park.h"
 #include "waitq.h"
 #include "weft.h"
 
+enum {
+	W_HELD = 1,	/* a writer holds the lock (readers is 0) */
+	W_WAIT = 2,	/* wq holds writers: new readers queue */
+	R_WAIT = 4,	/* rq holds readers (so W_HELD or W_WAIT is set) */
+};
+static const uint64_t READER = 8;	/* one read hold, in the state word */
+
 struct weft_rwlock {
+	uint64_t state;		/* atomic: readers * READER | R_WAIT | W_WAIT | W_HELD */
+	void *writer;		/* atomic: the write holder's context id, NULL for none */
 	struct weft__lock lock;
-	unsigned long readers;	/* read holds; the fields below too, under lock */
-	uintptr_t writer;	/* the write holder's context id, 0 for none */
-	struct weft__waitq rq, wq;	/* queued readers and writers */
+	struct weft__waitq rq, wq;	/* queued readers and writers, under lock */
 };
 
 weft_rwlock *weft_rwlock_new(void)
@@ -47,24 +80,64 @@ void weft_rwlock_free(weft_rwlock *l)
 	free(l);
 }
 
-/* Under the lock: every queued reader enters. */
-static void admit_readers(weft_rwlock *l, struct weft__wakes *ws)
+/* Whether the caller may enter, given the state word s. */
+static bool may_enter(uint64_t s, bool write)
 {
-	struct weft__wnode *n;
-	while ((n = weft__waitq_claim(&l->rq))) {
-		l->readers++;
-		weft__wakes_add(ws, n, 0);
-	}
+	return write ? s == 0 : !(s & (W_HELD | W_WAIT));
 }
 
-/* Under the lock, the lock free: the oldest queued writer enters. */
+/* Enters from the state word s (a reader counted, or a writer's W_HELD and
+ * id) if s allows it and the word still holds it: one CAS. */
+static bool try_enter(weft_rwlock *l, uint64_t s, bool write, uintptr_t id)
+{
+	/* seq_cst, so acquire: the previous holders' accesses, released by
+	 * their leaving CAS (or the hand-over's lock), happen before ours */
+	if (!may_enter(s, write) || !at_cas_64(&l->state, s, write ? W_HELD : s + READER))
+		return false;
+	if (write)	/* relaxed: read back by this holder, compared by others */
+		at_store_ptr(&l->writer, (void *)id);
+	return true;
+}
+
+/* Whether the caller holds the write lock (its id is looked up only when
+ * somebody does: readers need none). */
+static bool holds_write(weft_rwlock *l)
+{
+	/* relaxed: the caller's own last store, or a later one (see the top) */
+	void *w = at_load_ptr(&l->writer);
+	return w && (uintptr_t)w == weft__park_context_id();
+}
+
+/* Under the lock, a waiter flag set: applies delta (flags set or cleared, by
+ * the lock; readers admitted) to the word with one add, which commutes with
+ * the readers leaving meanwhile, the only lock-free change possible then. */
+static void update(weft_rwlock *l, uint64_t delta)
+{
+	WEFT__ASSERT(at_load_64(&l->state) & (W_WAIT | R_WAIT));
+	/* seq_cst; ordering for the waiters comes from the lock and the wake */
+	at_faa_64(&l->state, delta);
+}
+
+/* Under the lock, writers queued and the lock free: the oldest one enters. */
 static void admit_writer(weft_rwlock *l, struct weft__wakes *ws)
 {
 	struct weft__wnode *n = weft__waitq_claim(&l->wq);
-	if (n) {
-		l->writer = (uintptr_t)n->data;
+	WEFT__ASSERT(n);	/* queued nodes are live: a waiter that gives up unlinks */
+	/* relaxed: the lock's release and the wake's CAS publish it */
+	at_store_ptr(&l->writer, n->data);
+	weft__wakes_add(ws, n, 0);
+}
+
+/* Under the lock: every queued reader enters; returns the state's delta. */
+static uint64_t admit_readers(weft_rwlock *l, struct weft__wakes *ws)
+{
+	uint64_t delta = 0;
+	struct weft__wnode *n;
+	while ((n = weft__waitq_claim(&l->rq))) {
+		delta += READER;
 		weft__wakes_add(ws, n, 0);
 	}
+	return delta - R_WAIT;
 }
 
 /* Under the lock, after a writer gave up: if no writer is left in their way,
@@ -72,21 +145,64 @@ static void admit_writer(weft_rwlock *l, struct weft__wakes *ws)
 static void writer_gave_up(void *obj, struct weft__wakes *ws)
 {
 	weft_rwlock *l = obj;
-	if (!l->writer && !weft__waitq_live(&l->wq))
-		admit_readers(l, ws);
+	if (l->wq.head)
+		return;
+	uint64_t s = at_load_64(&l->state);
+	uint64_t delta = -(uint64_t)W_WAIT;
+	if ((s & R_WAIT) && !(s & W_HELD))
+		delta += admit_readers(l, ws);
+	update(l, delta);
 }
 
-/* Queues the caller (id) on q and parks: 0 once it was let in. */
-static int wait_turn(weft_rwlock *l, struct weft__waitq *q, uintptr_t id, int64_t deadline)
+/* Under the lock, after a reader gave up: the last one clears R_WAIT. */
+static void reader_gave_up(void *obj, struct weft__wakes *ws)
 {
-	if (weft__clock_deadline_passed(deadline)) {
-		weft__lock_release(&l->lock);
-		return ETIMEDOUT;
+	(void)ws;
+	weft_rwlock *l = obj;
+	if (!l->rq.head)
+		update(l, -(uint64_t)R_WAIT);
+}
+
+/* Under the lock: enters if the word allows it, else sets the caller's
+ * waiter flag.  0 entered, EAGAIN queue, EDEADLK, ETIMEDOUT.  id: a
+ * writer's, 0 for a reader. */
+static int enter_or_flag(weft_rwlock *l, bool write, uintptr_t id, int64_t deadline)
+{
+	uint64_t flag = write ? W_WAIT : R_WAIT;
+	for (;;) {
+		uint64_t s = at_load_64(&l->state);
+		if ((s & W_HELD) && holds_write(l))
+			return EDEADLK;
+		if (may_enter(s, write)) {
+			if (try_enter(l, s, write, id))
+				return 0;
+			continue;	/* readers came or went meanwhile */
+		}
+		if (weft__clock_deadline_passed(deadline))
+			return ETIMEDOUT;
+		/* a CAS, not an add: an unlock without the lock may have
+		 * changed the word since s, and the decision with it
+		 * (seq_cst: the unlock that replaces this word sees the flag) */
+		if ((s & flag) || at_cas_64(&l->state, s, s | flag))
+			return EAGAIN;
 	}
+}
+
+/* Enters or queues, under the lock; id as enter_or_flag's (a writer's node
+ * carries it to the hand-over, which stores it). */
+static int lock_slow(weft_rwlock *l, bool write, uintptr_t id, int64_t deadline)
+{
+	weft__lock_acquire(&l->lock);
+	int r = enter_or_flag(l, write, id, deadline);
+	if (r != EAGAIN) {
+		weft__lock_release(&l->lock);
+		return r;
+	}
+	struct weft__waitq *q = write ? &l->wq : &l->rq;
 	struct weft__wait x;
 	weft__wait_enqueue(&x, q, (void *)id);
-	return weft__wait_park_hook(&x, &l->lock, q, deadline, q == &l->wq ? writer_gave_up : NULL,
-				    l);
+	return weft__wait_park_hook(&x, &l->lock, q, deadline,
+				    write ? writer_gave_up : reader_gave_up, l);
 }
 
 static int lock(weft_rwlock *l, bool write, int64_t deadline)
@@ -95,22 +211,12 @@ static int lock(weft_rwlock *l, bool write, int64_t deadline)
 		return weft__err_fail(EINVAL);
 	if (weft__co_cancelled())
 		return weft__err_fail(ECANCELED);
-	uintptr_t id = weft__park_context_id();
-	weft__lock_acquire(&l->lock);
-	if (l->writer == id) {
-		weft__lock_release(&l->lock);
-		return weft__err_fail(EDEADLK);
-	}
-	bool enter = write ? !l->writer && !l->readers : !l->writer && !weft__waitq_live(&l->wq);
-	if (enter) {
-		if (write)
-			l->writer = id;
-		else
-			l->readers++;
-		weft__lock_release(&l->lock);
+	/* A writer tries the free word, a reader the word as it is; only a
+	 * writer's id is kept (unlock and EDEADLK compare with it). */
+	uintptr_t id = write ? weft__park_context_id() : 0;
+	if (try_enter(l, write ? 0 : at_load_64(&l->state), write, id))
 		return 0;
-	}
-	int r = wait_turn(l, write ? &l->wq : &l->rq, id, deadline);
+	int r = lock_slow(l, write, id, deadline);
 	return r ? weft__err_fail(r) : 0;
 }
 
@@ -124,27 +230,84 @@ int weft_rwlock_wrlock(weft_rwlock *l, int64_t deadline)
 	return lock(l, true, deadline);
 }
 
+/* Under the lock, after the last reader left while a writer waited: the
+ * oldest writer enters, unless someone got there first (a writer that gave
+ * up let readers in; a newer last reader handed over). */
+static void last_reader_out(weft_rwlock *l, struct weft__wakes *ws)
+{
+	uint64_t s = at_load_64(&l->state);
+	if (s >= READER || (s & W_HELD) || !l->wq.head)
+		return;
+	admit_writer(l, ws);
+	update(l, (uint64_t)W_HELD - (l->wq.head ? 0 : W_WAIT));
+}
+
+/* Gives back one read hold: EPERM if there is none. */
+static int read_unlock(weft_rwlock *l)
+{
+	uint64_t s = at_load_64(&l->state);
+	for (;;) {
+		if (s < READER)	/* not read-held (W_HELD: the writer is another) */
+			return EPERM;
+		/* seq_cst, so release: our reads happen before the next
+		 * writer's entering CAS or hand-over */
+		if (at_cas_64(&l->state, s, s - READER))
+			break;
+		s = at_load_64(&l->state);
+	}
+	/* the last reader out, a writer waiting: it hands the lock over */
+	if (s >= 2 * READER || !(s & W_WAIT))
+		return 0;
+	struct weft__wakes ws = { NULL };
+	weft__lock_acquire(&l->lock);
+	last_reader_out(l, &ws);
+	weft__lock_release(&l->lock);
+	weft__wakes_run(&ws);
+	return 0;
+}
+
+/* Under the lock, the caller's write hold given back and someone having
+ * waited: the queued readers enter if any, else the oldest writer, else
+ * (the waiters gave up meanwhile) nobody. */
+static void write_hand_over(weft_rwlock *l, struct weft__wakes *ws)
+{
+	uint64_t s = at_load_64(&l->state);
+	if (s & R_WAIT) {
+		update(l, admit_readers(l, ws) - W_HELD);
+	} else if (s & W_WAIT) {
+		admit_writer(l, ws);
+		if (!l->wq.head)
+			update(l, -(uint64_t)W_WAIT);
+	} else {
+		/* a lone W_HELD: nobody else writes it (see the top).
+		 * Relaxed, yet a release: the failed CAS and the lock's
+		 * acquire before it are full fences (atomic.h) */
+		at_store_64(&l->state, 0);
+	}
+}
+
+static void write_unlock(weft_rwlock *l)
+{
+	/* relaxed, ordered before the releasing CAS by its full fence */
+	at_store_ptr(&l->writer, NULL);
+	/* seq_cst, so release: our accesses happen before the next holder's */
+	if (at_cas_64(&l->state, W_HELD, 0))
+		return;
+	struct weft__wakes ws = { NULL };
+	weft__lock_acquire(&l->lock);
+	write_hand_over(l, &ws);
+	weft__lock_release(&l->lock);
+	weft__wakes_run(&ws);
+}
+
 int weft_rwlock_unlock(weft_rwlock *l)
 {
 	if (!l)
 		return weft__err_fail(EINVAL);
-	uintptr_t id = weft__park_context_id();
-	struct weft__wakes ws = { NULL };
-	int r = 0;
-	weft__lock_acquire(&l->lock);
-	if (l->writer == id) {
-		l->writer = 0;
-		if (weft__waitq_live(&l->rq))
-			admit_readers(l, &ws);
-		else
-			admit_writer(l, &ws);
-	} else if (!l->writer && l->readers) {
-		if (--l->readers == 0)
-			admit_writer(l, &ws);
-	} else {
-		r = EPERM;	/* not held, or write-held by another caller */
+	if (holds_write(l)) {
+		write_unlock(l);
+		return 0;
 	}
-	weft__lock_release(&l->lock);
-	weft__wakes_run(&ws);
+	int r = read_unlock(l);
 	return r ? weft__err_fail(r) : 0;
 }

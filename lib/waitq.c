@@ -14,6 +14,7 @@
 #include "atomic.h"
 #include "errors.h"
 #include "fault.h"
+#include "queue.h"
 
 void *weft__waitq_object_new(size_t size)
 {
@@ -103,10 +104,12 @@ void weft__wnode_wake(struct weft__wnode *n)
 
 void weft__wakes_run_list(struct weft__wnode *n)
 {
+	struct weft__worker *w = weft__schedule_batch_begin();
 	for (struct weft__wnode *next; n; n = next) {
 		next = n->next;
 		weft__wnode_wake(n);
 	}
+	weft__schedule_batch_end(w);
 }
 
 void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)

@@ -92,6 +92,8 @@ struct weft__worker {
 	struct weft__san sched_san;
 	int64_t last_poll;		/* when it last harvested epfd itself */
 	bool harvesting;		/* in its own harvest: wakes defer their notify (loop.c) */
+	bool batching;			/* in a batch of wakes (queue.c) ... */
+	struct weft_co *batch_held;	/* ... its newest, for the runnext slot at its end */
 	bool timers_ready;
 	int *errno_slot;		/* this worker thread's errno (the thread never changes) */
 	WEFT__FIFO(struct weft_co) yielders;	/* FIFO of yielders */

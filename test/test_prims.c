@@ -492,6 +492,108 @@ Test(prims, rwlock_deadlines_ownership_and_errors)
 	run(2, rw_errors, NULL);
 }
 
+/* A writer queued behind a reader, cancelled, lets in the reader queued
+ * behind it while the first reader still holds the lock; the lock is then
+ * free for a writer once both readers are out. */
+static void cancelled_writer(void *arg)
+{
+	struct rw *rw = arg;
+	CHECK(weft_rwlock_wrlock(rw->l, -1) == -1 && errno == ECANCELED);
+}
+
+static void rw_cancel(void *arg)
+{
+	(void)arg;
+	struct rw rw = { .l = weft_rwlock_new() };
+	CHECK(rw.l);
+	weft_co *holder = go(rd_hold, &rw);
+	await_at_least(&rw.entered, 1);
+	weft_co *w = go(cancelled_writer, &rw);
+	CHECK(weft_sleep(weft_now() + 5 * MS) == 0);	/* the writer waits */
+	CHECK(weft_rwlock_rdlock(rw.l, 0) == -1 && errno == ETIMEDOUT);	/* held back */
+	weft_co *late = go(late_reader, &rw);
+	CHECK(weft_sleep(weft_now() + 5 * MS) == 0);	/* the reader queues */
+	CHECK(atomic_load(&rw.entered) == 1);
+	CHECK(weft_cancel(w) == 0);
+	join(w);
+	join(late);
+	CHECK(atomic_load(&rw.entered) == 2);
+	CHECK(weft_rwlock_rdlock(rw.l, 0) == 0);	/* nobody waits: in at once */
+	CHECK(weft_rwlock_unlock(rw.l) == 0);
+	atomic_store(&rw.stop, true);
+	join(holder);
+	CHECK(weft_rwlock_wrlock(rw.l, 0) == 0);
+	CHECK(weft_rwlock_unlock(rw.l) == 0);
+	weft_rwlock_free(rw.l);
+}
+
+Test(prims, rwlock_cancelled_writer_lets_queued_readers_in)
+{
+	run(2, rw_cancel, NULL);
+}
+
+/* Readers and writers, coroutines and a plain thread, with deadlines from
+ * none (0: only if free) to a few hundred microseconds, so that waiters give
+ * up while others enter and leave without the lock: exclusion holds, and
+ * the lock is free at the end (every hold and every wait undone). */
+static void rw_timed_round(struct rw *rw, unsigned i)
+{
+	bool write = i % 4 == 0;
+	int64_t deadline = i % 3 == 0 ? 0 : weft_now() + (int64_t)(i % 5) * 100 * 1000;
+	int r = write ? weft_rwlock_wrlock(rw->l, deadline) : weft_rwlock_rdlock(rw->l, deadline);
+	if (r != 0) {
+		CHECK(errno == ETIMEDOUT);
+		return;
+	}
+	if (write) {
+		CHECK(atomic_fetch_add(&rw->writers, 1) == 0);
+		CHECK(atomic_load(&rw->readers) == 0);
+	} else {
+		atomic_fetch_add(&rw->readers, 1);
+		CHECK(atomic_load(&rw->writers) == 0);
+	}
+	if (weft_self())
+		weft_yield();
+	atomic_fetch_sub(write ? &rw->writers : &rw->readers, 1);
+	CHECK(weft_rwlock_unlock(rw->l) == 0);
+}
+
+static void rw_timed(void *arg)
+{
+	struct rw *rw = arg;
+	unsigned seed = atomic_fetch_add(&rw->entered, 1);
+	for (unsigned i = 0; i < rw->rounds; i++)
+		rw_timed_round(rw, seed * 7 + i);
+}
+
+static void *rw_timed_thread(void *arg)
+{
+	rw_timed(arg);
+	return NULL;
+}
+
+static void rw_timed_root(void *arg)
+{
+	spawn_join(16, rw_timed, arg);
+}
+
+Test(prims, rwlock_timed_waiters_race_the_lock_free_paths, .timeout = 120)
+{
+	struct rw rw = { .l = weft_rwlock_new(), .rounds = scaled(2000, 300, 50) };
+	cr_assert_not_null(rw.l);
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, rw_timed_thread, &rw), 0);
+	weft_co *root = weft_spawn(rw_timed_root, &rw);
+	cr_assert_not_null(root);
+	cr_assert_eq(weft_join(root), 0);
+	pthread_join(t, NULL);
+	cr_assert_eq(weft_shutdown(), 0);
+	cr_assert_eq(weft_rwlock_wrlock(rw.l, 0), 0, "the lock was left free");
+	cr_assert_eq(weft_rwlock_unlock(rw.l), 0);
+	weft_rwlock_free(rw.l);
+}
+
 /* ------------------------------------------------------ once */
 
 struct once_case {
