@@ -151,7 +151,8 @@ def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
     s["ratios"] = {p: {"rate": rate[p], "p99": p99[p], "cpu": cpu[p]}
                    for p in rate}
     s["syscalls"] = syscalls or {}
-    notes = [fairness_note(sb, runs, peers), lost_note(runs, peers)] + [
+    notes = [fairness_note(sb, runs, peers), lost_note(runs, peers),
+             load_note(runs, peers)] + [
         f"{p.name}: one thread at any worker count" for p in peers
         if p.one_thread and workers > 1]
     s["notes"] = "; ".join(n for n in notes if n) or None
@@ -169,6 +170,31 @@ def lost_note(runs: Dict[str, List[dict]],
         if xs:
             cells.append(f"{p.name} {statistics.median(xs):g}")
     return "datagrams lost per run: " + ", ".join(cells) if cells else None
+
+
+LOAD_BUSY = 0.9  # loadgen CPU per thread (per second) from which it may be the limit
+
+
+def load_note(runs: Dict[str, List[dict]],
+              peers: List[Peer]) -> Optional[str]:
+    """For loadgen rows: when the load generator's threads were busy
+    (loadgen_cpu per thread at least LOAD_BUSY, median over runs) for some
+    peer, the rates may be the load's limit rather than the servers': the
+    note says so, with each peer's figure; the CPU per message still
+    compares the servers."""
+    cells, busy = [], False
+    for p in peers:
+        xs = [float(r["extra"]["loadgen_cpu"]) / int(r["extra"].get("threads", 1))
+              for r in runs.get(p.name, [])
+              if r["ok"] and "loadgen_cpu" in r["extra"]]
+        if xs:
+            m = statistics.median(xs)
+            busy |= m >= LOAD_BUSY
+            cells.append(f"{p.name} {m:.2f}")
+    if not busy:
+        return None
+    return ("load generator busy (CPU per thread: " + ", ".join(cells) +
+            "): the rates may be its limit; compare CPU per message")
 
 
 def fairness_note(sb: ServerBench, runs: Dict[str, List[dict]],

@@ -195,5 +195,22 @@ class Udp(unittest.TestCase):
         self.assertNotIn("lost", s["notes"])
 
 
+    def test_a_busy_load_generator_is_noted(self):
+        go = Peer("go", "go", build=lambda ctx: None)
+        weft = Peer("weft", "weft", build=lambda ctx: None)
+
+        def runs(cpu, threads=1):
+            return [rec(p, 10**9, ops=100, loadgen_cpu=cpu, threads=threads,
+                        **LAT) for p in ("weft", "go")]
+        busy = {"weft": runs("0.97")[:1], "go": runs("0.80")[1:]}
+        s = summarize_server(UDP, busy, [weft, go], None, 1)
+        self.assertIn("load generator busy (CPU per thread: weft 0.97, "
+                      "go 0.80)", s["notes"])
+        # per thread: two threads at 1.2 CPUs in all are not busy
+        idle = {"weft": runs("1.20", 2)[:1], "go": runs("1.00", 2)[1:]}
+        s = summarize_server(UDP, idle, [weft, go], None, 1)
+        self.assertNotIn("load generator", s["notes"] or "")
+
+
 if __name__ == "__main__":
     unittest.main()
