@@ -275,7 +275,10 @@ static int run(struct tls_conn *t, enum op op, void *buf, size_t len, size_t *do
 		case SSL_ERROR_WANT_READ:
 		case SSL_ERROR_WANT_WRITE:
 			ERR_clear_error(); /* nothing left in it to read later */
-			if (weft_wait(t->fd, e == SSL_ERROR_WANT_READ ? WEFT_IN : WEFT_OUT,
+			/* OpenSSL asks after its read or write said EAGAIN:
+			 * no poll(2) first; a spurious wake only retries */
+			if (weft_wait(t->fd, (e == SSL_ERROR_WANT_READ ? WEFT_IN : WEFT_OUT) |
+						     WEFT_AFTER_EAGAIN,
 				      deadline) < 0)
 				return fail(t, errno, "%s: %s", op_name[op], strerror(errno));
 			continue; /* perhaps on another thread now */

@@ -144,6 +144,7 @@ struct weft__hook_wait {
 	int events;
 	int mode;
 	bool timed;		/* the deadline has been read */
+	bool exact;		/* not after an EAGAIN: a spurious wake would mislead */
 	int64_t deadline;
 };
 

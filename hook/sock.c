@@ -97,6 +97,7 @@ HOOK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 		return REAL(connect)(fd, addr, addrlen);
 	struct weft__hook_wait w;
 	weft__hook_wait_init(&w, fd, WEFT_OUT, mode);
+	w.exact = true;	/* connect_finish reads SO_ERROR on the wake's word */
 	for (;;) {
 		if (REAL(connect)(fd, addr, addrlen) == 0)
 			return 0;

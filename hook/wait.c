@@ -50,14 +50,17 @@ void weft__hook_wait_init(struct weft__hook_wait *w, int fd, int events, int mod
 
 /* A coroutine's wait: weft_wait, its ETIMEDOUT as EAGAIN, and its
  * ECANCELED as EBADF when the hooks closed fd meanwhile (the generation
- * moved), else as the coroutine's own cancellation. */
+ * moved), else as the coroutine's own cancellation.  A wait after the
+ * call's EAGAIN (all but connect's) skips weft_wait's poll(2): a spurious
+ * wake only makes the call try again, get EAGAIN and wait again. */
 static int park(struct weft__hook_wait *w)
 {
 	unsigned gen = weft__hook_fd_gen(w->fd);
 	weft__hook_fd_registered(w->fd);
 	if (!weft__hook_enter())
 		return -1;
-	int r = weft_wait(w->fd, w->events, w->deadline);
+	int r = weft_wait(w->fd, w->exact ? w->events : w->events | WEFT_AFTER_EAGAIN,
+			  w->deadline);
 	weft__hook_leave();
 	if (r >= 0)
 		return 0;

@@ -349,13 +349,24 @@ WEFT_EXPORT int64_t weft_now(void);
  * watch, are always ready: their reads and writes block the worker (use
  * weft_offload for slow storage).
  */
-enum { WEFT_IN = 1, WEFT_OUT = 2 };
+enum { WEFT_IN = 1, WEFT_OUT = 2, WEFT_AFTER_EAGAIN = 4 };
 
 /*
  * Waits until fd is ready for any of events (WEFT_IN, WEFT_OUT or both) and
  * returns the ready subset, as poll(2) sees it (a hang-up or error counts as
  * ready for both).  Errors: EINVAL for an empty or unknown events mask;
  * ETIMEDOUT; ECANCELED; EBADF.
+ *
+ * With WEFT_AFTER_EAGAIN added to events, the caller says that its own
+ * last call on fd in those directions failed with EAGAIN (a library's
+ * non-blocking read or write, SSL_read's WANT_READ): weft_wait then skips
+ * the poll(2) that makes its answer exact and waits for the next readiness
+ * weft sees, or returns at once with readiness that arrived since (an edge
+ * is never lost between the caller's EAGAIN and this call).  The answer
+ * may be spurious: readiness that came before that EAGAIN and was used up
+ * by it.  The caller then retries its call, gets EAGAIN again and waits
+ * again, which then blocks: the loop costs one system call less per wait
+ * than the exact form.
  */
 WEFT_EXPORT int weft_wait(int fd, int events, int64_t deadline);
 

@@ -474,15 +474,26 @@ static int wait_ready(struct io *io, int events, int64_t deadline)
 	}
 }
 
+/* weft_wait after the caller's EAGAIN: one park, no poll; readiness it
+ * took may be spurious (weft.h), and a wake that brought none counts as
+ * readiness for all of events (the caller's retry will tell). */
+static int wait_edge(struct io *io, int events, int64_t deadline)
+{
+	int r = io_park(io, events, deadline);
+	return r == 0 ? events : r;
+}
+
 int weft_wait(int fd, int events, int64_t deadline)
 {
-	if (events <= 0 || (events & ~(WEFT_IN | WEFT_OUT)))
+	int dirs = events & (WEFT_IN | WEFT_OUT);
+	if (!dirs || (events & ~(WEFT_IN | WEFT_OUT | WEFT_AFTER_EAGAIN)))
 		return weft_self() ? weft__err_fail(EINVAL) : weft__err_fail(EPERM);
 	struct io io;
 	if (io_begin(&io, fd) != 0)
 		return -1;
-	int r = wait_ready(&io, events, deadline);
-	if (events & WEFT_IN)
+	int r = events & WEFT_AFTER_EAGAIN ? wait_edge(&io, dirs, deadline)
+					   : wait_ready(&io, dirs, deadline);
+	if (dirs & WEFT_IN)
 		at_store_uint(&io.e->drained, 0);	/* it dropped READY: the next read must try */
 	return (int)io_return(&io, r, -r);
 }

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -109,7 +110,8 @@ static void bad_arguments(void *arg)
 	int sv[2];
 	socket_pair(sv);
 	CHECK(weft_wait(sv[0], 0, -1) == -1 && errno == EINVAL);
-	CHECK(weft_wait(sv[0], 4, -1) == -1 && errno == EINVAL);
+	CHECK(weft_wait(sv[0], 8, -1) == -1 && errno == EINVAL);
+	CHECK(weft_wait(sv[0], WEFT_AFTER_EAGAIN, -1) == -1 && errno == EINVAL);	/* no direction */
 	int unused = dup(sv[0]);
 	CHECK(unused >= 0 && close(unused) == 0);
 	CHECK(weft_read(unused, b, 1, -1) == -1 && errno == EBADF);	/* not open */
@@ -1420,6 +1422,61 @@ Test(io, read_and_send_bypass_libc_and_its_interposers)
 {
 	run(1, direct_main, NULL);
 	cr_assert_eq(atomic_load(&interposed_calls), 0, "weft's I/O went through libc's read or send");
+}
+
+/* poll(2) calls that name the watched fd (weft_wait's exact form makes one
+ * before it parks). */
+static atomic_uint watched_polls;
+
+int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	for (nfds_t i = 0; i < n; i++)
+		if (fds[i].fd == atomic_load(&watched_fd))
+			atomic_fetch_add(&watched_polls, 1);
+	struct timespec ts = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
+	return (int)syscall(SYS_ppoll, fds, n, timeout < 0 ? NULL : &ts, NULL, 8);
+}
+
+/* Reads what is there and then the caller's own EAGAIN, as a library's
+ * non-blocking read does before it waits. */
+static void drain(int fd)
+{
+	char b[16];
+	while (recv(fd, b, sizeof b, MSG_DONTWAIT) > 0)
+		;
+	CHECK(errno == EAGAIN);
+}
+
+static void after_eagain_main(void *unused)
+{
+	(void)unused;
+	int sv[2];
+	socket_pair(sv);
+	atomic_store(&watched_fd, sv[0]);
+	int in = WEFT_IN | WEFT_AFTER_EAGAIN;
+	/* parks until a write 20 ms later */
+	drain(sv[0]);
+	weft_co *w = go(write_later, &sv[1]);
+	CHECK(weft_wait(sv[0], in, weft_now() + 5000 * MS) == WEFT_IN);
+	CHECK(weft_join(w) == 0);
+	/* readiness between the caller's EAGAIN and its wait is not lost */
+	drain(sv[0]);
+	CHECK(write(sv[1], "now", 3) == 3);
+	CHECK(weft_wait(sv[0], in, weft_now() + 5000 * MS) == WEFT_IN);
+	/* the deadline */
+	drain(sv[0]);
+	CHECK(weft_wait(sv[0], in, weft_now() + 10 * MS) == -1 && errno == ETIMEDOUT);
+	CHECK(atomic_load(&watched_polls) == 0);
+	/* the exact form polls first, and the stand-in sees it */
+	CHECK(weft_wait(sv[0], WEFT_OUT, -1) == WEFT_OUT);
+	CHECK(atomic_load(&watched_polls) == 1);
+	atomic_store(&watched_fd, -1);
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(io, wait_after_eagain_parks_without_a_poll)
+{
+	run(1, after_eagain_main, NULL);
 }
 
 /*
