@@ -869,6 +869,11 @@ static void ppolls(void *arg)
 Test(hook, ppoll_with_a_signal_mask_parks_only_the_coroutine)
 {
 	REQUIRE_HOOKS();
+#ifdef WEFT_TEST_TSAN
+	/* reached through TSan's ppoll interceptor, the offload pool's locks
+	 * go unrecorded: false races (docs/hooks.md, "ThreadSanitizer") */
+	SKIP("hook: a masked ppoll is not run under TSan (docs/hooks.md)");
+#endif
 	struct sigaction sa = { .sa_handler = on_usr1 };
 	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
 	sigset_t usr1;
