@@ -213,6 +213,25 @@ static ssize_t writev_attempt(struct op *op, int fd)
 	return REAL(writev)(fd, iov, cnt);
 }
 
+/* op's message from `done` on, into m: its iovecs past `done` and, after
+ * the first attempt, no control buffer (the ancillary data went with, or
+ * came with, the first byte). */
+static int msg_rest(struct op *op, struct msghdr *m)
+{
+	struct iovec *iov;
+	int cnt;
+	if (iov_rest(op, &iov, &cnt) != 0)
+		return -1;
+	*m = *op->msg;
+	m->msg_iov = iov;
+	m->msg_iovlen = (size_t)cnt;
+	if (op->done) {
+		m->msg_control = NULL;
+		m->msg_controllen = 0;
+	}
+	return 0;
+}
+
 /* With MSG_WAITALL, each attempt fills the iovecs past `done`.  The
  * address, the ancillary data and the flags are the first attempt's (the
  * later attempts' flags added): the later ones go without a control buffer,
@@ -222,18 +241,12 @@ static ssize_t recvmsg_attempt(struct op *op, int fd)
 {
 	if (!op->all)
 		return REAL(recvmsg)(fd, op->msg, op->flags);
-	struct msghdr m = *op->msg;
-	struct iovec *iov;
-	int cnt;
-	if (iov_rest(op, &iov, &cnt) != 0)
+	struct msghdr m;
+	if (msg_rest(op, &m) != 0)
 		return -1;
-	m.msg_iov = iov;
-	m.msg_iovlen = (size_t)cnt;
 	if (op->done) {
 		m.msg_name = NULL;
 		m.msg_namelen = 0;
-		m.msg_control = NULL;
-		m.msg_controllen = 0;
 	}
 	ssize_t r = REAL(recvmsg)(fd, &m, op->flags);
 	if (r < 0)
@@ -253,17 +266,9 @@ static ssize_t recvmsg_attempt(struct op *op, int fd)
  * went with the first byte. */
 static ssize_t sendmsg_attempt(struct op *op, int fd)
 {
-	struct msghdr m = *op->msg;
-	struct iovec *iov;
-	int cnt;
-	if (iov_rest(op, &iov, &cnt) != 0)
+	struct msghdr m;
+	if (msg_rest(op, &m) != 0)
 		return -1;
-	m.msg_iov = iov;
-	m.msg_iovlen = (size_t)cnt;
-	if (op->done) {
-		m.msg_control = NULL;
-		m.msg_controllen = 0;
-	}
 	return REAL(sendmsg)(fd, &m, op->flags);
 }
 
