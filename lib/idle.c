@@ -93,6 +93,40 @@ bool weft__idle_may_spin(struct weft__worker *w)
 	return true;
 }
 
+/*
+ * Spinning on before sleeping.  A sleep costs a round trip through the
+ * kernel on both sides: the waker's eventfd write, the sleeper's return
+ * from epoll_wait and its context switch.  Where work comes back within
+ * microseconds (a lock's writer phase ends and hands it to a batch of
+ * readers on the other worker), that round trip is the cost of the idle
+ * period; Go avoids it by making yielded work visible to every P.  So a
+ * spinner whose last idle period (from the first look that found nothing
+ * to the next dispatch, slept or not) was shorter than SPIN_NS goes on
+ * looking for up to SPIN_NS before it sleeps; one whose last idle period
+ * was longer sleeps at once, as before, so a worker that waits for timers
+ * burns no CPU.  Nor does a worker whose loop owns fds spin: its sleep in
+ * epoll_wait is how it hears them at once, where a spinner would harvest
+ * them only at its fairness turns (POLL_NS); and a server's load, sharing
+ * the CPUs, needs the cycles (an echo server at 2 workers lost ~9% of its
+ * rate to spinning).  At most half the workers spin (may_spin).
+ */
+static const int64_t SPIN_NS = 50 * 1000;
+
+bool weft__idle_spin_on(struct weft__worker *w)
+{
+	int64_t now = weft_now();
+	if (!w->idle_since)
+		w->idle_since = now;
+	return w->spinning && w->idle_short && at_load_uint(&w->nfds) == 0 &&
+	       now - w->idle_since < SPIN_NS;
+}
+
+void weft__idle_ended(struct weft__worker *w)
+{
+	w->idle_short = weft_now() - w->idle_since < SPIN_NS;
+	w->idle_since = 0;
+}
+
 /* Invariant (2): a spinner that found work. */
 void weft__idle_stop_spinning(struct weft__worker *w)
 {

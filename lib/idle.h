@@ -16,6 +16,11 @@ void weft__idle_notify(void);
 /* Whether w may look for work as a spinner (fewer than half the workers
  * spin); counts it as one. */
 bool weft__idle_may_spin(struct weft__worker *w);
+/* w found no work: whether it looks again rather than sleep (an idle
+ * spinner whose idle periods are short, for at most SPIN_NS: idle.c). */
+bool weft__idle_spin_on(struct weft__worker *w);
+/* w found work after looking in vain: notes how long it was idle. */
+void weft__idle_ended(struct weft__worker *w);
 /* Invariant (2): a spinner that found work wakes another if it was the
  * last spinner. */
 void weft__idle_stop_spinning(struct weft__worker *w);

@@ -360,10 +360,13 @@ static void *worker_main(void *arg)
 		if (co) {
 			if (w->spinning)	/* else no call at every dispatch */
 				weft__idle_stop_spinning(w);
+			if (w->idle_since)
+				weft__idle_ended(w);
 			weft__co_run(w, co);
 			continue;
 		}
-		if (busy)	/* a victim's runnext was left to it: spin on */
+		/* a victim's runnext was left to it, or work may come soon */
+		if (busy || weft__idle_spin_on(w))
 			continue;
 		if (at_load_uint(&weft__rt.stopping) && !weft__idle_any_work())
 			break;

@@ -105,6 +105,8 @@ struct weft__worker {
 	int64_t inject_turn;		/* when the injection queue last had a turn */
 	int64_t inject_len;		/* the interval until its next turn */
 	bool spinning;
+	bool idle_short;		/* its last idle period was short (idle.c) */
+	int64_t idle_since;		/* when it last found no work; 0 while busy */
 	uint64_t id_next, id_end;	/* a block of coroutine ids */
 	void *altstack;			/* sigaltstack for the overflow handler */
 	stack_t old_altstack;		/* the thread's own, restored at exit */
