@@ -143,9 +143,10 @@ struct weft__hook_wait {
 	int fd;
 	int events;
 	int mode;
-	bool timed;		/* the deadline has been read */
+	bool timed;		/* the deadline is known (read, or the caller's) */
 	bool exact;		/* not after an EAGAIN: a spurious wake would mislead */
-	int64_t deadline;
+	int64_t since;		/* when the call first had to wait (0: not yet) */
+	int64_t deadline;	/* absolute ns, -1 none: once timed */
 };
 
 void weft__hook_wait_init(struct weft__hook_wait *w, int fd, int events, int mode);

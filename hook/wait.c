@@ -4,9 +4,19 @@
  * can block: a coroutine parks in weft_wait (its worker runs others); a
  * plain thread blocks in the real poll(2), since the hooks made the fd
  * non-blocking under it.  Either way the deadline is the socket's
- * SO_RCVTIMEO or SO_SNDTIMEO, read when the call first has to wait, and its
- * expiry is EAGAIN, as the kernel's.  And the wait of a call that must block
- * a thread (the resolver, ppoll with a signal mask): on the offload pool.
+ * SO_RCVTIMEO or SO_SNDTIMEO, counted from when the call first has to wait,
+ * and its expiry is EAGAIN, as the kernel's.  And the wait of a call that
+ * must block a thread (the resolver, ppoll with a signal mask): on the
+ * offload pool.
+ *
+ * A coroutine does not ask the kernel for the timeout when it starts to
+ * wait (a getsockopt per blocking call was one of the four system calls of
+ * a hiredis request): it parks for at most PROBE_NS and asks only if that
+ * expires.  No socket times out sooner: the kernel keeps SO_RCVTIMEO and
+ * SO_SNDTIMEO in jiffies, rounded up to at least one, and a jiffy is at
+ * least 1 ms.  Most waits end before, woken by readiness.  (A timeout set
+ * during the first millisecond of a wait applies to it; the kernel's
+ * blocking call reads it once, at its start.)
  */
 #include <errno.h>
 #include <limits.h>
@@ -14,6 +24,7 @@
 #include "hook.h"
 
 static const int64_t NS_PER_MS = 1000 * 1000;
+static const int64_t PROBE_NS = 1000 * 1000;	/* the shortest socket timeout */
 
 int64_t weft__hook_ts_ns(const struct timespec *ts)
 {
@@ -28,19 +39,28 @@ int64_t weft__hook_after(int64_t ns)
 	return ns > INT64_MAX / 2 - now ? INT64_MAX / 2 : now + ns;
 }
 
-/* The deadline SO_RCVTIMEO (WEFT_IN) or SO_SNDTIMEO (WEFT_OUT) sets from
- * now, or -1: none set, or not a socket. */
-static int64_t socket_deadline(int fd, int events)
+/* w's deadline: SO_RCVTIMEO (WEFT_IN) or SO_SNDTIMEO (WEFT_OUT) from
+ * w->since, or -1: none set, or not a socket. */
+static void read_timeout(struct weft__hook_wait *w)
 {
 	struct timeval tv;
 	socklen_t len = sizeof tv;
 	int saved = errno;
-	int r = getsockopt(fd, SOL_SOCKET, events == WEFT_IN ? SO_RCVTIMEO : SO_SNDTIMEO, &tv, &len);
+	int r = getsockopt(w->fd, SOL_SOCKET, w->events == WEFT_IN ? SO_RCVTIMEO : SO_SNDTIMEO, &tv,
+			   &len);
 	errno = saved;
+	w->timed = true;
+	w->deadline = -1;
 	if (r != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
-		return -1;
+		return;
 	struct timespec ts = { tv.tv_sec, tv.tv_usec * 1000 };
-	return weft__hook_after(weft__hook_ts_ns(&ts));
+	int64_t ns = weft__hook_ts_ns(&ts);
+	w->deadline = ns > INT64_MAX / 2 - w->since ? INT64_MAX / 2 : w->since + ns;
+}
+
+static bool expired(const struct weft__hook_wait *w)
+{
+	return w->deadline >= 0 && weft_now() >= w->deadline;
 }
 
 void weft__hook_wait_init(struct weft__hook_wait *w, int fd, int events, int mode)
@@ -48,27 +68,42 @@ void weft__hook_wait_init(struct weft__hook_wait *w, int fd, int events, int mod
 	*w = (struct weft__hook_wait){ .fd = fd, .events = events, .mode = mode, .deadline = -1 };
 }
 
-/* A coroutine's wait: weft_wait, its ETIMEDOUT as EAGAIN, and its
- * ECANCELED as EBADF when the hooks closed fd meanwhile (the generation
- * moved), else as the coroutine's own cancellation.  A wait after the
- * call's EAGAIN (all but connect's) skips weft_wait's poll(2): a spurious
- * wake only makes the call try again, get EAGAIN and wait again. */
-static int park(struct weft__hook_wait *w)
+/* weft_wait until deadline, its ECANCELED as EBADF when the hooks closed
+ * fd meanwhile (the generation moved), else as the coroutine's own
+ * cancellation.  A wait after the call's EAGAIN (all but connect's) skips
+ * weft_wait's poll(2): a spurious wake only makes the call try again, get
+ * EAGAIN and wait again. */
+static int park_until(struct weft__hook_wait *w, int64_t deadline)
 {
 	unsigned gen = weft__hook_fd_gen(w->fd);
 	weft__hook_fd_registered(w->fd);
 	if (!weft__hook_enter())
 		return -1;
-	int r = weft_wait(w->fd, w->exact ? w->events : w->events | WEFT_AFTER_EAGAIN,
-			  w->deadline);
+	int r = weft_wait(w->fd, w->exact ? w->events : w->events | WEFT_AFTER_EAGAIN, deadline);
 	weft__hook_leave();
 	if (r >= 0)
 		return 0;
-	if (errno == ETIMEDOUT)
-		errno = EAGAIN;
-	else if (errno == ECANCELED && weft__hook_fd_gen(w->fd) != gen)
+	if (errno == ECANCELED && weft__hook_fd_gen(w->fd) != gen)
 		errno = EBADF;
 	return -1;
+}
+
+/* A coroutine's wait: within PROBE_NS of its start without the timeout
+ * (see above), then until the timeout, whose expiry is EAGAIN. */
+static int park(struct weft__hook_wait *w)
+{
+	for (;;) {
+		if (w->timed && expired(w)) {
+			errno = EAGAIN;
+			return -1;
+		}
+		if (park_until(w, w->timed ? w->deadline : w->since + PROBE_NS) == 0)
+			return 0;
+		if (errno != ETIMEDOUT)
+			return -1;
+		if (!w->timed)
+			read_timeout(w);
+	}
 }
 
 /* Milliseconds left until deadline, rounded up (never early); -1 none. */
@@ -99,15 +134,17 @@ static int block(struct weft__hook_wait *w)
 
 int weft__hook_wait(struct weft__hook_wait *w)
 {
-	if (!w->timed) {
-		w->deadline = socket_deadline(w->fd, w->events);
-		w->timed = true;
-	}
-	if (w->deadline >= 0 && weft_now() >= w->deadline) {
+	if (!w->since)
+		w->since = weft_now();
+	if (w->mode == HOOK_CORO)
+		return park(w);
+	if (!w->timed)
+		read_timeout(w);
+	if (expired(w)) {
 		errno = EAGAIN;
 		return -1;
 	}
-	return w->mode == HOOK_CORO ? park(w) : block(w);
+	return block(w);
 }
 
 int weft__hook_offload(void (*fn)(void *), void *arg)

@@ -30,6 +30,7 @@
 #include <sys/ioctl.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -220,6 +221,91 @@ Test(hook, so_rcvtimeo_is_eagain_at_the_set_time_not_before)
 {
 	REQUIRE_HOOKS();
 	run(1, rcvtimeo, NULL);
+}
+
+/* The shortest timeout a socket can have (one jiffy: the kernel rounds up),
+ * which is about the hooks' probe (wait.c): EAGAIN not before the timeout
+ * the kernel reports. */
+static void shortest_rcvtimeo(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	struct timeval tv = { 0, 1 };
+	CHECK(setsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0);
+	socklen_t len = sizeof tv;
+	CHECK(getsockopt(sv[0], SOL_SOCKET, SO_RCVTIMEO, &tv, &len) == 0);
+	int64_t want = (int64_t)tv.tv_sec * 1000 * MS + (int64_t)tv.tv_usec * 1000;
+	CHECK(want >= 1 * MS);
+	for (int i = 0; i < 5; i++) {
+		struct rd rd = { .fd = sv[0] };
+		blocking_read(&rd);
+		CHECK(rd.r == -1 && (rd.err == EAGAIN || rd.err == EWOULDBLOCK));
+		CHECK(rd.took >= want && rd.took < want + 900 * MS);
+	}
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, the_shortest_so_rcvtimeo_is_eagain_not_before_the_kernel_says)
+{
+	REQUIRE_HOOKS();
+	run(1, shortest_rcvtimeo, NULL);
+}
+
+/* Counts the socket-timeout queries made through libc's getsockopt (the
+ * hooks', and this file's): interposed on libc's. */
+static atomic_uint timeout_queries;
+
+int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	if (level == SOL_SOCKET && (name == SO_RCVTIMEO || name == SO_SNDTIMEO))
+		atomic_fetch_add(&timeout_queries, 1);
+	return (int)syscall(SYS_getsockopt, fd, level, name, val, len);
+}
+
+enum { QUICK_WAITS = 200 };
+
+static void quick_writer(void *arg)
+{
+	int fd = *(int *)arg;
+	for (int i = 0; i < QUICK_WAITS; i++) {
+		weft_yield();	/* the reader parks first */
+		CHECK(write(fd, "x", 1) == 1);
+		char b;
+		CHECK(read(fd, &b, 1) == 1);
+	}
+}
+
+/* A blocking read woken within microseconds does not ask the kernel for
+ * the socket's timeout: a getsockopt per wait was one of the four system
+ * calls of a hiredis request.  The reader's waits each end at once (its peer
+ * writes after one yield); without the probe every one asked. */
+static void quick_waits(void *unused)
+{
+	(void)unused;
+	int sv[2];
+	socket_pair(sv);
+	unsigned before = atomic_load(&timeout_queries);
+	weft_co *w = go(quick_writer, &sv[1]);
+	for (int i = 0; i < QUICK_WAITS; i++) {
+		char b;
+		CHECK(read(sv[0], &b, 1) == 1);
+		CHECK(write(sv[0], &b, 1) == 1);
+	}
+	join(w);
+	unsigned queries = atomic_load(&timeout_queries) - before;
+	fprintf(stderr, "%u timeout queries for %d waits\n", queries, QUICK_WAITS);
+	/* a wait past the probe (a slow, loaded machine) may ask */
+	CHECK(queries < QUICK_WAITS / 4);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(hook, a_wait_woken_within_a_millisecond_does_not_ask_for_the_socket_timeout)
+{
+	REQUIRE_HOOKS();
+	run(1, quick_waits, NULL);
 }
 
 struct wr {
