@@ -72,6 +72,9 @@
 
 #include "context.h"
 
+#define BENCH_PROG "floors"
+#include "util.h"
+
 /* The sizes (ops per run, at most; about 0.1 s each on a quiet 2-CPU VM),
  * and the chunks they run in (between two looks at the clock). */
 #define SWITCH_N INT64_C(10000000)
@@ -88,20 +91,6 @@
 
 /* More key=value pairs for the RESULT line (a floor's set-up may set them). */
 static char result_extra[64];
-
-static void die(const char *what)
-{
-	fprintf(stderr, "floors: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* -------------------------------------------------------------- threads */
 

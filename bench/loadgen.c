@@ -68,6 +68,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#define BENCH_PROG "loadgen"
+#include "util.h"
+
 #define NS_PER_S INT64_C(1000000000)
 #define DRAIN_NS (2 * NS_PER_S) /* for the echoes in flight at the end */
 #define CONNECT_TIMEOUT_S 5
@@ -233,13 +236,6 @@ static atomic_uint reported_errors;
 static size_t words(size_t size)
 {
 	return (size + sizeof(uint64_t) - 1) / sizeof(uint64_t);
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
 /* User plus system time of the whole process, every thread. */

@@ -52,6 +52,9 @@
 
 #include "peak_rss.h"
 
+#define BENCH_PROG "redis-bench"
+#include "util.h"
+
 #ifdef REDIS_BENCH_HOOKS
 #include <weft.h>
 #endif
@@ -84,20 +87,6 @@ struct client {
 	size_t klen, vlen;
 	redisAsyncContext *ac; /* async only */
 };
-
-static void die(const char *what)
-{
-	fprintf(stderr, "redis-bench: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static enum phase phase_now(void)
 {

@@ -34,6 +34,9 @@
 
 #include "peak_rss.h"
 
+#define BENCH_PROG "weft-bench"
+#include "util.h"
+
 /* The sizes; bench/peers/go/main.go uses the same ones. */
 #define YIELD_N 2000000 /* yields per coroutine; two coroutines */
 #define SPAWN_TOTAL 1000000 /* coroutines spawned and joined */
@@ -74,12 +77,6 @@ struct outcome {
 };
 
 static unsigned g_workers;
-
-static void die(const char *what)
-{
-	fprintf(stderr, "weft-bench: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
 
 static weft_co *spawn_or_die(void (*fn)(void *), void *arg)
 {

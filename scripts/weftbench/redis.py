@@ -18,11 +18,10 @@ from typing import Dict, List, Optional, Tuple
 
 from .benches import REDIS_BENCHES, REDIS_MODES, RedisBench
 from .fmt import fmt_mr, fmt_num, fmt_ratio
-from .parse import judge, parse_result
 from .peers import Ctx, Skip
 from .procs import free_port, log_tail, server_running
 from .progress import Progress
-from .runs import interleave
+from .runs import interleave, run_cmd
 from .server import Pins
 from .stats import med_range, pair_ratios
 
@@ -107,17 +106,7 @@ def client_cmd(mode: Mode, rb: RedisBench, port: int, quick: bool
 def run_client(mode: Mode, rb: RedisBench, port: int, quick: bool,
                pins: Pins, timeout: float) -> dict:
     cmd = Pins.wrap(client_cmd(mode, rb, port, quick), pins.load)
-    rec = {"peer": mode.name, "cmd": cmd}
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        rec.update(ok=False, error=f"timed out after {timeout:.0f} s")
-        return rec
-    rec["wall_s"] = round(time.monotonic() - t0, 3)
-    rec.update(judge(parse_result(p.stdout), p, rb.name, REDIS_WORKERS))
-    return rec
+    return run_cmd(mode.name, cmd, rb.name, REDIS_WORKERS, timeout)
 
 
 def rate(rec: dict) -> float:

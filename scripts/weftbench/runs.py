@@ -5,7 +5,7 @@
 import os
 import subprocess
 import time
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from .benches import Bench
 from .parse import judge, parse_result
@@ -13,13 +13,11 @@ from .peers import SUBJECT, Peer
 from .progress import Progress
 
 
-def run_one(peer: Peer, bench: Bench, workers: int, timeout: float,
-            wrap: Sequence[str] = ()) -> dict:
-    """One invocation of the peer's program, under wrap (e.g. valgrind)."""
-    env = dict(os.environ)
-    env.update(peer.env(workers))
-    cmd = [*wrap, str(peer.program), bench.name, str(workers)]
-    rec = {"peer": peer.name, "cmd": cmd}
+def run_cmd(who: str, cmd: List[str], name: str, workers: int,
+            timeout: float, env: Optional[Dict[str, str]] = None) -> dict:
+    """One invocation of a bench program (cmd) that prints a RESULT line
+    for benchmark `name` at `workers`: the record of the run, judged."""
+    rec = {"peer": who, "cmd": cmd}
     t0 = time.monotonic()
     try:
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE,
@@ -28,8 +26,17 @@ def run_one(peer: Peer, bench: Bench, workers: int, timeout: float,
         rec.update(ok=False, error=f"timed out after {timeout:.0f} s")
         return rec
     rec["wall_s"] = round(time.monotonic() - t0, 3)
-    rec.update(judge(parse_result(p.stdout), p, bench.name, workers))
+    rec.update(judge(parse_result(p.stdout), p, name, workers))
     return rec
+
+
+def run_one(peer: Peer, bench: Bench, workers: int, timeout: float,
+            wrap: Sequence[str] = ()) -> dict:
+    """One invocation of the peer's program, under wrap (e.g. valgrind)."""
+    env = dict(os.environ)
+    env.update(peer.env(workers))
+    cmd = [*wrap, str(peer.program), bench.name, str(workers)]
+    return run_cmd(peer.name, cmd, bench.name, workers, timeout, env)
 
 
 def note_failure(rec: dict, tag: str, what: str, prog: Progress,
