@@ -116,15 +116,7 @@ void weft__group_leave(struct weft_co *co)
  * also returns ECANCELED, and the caller waits again). */
 static int wait_empty(weft_group *g, int64_t deadline, bool cancellable)
 {
-	weft__lock_acquire(&g->lock);
-	if (g->count == 0) {
-		weft__lock_release(&g->lock);
-		return 0;
-	}
-	struct weft__wait x;
-	weft__wait_enqueue(&x, &g->waiters, NULL);
-	x.waiter.cancellable = cancellable;
-	return weft__wait_park(&x, &g->lock, &g->waiters, deadline);
+	return weft__wait_zero(&g->lock, &g->count, &g->waiters, deadline, cancellable);
 }
 
 /* The caller is a member of g, so waiting for g would wait for itself. */

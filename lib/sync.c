@@ -305,7 +305,7 @@ int weft_cond_broadcast(weft_cond *c)
 
 struct weft_wg {
 	struct weft__lock lock;
-	long count;		/* under lock */
+	size_t count;		/* under lock */
 	struct weft__waitq q;
 };
 
@@ -325,15 +325,16 @@ int weft_wg_add(weft_wg *wg, int delta)
 		return weft__err_fail(EINVAL);
 	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&wg->lock);
-	long n = wg->count + delta;
-	if (n >= 0) {
-		wg->count = n;
-		if (n == 0)
+	/* never below 0 (nor past SIZE_MAX, which an int cannot reach) */
+	bool fits = delta >= 0 || (size_t)-(long)delta <= wg->count;
+	if (fits) {
+		wg->count += (size_t)(long)delta;	/* modulo 2^n: a subtraction too */
+		if (wg->count == 0)
 			weft__waitq_claim_all(&wg->q, 0, &ws);
 	}
 	weft__lock_release(&wg->lock);
 	weft__wakes_run(&ws);
-	return n < 0 ? weft__err_fail(EINVAL) : 0;
+	return fits ? 0 : weft__err_fail(EINVAL);
 }
 
 int weft_wg_done(weft_wg *wg)
@@ -347,13 +348,6 @@ int weft_wg_wait(weft_wg *wg, int64_t deadline)
 		return weft__err_fail(EINVAL);
 	if (weft__co_cancelled())
 		return weft__err_fail(ECANCELED);
-	weft__lock_acquire(&wg->lock);
-	if (wg->count == 0) {
-		weft__lock_release(&wg->lock);
-		return 0;
-	}
-	struct weft__wait x;
-	weft__wait_enqueue(&x, &wg->q, NULL);
-	int r = weft__wait_park(&x, &wg->lock, &wg->q, deadline);
+	int r = weft__wait_zero(&wg->lock, &wg->count, &wg->q, deadline, true);
 	return r ? weft__err_fail(r) : 0;
 }

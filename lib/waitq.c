@@ -127,6 +127,20 @@ int weft__wait_park(struct weft__wait *x, struct weft__lock *lock, struct weft__
 	return weft__wait_park_hook(x, lock, q, deadline, NULL, NULL);
 }
 
+int weft__wait_zero(struct weft__lock *lock, const size_t *count, struct weft__waitq *q,
+		    int64_t deadline, bool cancellable)
+{
+	weft__lock_acquire(lock);
+	if (*count == 0) {
+		weft__lock_release(lock);
+		return 0;
+	}
+	struct weft__wait x;
+	weft__wait_enqueue(&x, q, NULL);
+	x.waiter.cancellable = cancellable;
+	return weft__wait_park(&x, lock, q, deadline);
+}
+
 int weft__wait_park_hook(struct weft__wait *x, struct weft__lock *lock, struct weft__waitq *q,
 			 int64_t deadline, void (*gave_up)(void *obj, struct weft__wakes *ws),
 			 void *obj)

@@ -129,6 +129,12 @@ void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)
  * claimer's result when claimed, else the park result (ETIMEDOUT, ...). */
 int weft__wait_park(struct weft__wait *x, struct weft__lock *lock, struct weft__waitq *q,
 		    int64_t deadline);
+/* Waits on q, under lock (taken here), until *count is 0: a wait group's
+ * count, a group's members.  Whoever brings it to 0 claims every node of q
+ * (weft__waitq_claim_all).  0, or the wait's failure (ETIMEDOUT; ECANCELED
+ * when cancellable), with the lock released. */
+int weft__wait_zero(struct weft__lock *lock, const size_t *count, struct weft__waitq *q,
+		    int64_t deadline, bool cancellable);
 /* The same, for an object whose waiter, in giving up, may unblock others (a
  * writer that held new readers back): gave_up(obj, ws) runs under the lock
  * once the node is unlinked, and the wakes it adds to ws are run after the

@@ -9,6 +9,7 @@
 #include "harness.h"
 #include "coro_test.h"
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -421,6 +422,8 @@ Test(sync, wait_group_across_workers_and_threads)
 	weft_wg *wg = weft_wg_new();
 	cr_assert_not_null(wg);
 	cr_assert_eq(weft_wg_add(wg, -1), -1);
+	cr_assert_eq(errno, EINVAL);
+	cr_assert_eq(weft_wg_add(wg, INT_MIN), -1);
 	cr_assert_eq(errno, EINVAL);
 	cr_assert_eq(weft_wg_wait(wg, -1), 0, "zero: no wait");
 	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
