@@ -37,17 +37,10 @@ static void raise_fd_limit(void)
 	}
 }
 
-/* A listening TCP socket on 127.0.0.1, any port; *port gets it. */
+/* A listening TCP socket on 127.0.0.1, any port; *addr gets its address. */
 static int listener(int backlog, struct sockaddr_in *addr)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	CHECK(fd >= 0);
-	memset(addr, 0, sizeof *addr);
-	addr->sin_family = AF_INET;
-	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(bind(fd, (struct sockaddr *)addr, sizeof *addr) == 0);
-	socklen_t len = sizeof *addr;
-	CHECK(getsockname(fd, (struct sockaddr *)addr, &len) == 0);
+	int fd = loopback_socket(SOCK_STREAM, addr);
 	CHECK(listen(fd, backlog) == 0);
 	return fd;
 }
@@ -93,10 +86,7 @@ static void check_all_eperm(void)
 
 Test(io, every_call_outside_a_coroutine_is_eperm)
 {
-	check_all_eperm();	/* no runtime */
-	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
-	check_all_eperm();	/* a plain thread, runtime running */
-	cr_assert_eq(weft_shutdown(), 0);
+	check_outside_coroutines(check_all_eperm);
 }
 
 static void bad_arguments(void *arg)

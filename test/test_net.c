@@ -478,10 +478,7 @@ static void check_all_eperm(void)
 
 Test(net, every_call_outside_a_coroutine_is_eperm)
 {
-	check_all_eperm();	/* no runtime */
-	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
-	check_all_eperm();	/* a plain thread, runtime running */
-	cr_assert_eq(weft_shutdown(), 0);
+	check_outside_coroutines(check_all_eperm);
 }
 
 /* ------------------------------------------------------ bad arguments */
@@ -735,19 +732,6 @@ struct udp_test {
 	unsigned echoed, verified;
 };
 
-static int udp_socket(struct sockaddr_in *addr)
-{
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	CHECK(fd >= 0);
-	memset(addr, 0, sizeof *addr);
-	addr->sin_family = AF_INET;
-	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(bind(fd, (struct sockaddr *)addr, sizeof *addr) == 0);
-	socklen_t len = sizeof *addr;
-	CHECK(getsockname(fd, (struct sockaddr *)addr, &len) == 0);
-	return fd;
-}
-
 static void udp_server(void *arg)
 {
 	struct udp_test *t = arg;
@@ -782,8 +766,8 @@ static void udp_root(void *arg)
 {
 	struct udp_test *t = arg;
 	struct sockaddr_in caddr;
-	t->server = udp_socket(&t->server_addr);
-	t->client = udp_socket(&caddr);
+	t->server = loopback_socket(SOCK_DGRAM, &t->server_addr);
+	t->client = loopback_socket(SOCK_DGRAM, &caddr);
 	weft_co *s = go(udp_server, t), *snd = go(udp_client_sender, t);
 	unsigned char b[DGRAM_MAX + 1], want[DGRAM_MAX];
 	for (unsigned seq = 0; seq < t->count; seq++) {
