@@ -159,20 +159,19 @@ struct call {
 
 static int the_file = -1;	/* sendfile's source: pattern bytes */
 
-/* buf[0..len) as three iovecs: its first half, an empty one, the rest. */
-static void split(struct iovec iov[3], void *buf, size_t len)
+/* weft_readv or weft_writev of buf[0..len) as three iovecs: its first
+ * half, an empty one, the rest. */
+static ssize_t split_call(ssize_t (*fn)(int, const struct iovec *, int, int64_t), int fd,
+			  void *buf, size_t len, int64_t dl)
 {
 	size_t half = len / 2;
-	iov[0] = (struct iovec){ buf, half };
-	iov[1] = (struct iovec){ NULL, 0 };
-	iov[2] = (struct iovec){ (char *)buf + half, len - half };
+	struct iovec iov[3] = { { buf, half }, { NULL, 0 }, { (char *)buf + half, len - half } };
+	return fn(fd, iov, 3, dl);
 }
 
 static ssize_t call_readv(int fd, void *buf, size_t len, int64_t dl)
 {
-	struct iovec iov[3];
-	split(iov, buf, len);
-	return weft_readv(fd, iov, 3, dl);
+	return split_call(weft_readv, fd, buf, len, dl);
 }
 
 static ssize_t call_recv(int fd, void *buf, size_t len, int64_t dl)
@@ -196,9 +195,7 @@ static ssize_t call_recvmsg(int fd, void *buf, size_t len, int64_t dl)
 
 static ssize_t call_writev(int fd, void *buf, size_t len, int64_t dl)
 {
-	struct iovec iov[3];
-	split(iov, buf, len);
-	return weft_writev(fd, iov, 3, dl);
+	return split_call(weft_writev, fd, buf, len, dl);
 }
 
 static ssize_t call_send(int fd, void *buf, size_t len, int64_t dl)
