@@ -2,8 +2,9 @@
 /*
  * coro_test.h — what the coroutine-level suites (io, sync, cancel) share:
  * checks that work inside coroutines, runtime start-up, sizes scaled for
- * sanitizers and valgrind, loopback sockets, checks outside coroutines, and
- * weft programs run in a child (fatal paths).
+ * sanitizers and valgrind, channel operations in coroutines, loopback
+ * sockets, checks outside coroutines, and weft programs run in a child
+ * (fatal paths).
  * Include after harness.h.
  */
 #ifndef WEFT_TEST_CORO_TEST_H
@@ -76,6 +77,23 @@ static inline void join(weft_co *co)
 static inline void socket_pair(int sv[2])
 {
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+}
+
+/* One channel operation without a deadline, as a coroutine (chan_op_main):
+ * its result and errno; value is what a send sends, what a receive got. */
+struct chan_op {
+	weft_chan *ch;
+	int op;		/* WEFT_CHAN_SEND or WEFT_CHAN_RECV */
+	int value;
+	int result, err;
+};
+
+static inline void chan_op_main(void *arg)
+{
+	struct chan_op *p = arg;
+	p->result = p->op == WEFT_CHAN_SEND ? weft_chan_send(p->ch, &p->value, -1)
+					    : weft_chan_recv(p->ch, &p->value, -1);
+	p->err = errno;
 }
 
 /* A socket of `type` bound to 127.0.0.1, any port; *addr gets the address. */
