@@ -2,16 +2,20 @@
 /*
  * coro_test.h — what the coroutine-level suites (io, sync, cancel) share:
  * checks that work inside coroutines, runtime start-up, sizes scaled for
- * sanitizers and valgrind, and weft programs run in a child (fatal paths).
+ * sanitizers and valgrind, channel operations in coroutines, loopback
+ * sockets, checks outside coroutines, and weft programs run in a child
+ * (fatal paths).
  * Include after harness.h.
  */
 #ifndef WEFT_TEST_CORO_TEST_H
 #define WEFT_TEST_CORO_TEST_H
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,6 +77,47 @@ static inline void join(weft_co *co)
 static inline void socket_pair(int sv[2])
 {
 	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+}
+
+/* One channel operation without a deadline, as a coroutine (chan_op_main):
+ * its result and errno; value is what a send sends, what a receive got. */
+struct chan_op {
+	weft_chan *ch;
+	int op;		/* WEFT_CHAN_SEND or WEFT_CHAN_RECV */
+	int value;
+	int result, err;
+};
+
+static inline void chan_op_main(void *arg)
+{
+	struct chan_op *p = arg;
+	p->result = p->op == WEFT_CHAN_SEND ? weft_chan_send(p->ch, &p->value, -1)
+					    : weft_chan_recv(p->ch, &p->value, -1);
+	p->err = errno;
+}
+
+/* A socket of `type` bound to 127.0.0.1, any port; *addr gets the address. */
+static inline int loopback_socket(int type, struct sockaddr_in *addr)
+{
+	int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+	CHECK(fd >= 0);
+	memset(addr, 0, sizeof *addr);
+	addr->sin_family = AF_INET;
+	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(bind(fd, (struct sockaddr *)addr, sizeof *addr) == 0);
+	socklen_t len = sizeof *addr;
+	CHECK(getsockname(fd, (struct sockaddr *)addr, &len) == 0);
+	return fd;
+}
+
+/* Runs check (cr_asserts that weft calls fail outside a coroutine) twice:
+ * with no runtime, then on this plain thread while a runtime runs. */
+static inline void check_outside_coroutines(void (*check)(void))
+{
+	check();
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
+	check();
+	cr_assert_eq(weft_shutdown(), 0);
 }
 
 /* Sends this process's stderr (fd 2) to a temporary file until

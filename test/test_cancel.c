@@ -220,17 +220,9 @@ Test(cancel, racing_readiness_and_a_deadline, .timeout = 120)
  * received by the cancelled receiver or still in the channel afterwards —
  * never lost, never both. */
 struct chan_race {
-	weft_chan *ch;
+	struct chan_op recv;	/* the receiver, cancelled */
 	int64_t at;
-	int got, value;
 };
-
-static void chan_race_receiver(void *arg)
-{
-	struct chan_race *r = arg;
-	r->got = weft_chan_recv(r->ch, &r->value, -1) == 0;
-	CHECK(r->got || errno == ECANCELED);
-}
 
 static void chan_race_sender(void *arg)
 {
@@ -238,25 +230,28 @@ static void chan_race_sender(void *arg)
 	while (weft_now() < r->at)
 		;
 	int v = 42;
-	CHECK(weft_chan_send(r->ch, &v, -1) == 0);
+	CHECK(weft_chan_send(r->recv.ch, &v, -1) == 0);
 }
 
 static void chan_race_root(void *arg)
 {
 	unsigned *seen = arg;
 	for (int i = 0; i < RACE_ROUNDS; i++) {
-		struct chan_race r = { .ch = weft_chan_new(sizeof(int), 1), .at = weft_now() + 100000 };
-		weft_co *a = go(chan_race_receiver, &r), *b = go(chan_race_sender, &r);
+		struct chan_race r = { .recv = { .ch = weft_chan_new(sizeof(int), 1), .op = WEFT_CHAN_RECV },
+				       .at = weft_now() + 100000 };
+		weft_co *a = go(chan_op_main, &r.recv), *b = go(chan_race_sender, &r);
 		while (weft_now() < r.at + (i % 10) * 1000)
 			;
 		CHECK(weft_cancel(a) == 0);
 		CHECK(weft_join(a) == 0 && weft_join(b) == 0);
+		int got = r.recv.result == 0;
+		CHECK(got || r.recv.err == ECANCELED);
 		int v = 0;
-		int left = weft_chan_recv(r.ch, &v, 0) == 0;
-		CHECK(r.got + left == 1);
-		CHECK(r.got ? r.value == 42 : v == 42);
-		seen[r.got ? 0 : 1]++;
-		weft_chan_free(r.ch);
+		int left = weft_chan_recv(r.recv.ch, &v, 0) == 0;
+		CHECK(got + left == 1);
+		CHECK(got ? r.recv.value == 42 : v == 42);
+		seen[got ? 0 : 1]++;
+		weft_chan_free(r.recv.ch);
 	}
 }
 

@@ -562,10 +562,7 @@ static void check_eperm(void)
 
 Test(dial, outside_a_coroutine_is_eperm)
 {
-	check_eperm();	/* no runtime */
-	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
-	check_eperm();	/* a plain thread, runtime running */
-	cr_assert_eq(weft_shutdown(), 0);
+	check_outside_coroutines(check_eperm);
 }
 
 static void bad_arguments_main(void *arg)

@@ -37,17 +37,10 @@ static void raise_fd_limit(void)
 	}
 }
 
-/* A listening TCP socket on 127.0.0.1, any port; *port gets it. */
+/* A listening TCP socket on 127.0.0.1, any port; *addr gets its address. */
 static int listener(int backlog, struct sockaddr_in *addr)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	CHECK(fd >= 0);
-	memset(addr, 0, sizeof *addr);
-	addr->sin_family = AF_INET;
-	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(bind(fd, (struct sockaddr *)addr, sizeof *addr) == 0);
-	socklen_t len = sizeof *addr;
-	CHECK(getsockname(fd, (struct sockaddr *)addr, &len) == 0);
+	int fd = loopback_socket(SOCK_STREAM, addr);
 	CHECK(listen(fd, backlog) == 0);
 	return fd;
 }
@@ -93,10 +86,7 @@ static void check_all_eperm(void)
 
 Test(io, every_call_outside_a_coroutine_is_eperm)
 {
-	check_all_eperm();	/* no runtime */
-	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
-	check_all_eperm();	/* a plain thread, runtime running */
-	cr_assert_eq(weft_shutdown(), 0);
+	check_outside_coroutines(check_all_eperm);
 }
 
 static void bad_arguments(void *arg)
@@ -565,6 +555,42 @@ static void init_waiters(struct waiter *w, int n, int fd, unsigned *order)
 		w[i] = (struct waiter){ .fd = fd, .deadline = -1, .order = order, .place = -1 };
 }
 
+/* The scene of the tests below: up to WAITERS waiters on one socket of a
+ * pair, taking numbers from `order` as they finish. */
+struct queue {
+	int sv[2];
+	unsigned order;
+	struct waiter w[WAITERS];
+	weft_co *co[WAITERS];
+};
+
+/* n waiters (reads, no deadline) on a fresh pair's sv[0], not yet spawned:
+ * the caller may change them first. */
+static void queue_open(struct queue *q, int n)
+{
+	socket_pair(q->sv);
+	q->order = 0;
+	init_waiters(q->w, n, q->sv[0], &q->order);
+}
+
+/* Spawns the n waiters in order, each parked before the next. */
+static void queue_spawn(struct queue *q, int n)
+{
+	for (int i = 0; i < n; i++)
+		q->co[i] = spawn_waiter(&q->w[i]);
+}
+
+static void queue_join(struct queue *q, int n)
+{
+	for (int i = 0; i < n; i++)
+		join(q->co[i]);
+}
+
+static void queue_close(struct queue *q)
+{
+	CHECK(weft_close(q->sv[0]) == 0 && weft_close(q->sv[1]) == 0);
+}
+
 /* Lets the worker harvest and run what it woke (it idles in epoll_wait
  * while we sleep); no assertion on the time. */
 static void settle(void)
@@ -575,23 +601,17 @@ static void settle(void)
 static void fifo_readers(void *arg)
 {
 	(void)arg;
-	int sv[2];
-	socket_pair(sv);
-	unsigned order = 0;
-	struct waiter w[WAITERS];
-	weft_co *co[WAITERS];
-	init_waiters(w, WAITERS, sv[0], &order);
-	for (int i = 0; i < WAITERS; i++)
-		co[i] = spawn_waiter(&w[i]);
-	CHECK(weft_wait(sv[0], WEFT_OUT, -1) == WEFT_OUT);	/* the other direction is free */
+	struct queue q;
+	queue_open(&q, WAITERS);
+	queue_spawn(&q, WAITERS);
+	CHECK(weft_wait(q.sv[0], WEFT_OUT, -1) == WEFT_OUT);	/* the other direction is free */
 	/* one edge for all four bytes: each reader takes one and, not having
 	 * ended in EAGAIN, passes the turn to the next */
-	CHECK(weft_write(sv[1], "abcd", 4, -1) == 4);
+	CHECK(weft_write(q.sv[1], "abcd", 4, -1) == 4);
+	queue_join(&q, WAITERS);
 	for (int i = 0; i < WAITERS; i++)
-		join(co[i]);
-	for (int i = 0; i < WAITERS; i++)
-		CHECK(w[i].result == 1 && w[i].got == 'a' + i && w[i].place == i);
-	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+		CHECK(q.w[i].result == 1 && q.w[i].got == 'a' + i && q.w[i].place == i);
+	queue_close(&q);
 }
 
 Test(io, readers_of_one_fd_queue_and_are_served_in_fifo_order)
@@ -609,17 +629,13 @@ static uint64_t wakeups(void)
 static void one_wakes_one(void *arg)
 {
 	(void)arg;
-	int sv[2];
-	socket_pair(sv);
-	unsigned order = 0;
-	struct waiter w[WAITERS];
-	weft_co *co[WAITERS];
-	init_waiters(w, WAITERS, sv[0], &order);
-	for (int i = 0; i < WAITERS; i++)
-		co[i] = spawn_waiter(&w[i]);
+	struct queue q;
+	struct waiter *w = q.w;
+	queue_open(&q, WAITERS);
+	queue_spawn(&q, WAITERS);
 	for (int i = 0; i < WAITERS; i++) {
 		uint64_t before = wakeups(), naps = 1;
-		CHECK(weft_write(sv[1], &"wxyz"[i], 1, -1) == 1);
+		CHECK(weft_write(q.sv[1], &"wxyz"[i], 1, -1) == 1);
 		while (w[i].place < 0) {
 			CHECK(weft_sleep(weft_now() + MS) == 0);
 			naps++;
@@ -633,9 +649,8 @@ static void one_wakes_one(void *arg)
 		CHECK(finished(w, WAITERS) == (unsigned)i + 1);
 		CHECK(w[i].place == i && w[i].result == 1 && w[i].got == "wxyz"[i]);
 	}
-	for (int i = 0; i < WAITERS; i++)
-		join(co[i]);
-	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+	queue_join(&q, WAITERS);
+	queue_close(&q);
 }
 
 Test(io, one_readiness_wakes_one_waiter)
@@ -649,22 +664,17 @@ Test(io, one_readiness_wakes_one_waiter)
 static void waits_pass_the_turn(void *arg)
 {
 	(void)arg;
-	int sv[2];
-	socket_pair(sv);
-	unsigned order = 0;
-	struct waiter w[3];
-	weft_co *co[3];
-	init_waiters(w, 3, sv[0], &order);
+	struct queue q;
+	struct waiter *w = q.w;
+	queue_open(&q, 3);
 	w[0].events = w[1].events = WEFT_IN;	/* two weft_waits, then a read */
-	for (int i = 0; i < 3; i++)
-		co[i] = spawn_waiter(&w[i]);
-	CHECK(weft_write(sv[1], "q", 1, -1) == 1);
-	for (int i = 0; i < 3; i++)
-		join(co[i]);
+	queue_spawn(&q, 3);
+	CHECK(weft_write(q.sv[1], "q", 1, -1) == 1);
+	queue_join(&q, 3);
 	CHECK(w[0].result == WEFT_IN && w[1].result == WEFT_IN);
 	CHECK(w[2].result == 1 && w[2].got == 'q');
 	CHECK(w[0].place == 0 && w[1].place == 1 && w[2].place == 2);
-	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+	queue_close(&q);
 }
 
 Test(io, a_woken_waiter_that_does_not_consume_passes_the_turn)
@@ -675,22 +685,17 @@ Test(io, a_woken_waiter_that_does_not_consume_passes_the_turn)
 static void close_wakes_queued(void *arg)
 {
 	(void)arg;
-	int sv[2];
-	socket_pair(sv);
-	unsigned order = 0;
-	struct waiter w[WAITERS];
-	weft_co *co[WAITERS];
-	init_waiters(w, WAITERS, sv[0], &order);
-	w[2].events = WEFT_IN;	/* a weft_wait among the readers */
-	for (int i = 0; i < WAITERS; i++)
-		co[i] = spawn_waiter(&w[i]);
-	CHECK(weft_close(sv[0]) == 0);
+	struct queue q;
+	queue_open(&q, WAITERS);
+	q.w[2].events = WEFT_IN;	/* a weft_wait among the readers */
+	queue_spawn(&q, WAITERS);
+	CHECK(weft_close(q.sv[0]) == 0);
 	for (int i = 0; i < WAITERS; i++) {
-		join(co[i]);
-		CHECK(w[i].result == -1 && w[i].err == ECANCELED);
+		join(q.co[i]);
+		CHECK(q.w[i].result == -1 && q.w[i].err == ECANCELED);
 	}
-	CHECK(finished(w, WAITERS) == WAITERS);
-	CHECK(weft_close(sv[1]) == 0);
+	CHECK(finished(q.w, WAITERS) == WAITERS);
+	CHECK(weft_close(q.sv[1]) == 0);
 }
 
 Test(io, close_wakes_every_queued_waiter_with_ecanceled)
@@ -701,16 +706,13 @@ Test(io, close_wakes_every_queued_waiter_with_ecanceled)
 static void queued_timeouts(void *arg)
 {
 	(void)arg;
-	int sv[2];
-	socket_pair(sv);
-	unsigned order = 0;
-	struct waiter w[WAITERS];
-	weft_co *co[WAITERS];
-	init_waiters(w, WAITERS, sv[0], &order);
+	struct queue q;
+	struct waiter *w = q.w;
+	weft_co **co = q.co;
+	queue_open(&q, WAITERS);
 	w[0].deadline = weft_now() + 50 * MS;	/* the slot's holder gives up */
 	w[2].deadline = weft_now() + 50 * MS;	/* and one queued behind it */
-	for (int i = 0; i < WAITERS; i++)
-		co[i] = spawn_waiter(&w[i]);
+	queue_spawn(&q, WAITERS);
 	join(co[0]);
 	join(co[2]);
 	CHECK(w[0].result == -1 && w[0].err == ETIMEDOUT);
@@ -719,18 +721,18 @@ static void queued_timeouts(void *arg)
 	join(co[3]);
 	CHECK(w[3].result == -1 && w[3].err == ECANCELED);
 	/* the one left gets the turn the holder passed on leaving */
-	CHECK(weft_write(sv[1], "k", 1, -1) == 1);
+	CHECK(weft_write(q.sv[1], "k", 1, -1) == 1);
 	join(co[1]);
 	CHECK(w[1].result == 1 && w[1].got == 'k');
 	/* and the fd works as before for new waiters */
 	struct waiter more[2];
-	init_waiters(more, 2, sv[0], &order);
+	init_waiters(more, 2, q.sv[0], &q.order);
 	weft_co *mc[2] = { spawn_waiter(&more[0]), spawn_waiter(&more[1]) };
-	CHECK(weft_write(sv[1], "mn", 2, -1) == 2);
+	CHECK(weft_write(q.sv[1], "mn", 2, -1) == 2);
 	join(mc[0]);
 	join(mc[1]);
 	CHECK(more[0].got == 'm' && more[1].got == 'n');
-	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+	queue_close(&q);
 }
 
 Test(io, a_queued_waiter_timing_out_or_cancelled_leaves_the_others_working)

@@ -159,20 +159,19 @@ struct call {
 
 static int the_file = -1;	/* sendfile's source: pattern bytes */
 
-/* buf[0..len) as three iovecs: its first half, an empty one, the rest. */
-static void split(struct iovec iov[3], void *buf, size_t len)
+/* weft_readv or weft_writev of buf[0..len) as three iovecs: its first
+ * half, an empty one, the rest. */
+static ssize_t split_call(ssize_t (*fn)(int, const struct iovec *, int, int64_t), int fd,
+			  void *buf, size_t len, int64_t dl)
 {
 	size_t half = len / 2;
-	iov[0] = (struct iovec){ buf, half };
-	iov[1] = (struct iovec){ NULL, 0 };
-	iov[2] = (struct iovec){ (char *)buf + half, len - half };
+	struct iovec iov[3] = { { buf, half }, { NULL, 0 }, { (char *)buf + half, len - half } };
+	return fn(fd, iov, 3, dl);
 }
 
 static ssize_t call_readv(int fd, void *buf, size_t len, int64_t dl)
 {
-	struct iovec iov[3];
-	split(iov, buf, len);
-	return weft_readv(fd, iov, 3, dl);
+	return split_call(weft_readv, fd, buf, len, dl);
 }
 
 static ssize_t call_recv(int fd, void *buf, size_t len, int64_t dl)
@@ -196,9 +195,7 @@ static ssize_t call_recvmsg(int fd, void *buf, size_t len, int64_t dl)
 
 static ssize_t call_writev(int fd, void *buf, size_t len, int64_t dl)
 {
-	struct iovec iov[3];
-	split(iov, buf, len);
-	return weft_writev(fd, iov, 3, dl);
+	return split_call(weft_writev, fd, buf, len, dl);
 }
 
 static ssize_t call_send(int fd, void *buf, size_t len, int64_t dl)
@@ -478,10 +475,7 @@ static void check_all_eperm(void)
 
 Test(net, every_call_outside_a_coroutine_is_eperm)
 {
-	check_all_eperm();	/* no runtime */
-	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
-	check_all_eperm();	/* a plain thread, runtime running */
-	cr_assert_eq(weft_shutdown(), 0);
+	check_outside_coroutines(check_all_eperm);
 }
 
 /* ------------------------------------------------------ bad arguments */
@@ -735,19 +729,6 @@ struct udp_test {
 	unsigned echoed, verified;
 };
 
-static int udp_socket(struct sockaddr_in *addr)
-{
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	CHECK(fd >= 0);
-	memset(addr, 0, sizeof *addr);
-	addr->sin_family = AF_INET;
-	addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	CHECK(bind(fd, (struct sockaddr *)addr, sizeof *addr) == 0);
-	socklen_t len = sizeof *addr;
-	CHECK(getsockname(fd, (struct sockaddr *)addr, &len) == 0);
-	return fd;
-}
-
 static void udp_server(void *arg)
 {
 	struct udp_test *t = arg;
@@ -782,8 +763,8 @@ static void udp_root(void *arg)
 {
 	struct udp_test *t = arg;
 	struct sockaddr_in caddr;
-	t->server = udp_socket(&t->server_addr);
-	t->client = udp_socket(&caddr);
+	t->server = loopback_socket(SOCK_DGRAM, &t->server_addr);
+	t->client = loopback_socket(SOCK_DGRAM, &caddr);
 	weft_co *s = go(udp_server, t), *snd = go(udp_client_sender, t);
 	unsigned char b[DGRAM_MAX + 1], want[DGRAM_MAX];
 	for (unsigned seq = 0; seq < t->count; seq++) {

@@ -517,20 +517,6 @@ Test(sync, channel_rendezvous_4x4_every_item_once, .timeout = 300)
 	mpmc_check(0);
 }
 
-struct parked_op {
-	weft_chan *ch;
-	int op;
-	int result, err;
-};
-
-static void parked_op(void *arg)
-{
-	struct parked_op *p = arg;
-	int v = 7;
-	p->result = p->op == WEFT_CHAN_SEND ? weft_chan_send(p->ch, &v, -1) : weft_chan_recv(p->ch, &v, -1);
-	p->err = errno;
-}
-
 static void close_parked(void *arg)
 {
 	(void)arg;
@@ -538,11 +524,12 @@ static void close_parked(void *arg)
 	weft_chan *r = weft_chan_new(sizeof(int), 0), *s = weft_chan_new(sizeof(int), 1);
 	int one = 1;
 	CHECK(weft_chan_send(s, &one, -1) == 0);
-	struct parked_op ops[6];
+	struct chan_op ops[6];
 	weft_co *co[6];
 	for (int i = 0; i < 6; i++) {
-		ops[i] = (struct parked_op){ .ch = i < 3 ? r : s, .op = i < 3 ? WEFT_CHAN_RECV : WEFT_CHAN_SEND };
-		co[i] = go(parked_op, &ops[i]);
+		ops[i] = (struct chan_op){ .ch = i < 3 ? r : s, .op = i < 3 ? WEFT_CHAN_RECV : WEFT_CHAN_SEND,
+					   .value = 7 };
+		co[i] = go(chan_op_main, &ops[i]);
 	}
 	CHECK(weft_sleep(weft_now() + 20 * MS) == 0);
 	CHECK(weft_chan_close(r) == 0 && weft_chan_close(s) == 0);
