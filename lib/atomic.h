@@ -149,9 +149,21 @@ static inline unsigned at_fas_uint(unsigned *p, unsigned d)
 static inline void at_fence_acquire(void) { ck_pr_fence_acquire(); }
 /* Release: no earlier access moves below the following store. */
 static inline void at_fence_release(void) { ck_pr_fence_release(); }
-/* StoreLoad: emitted even on TSO (mfence / dmb ish). */
+/* StoreLoad: emitted even on TSO.  On x86-64 a locked RMW of the stack's
+ * top word rather than mfence: for ordinary (write-back) memory it orders
+ * the same (every locked instruction is a full barrier), and it is cheaper,
+ * as Linux's smp_mb() found; mfence also orders non-temporal stores and
+ * write-combining memory, which weft never uses.  Elsewhere dmb ish. */
+#if defined(__x86_64__)
+static inline void at_fence_store_load(void)
+{
+	__asm__ volatile("lock; orq $0, (%%rsp)" ::: "memory", "cc");
+}
+static inline void at_fence_full(void) { at_fence_store_load(); }
+#else
 static inline void at_fence_store_load(void) { ck_pr_fence_strict_store_load(); }
 static inline void at_fence_full(void) { ck_pr_fence_strict_memory(); }
+#endif
 static inline void at_pause(void) { ck_pr_stall(); }
 
 #endif

@@ -12,7 +12,13 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
 
+#include "atomic.h"
 #include "deque.h"
 #include "lock.h"
 
@@ -171,4 +177,62 @@ Test(deque, assertions_fire_when_compiled_in)
 #elif defined(cr_skip_test)	/* Criterion's; the TSan stand-in (harness.h) has none */
 	cr_skip_test("assertions are not compiled in (-Dassertions=false)");
 #endif
+}
+
+/*
+ * The StoreLoad fence the deque's take and steal (and the idle and park
+ * handshakes) rely on: the store-buffering litmus.  Two threads each store
+ * to their own word, fence, and load the other's; with the fence at least
+ * one of them must see the other's store.  Without it a store waits in the
+ * store buffer past the load, and both read 0 (x86 does that within a few
+ * thousand rounds).  The main thread starts each round through `round`.
+ * Under the sanitizers every access is seq_cst (atomic.h), and valgrind
+ * runs one thread at a time: there the test cannot fail, but runs.
+ */
+struct sb {
+	unsigned x __attribute__((aligned(64)));
+	unsigned y __attribute__((aligned(64)));
+	unsigned round __attribute__((aligned(64)));	/* the round that may start */
+	unsigned done;					/* the other side's last round */
+	bool saw[2];					/* each side saw the other's store */
+	unsigned rounds;
+};
+
+/* One side of round r: its store, the fence, the load of the other's. */
+static bool sb_step(unsigned *mine, unsigned *theirs, unsigned r)
+{
+	at_store_uint(mine, r);
+	at_fence_store_load();
+	return at_load_uint(theirs) == r;
+}
+
+static void *sb_other(void *arg)
+{
+	struct sb *s = arg;
+	for (unsigned r = 1; r <= s->rounds; r++) {
+		while (at_load_uint(&s->round) != r)
+			at_pause();
+		s->saw[1] = sb_step(&s->y, &s->x, r);
+		at_fence_release();
+		at_store_uint(&s->done, r);
+	}
+	return NULL;
+}
+
+Test(deque, the_store_load_fence_keeps_a_store_ahead_of_a_later_load, .timeout = 120)
+{
+	struct sb s = { .rounds = RUNNING_ON_VALGRIND ? 2000 : 200000 };
+	unsigned neither = 0;
+	pthread_t th;
+	cr_assert_eq(pthread_create(&th, NULL, sb_other, &s), 0);
+	for (unsigned r = 1; r <= s.rounds; r++) {
+		at_store_uint(&s.round, r);
+		s.saw[0] = sb_step(&s.x, &s.y, r);
+		while (at_load_uint(&s.done) != r)
+			at_pause();
+		at_fence_acquire();
+		neither += !s.saw[0] && !s.saw[1];
+	}
+	pthread_join(th, NULL);
+	cr_assert_eq(neither, 0, "%u of %u rounds saw neither store", neither, s.rounds);
 }
