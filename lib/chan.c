@@ -43,7 +43,7 @@ struct weft_chan {
 	size_t head, count;	/* the ring: oldest element, number buffered */
 	bool closed;
 	struct weft__waitq recvq, sendq;
-	unsigned char *ring;
+	unsigned char ring[];	/* elem_size * cap bytes, in the channel's allocation */
 };
 
 weft_chan *weft_chan_new(size_t elem_size, size_t capacity)
@@ -52,25 +52,19 @@ weft_chan *weft_chan_new(size_t elem_size, size_t capacity)
 		weft__err_fail(EINVAL);
 		return NULL;
 	}
-	weft_chan *ch = weft__fault() ? NULL : calloc(1, sizeof *ch);
-	unsigned char *ring = capacity && elem_size && !weft__fault() ? malloc(elem_size * capacity) : NULL;
-	if (!ch || (capacity && elem_size && !ring)) {
-		free(ch);
-		free(ring);
+	size_t ring_size = elem_size * capacity;
+	weft_chan *ch = ring_size > SIZE_MAX - sizeof *ch || weft__fault() ? NULL : calloc(1, sizeof *ch + ring_size);
+	if (!ch) {
 		weft__err_fail(ENOMEM);
 		return NULL;
 	}
 	ch->elem_size = elem_size;
 	ch->cap = capacity;
-	ch->ring = ring;
 	return ch;
 }
 
 void weft_chan_free(weft_chan *ch)
 {
-	if (!ch)
-		return;
-	free(ch->ring);
 	free(ch);
 }
 
@@ -91,10 +85,10 @@ int weft_chan_close(weft_chan *ch)
 
 /* ------------------------------------------------------ one operation */
 
+/* (With elements of size 0 the ring is empty and every slot is its start,
+ * which copy skips.) */
 static unsigned char *slot(weft_chan *ch, size_t i)
 {
-	if (!ch->ring)	/* elements of size 0: nothing to address (copy skips) */
-		return NULL;
 	return ch->ring + ((ch->head + i) % ch->cap) * ch->elem_size;
 }
 
@@ -161,10 +155,8 @@ static int try_recv(weft_chan *ch, void *elem, struct weft__wakes *ws)
 
 static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 {
-	if (!ch || (!elem && ch->elem_size))
-		return weft__err_fail(EINVAL);
-	if (weft__co_cancelled())
-		return weft__err_fail(ECANCELED);
+	if (weft__co_wait_entry(ch && (elem || !ch->elem_size)) != 0)
+		return -1;
 	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&ch->lock);
 	int r = op == WEFT_CHAN_SEND ? try_send(ch, elem, &ws) : try_recv(ch, elem, &ws);
@@ -290,10 +282,8 @@ static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t
 
 int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
 {
-	if (valid_cases(cases, n) != 0)
-		return weft__err_fail(EINVAL);
-	if (weft__co_cancelled())
-		return weft__err_fail(ECANCELED);
+	if (weft__co_wait_entry(valid_cases(cases, n) == 0) != 0)
+		return -1;
 	weft_chan *chs[WEFT_SELECT_MAX];
 	size_t k = lock_order(cases, n, chs);
 	struct weft__wakes ws = { NULL };

@@ -290,10 +290,8 @@ void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg)
 /* weft_join_until's body, inline in both calls. */
 static inline __attribute__((always_inline)) int join(weft_co *co, int64_t deadline)
 {
-	if (!co || co == weft_self())
-		return weft__err_fail(EINVAL);
-	if (weft__co_cancelled())
-		return weft__err_fail(ECANCELED);
+	if (weft__co_wait_entry(co && co != weft_self()) != 0)
+		return -1;
 	int r = weft__completion_wait(&co->join, true, deadline);
 	if (r != 0)
 		return weft__err_fail(r);
@@ -315,6 +313,13 @@ bool weft__co_cancelled(void)
 {
 	weft_co *co = weft_self();
 	return co && at_load_uint(&co->cancelled);
+}
+
+int weft__co_wait_entry(bool valid)
+{
+	if (!valid)
+		return weft__err_fail(EINVAL);
+	return weft__co_cancelled() ? weft__err_fail(ECANCELED) : 0;
 }
 
 int weft_cancel(weft_co *co)

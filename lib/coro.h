@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "list.h"
 #include "sanitize.h"
 #include "stack.h"
 #include "weft.h"
@@ -46,7 +47,7 @@ struct weft_co {
 	unsigned nlocals;
 	struct weft__san san;
 	struct weft_group *group;	/* the group it is a member of (group.c), or NULL */
-	struct weft_co *gprev, *gnext;	/* its link among the members, under the group's lock */
+	struct weft__list_link glink;	/* its link among the members, under the group's lock */
 	unsigned live;			/* atomic: spawned and not yet finished (weft__co_each_live) */
 	/* weft_lock_thread (affinity.c): while locks > 0 it runs on home alone.
 	 * Both are written by the coroutine itself while it runs; a waker reads
@@ -80,5 +81,10 @@ void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg);
 /* True when the calling coroutine has been cancelled (false on a thread):
  * every call that could block checks it first and fails with ECANCELED. */
 bool weft__co_cancelled(void);
+/* The first checks of a public call that may wait, in this order: EINVAL
+ * unless valid (the call's own check of its arguments), then ECANCELED if
+ * the calling coroutine has been cancelled.  0 to go on, or -1 with errno
+ * set, for the call to return as it is (errors.h: part of the boundary). */
+int weft__co_wait_entry(bool valid);
 
 #endif

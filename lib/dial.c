@@ -392,10 +392,8 @@ int weft_dial(const char *host, const char *service, int64_t deadline)
 {
 	if (!weft_self())
 		return weft__err_fail(EPERM);
-	if (!host || !service)
-		return weft__err_fail(EINVAL);
-	if (weft__co_cancelled())
-		return weft__err_fail(ECANCELED);
+	if (weft__co_wait_entry(host && service) != 0)
+		return -1;
 	struct addrinfo *res;
 	int e = resolve(host, service, 0, deadline, &res);
 	if (e)

@@ -13,8 +13,10 @@
  * negative errno (-ENOMEM), and 0 or a count on success; it never sets
  * errno.  Only the public boundary does: `return weft__err_result(r);`.  The
  * boundary includes a public call's file-local body (chan.c's chan_op for
- * send and recv) and the one constructor helper whose NULL the public
- * constructors return as it is (weft__waitq_object_new: ENOMEM).
+ * send and recv), the one constructor helper whose NULL the public
+ * constructors return as it is (weft__waitq_object_new: ENOMEM), and the
+ * entry checks of the calls that may wait (weft__co_wait_entry: EINVAL,
+ * ECANCELED).
  *
  * A leaf: it includes only libc headers, so every file can report an error
  * without depending on the scheduler (worker.h) for it.

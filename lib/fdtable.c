@@ -260,7 +260,7 @@ bool weft__fd_retract_slow(struct weft__fd *e, int d, struct weft__waiter *w)
 static void queue_shrunk(struct weft__fd *e, int d)
 {
 	void **slot = &e->slot[d];
-	for (unsigned spins = 0; !e->queue[d].head; spins++) {
+	for (unsigned spins = 0; weft__waitq_empty(&e->queue[d]); spins++) {
 		uintptr_t v = word(at_load_ptr(slot));
 		if (!(v & FD_QUEUED))
 			return;
@@ -300,7 +300,7 @@ static struct weft__wnode *claim_head(struct weft__fd *e, int d, void **next)
 	struct weft__wnode *n = weft__waitq_claim(&e->queue[d]);
 	if (n) {
 		n->result = turn_result(d);
-		*next = (void *)(FD_TURN | (e->queue[d].head ? FD_QUEUED : 0));
+		*next = (void *)(FD_TURN | (weft__waitq_empty(&e->queue[d]) ? 0 : FD_QUEUED));
 	} else {
 		*next = FD_READY;	/* what woke the last holder may be left */
 	}

@@ -4,8 +4,8 @@
  * bundle, Tokio's JoinSet, the coroutine side of Go's errgroup).
  *
  * A member is an ordinary coroutine, detached at its spawn, that knows its
- * group (co->group) and sits in the group's list of running members (linked
- * through co->gprev/gnext, under the group's lock) from before its start
+ * group (co->group) and sits in the group's list of running members (list.h,
+ * linked through co->glink, under the group's lock) from before its start
  * until it returns.  So the group joins its members as they finish: when a
  * member's function (and its coroutine-locals' destructors) have returned,
  * coro.c calls weft__group_leave, which unlinks it and counts it out under
@@ -39,13 +39,14 @@
 #include "coro.h"
 #include "errors.h"
 #include "group.h"
+#include "list.h"
 #include "waitq.h"
 #include "weft.h"
 
 struct weft_group {
 	struct weft__lock lock;
 	struct weft__waitq waiters;	/* weft_group_wait and weft_group_free callers */
-	struct weft_co *members;	/* running members, newest first */
+	struct weft__list members;	/* running members, oldest first */
 	size_t count;			/* how many */
 	bool cancelled;			/* weft_group_cancel was called */
 };
@@ -58,22 +59,13 @@ weft_group *weft_group_new(void)
 /* Under the lock. */
 static void link_member(weft_group *g, struct weft_co *co)
 {
-	co->gprev = NULL;
-	co->gnext = g->members;
-	if (g->members)
-		g->members->gprev = co;
-	g->members = co;
+	weft__list_push(&g->members, &co->glink);
 	g->count++;
 }
 
 static void unlink_member(weft_group *g, struct weft_co *co)
 {
-	if (co->gprev)
-		co->gprev->gnext = co->gnext;
-	else
-		g->members = co->gnext;
-	if (co->gnext)
-		co->gnext->gprev = co->gprev;
+	weft__list_unlink(&g->members, &co->glink);
 	g->count--;
 }
 
@@ -128,10 +120,8 @@ static bool own_group(weft_group *g)
 
 int weft_group_wait(weft_group *g, int64_t deadline)
 {
-	if (!g)
-		return weft__err_fail(EINVAL);
-	if (weft__co_cancelled())
-		return weft__err_fail(ECANCELED);
+	if (weft__co_wait_entry(g != NULL) != 0)
+		return -1;
 	if (own_group(g))
 		return weft__err_fail(EDEADLK);
 	int r = wait_empty(g, deadline, true);
@@ -144,8 +134,8 @@ int weft_group_cancel(weft_group *g)
 		return weft__err_fail(EINVAL);
 	weft__lock_acquire(&g->lock);
 	g->cancelled = true;
-	for (struct weft_co *co = g->members; co; co = co->gnext)
-		weft_cancel(co);
+	for (struct weft__list_link *l = g->members.head; l; l = l->next)
+		weft_cancel(WEFT__LIST_ENTRY(l, struct weft_co, glink));
 	weft__lock_release(&g->lock);
 	return 0;
 }

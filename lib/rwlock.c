@@ -145,7 +145,7 @@ static uint64_t admit_readers(weft_rwlock *l, struct weft__wakes *ws)
 static void writer_gave_up(void *obj, struct weft__wakes *ws)
 {
 	weft_rwlock *l = obj;
-	if (l->wq.head)
+	if (!weft__waitq_empty(&l->wq))
 		return;
 	uint64_t s = at_load_64(&l->state);
 	uint64_t delta = -(uint64_t)W_WAIT;
@@ -159,7 +159,7 @@ static void reader_gave_up(void *obj, struct weft__wakes *ws)
 {
 	(void)ws;
 	weft_rwlock *l = obj;
-	if (!l->rq.head)
+	if (weft__waitq_empty(&l->rq))
 		update(l, -(uint64_t)R_WAIT);
 }
 
@@ -207,10 +207,8 @@ static int lock_slow(weft_rwlock *l, bool write, uintptr_t id, int64_t deadline)
 
 static int lock(weft_rwlock *l, bool write, int64_t deadline)
 {
-	if (!l)
-		return weft__err_fail(EINVAL);
-	if (weft__co_cancelled())
-		return weft__err_fail(ECANCELED);
+	if (weft__co_wait_entry(l != NULL) != 0)
+		return -1;
 	/* A writer tries the free word, a reader the word as it is; only a
 	 * writer's id is kept (unlock and EDEADLK compare with it). */
 	uintptr_t id = write ? weft__park_context_id() : 0;
@@ -236,10 +234,10 @@ int weft_rwlock_wrlock(weft_rwlock *l, int64_t deadline)
 static void last_reader_out(weft_rwlock *l, struct weft__wakes *ws)
 {
 	uint64_t s = at_load_64(&l->state);
-	if (s >= READER || (s & W_HELD) || !l->wq.head)
+	if (s >= READER || (s & W_HELD) || weft__waitq_empty(&l->wq))
 		return;
 	admit_writer(l, ws);
-	update(l, (uint64_t)W_HELD - (l->wq.head ? 0 : W_WAIT));
+	update(l, (uint64_t)W_HELD - (weft__waitq_empty(&l->wq) ? W_WAIT : 0));
 }
 
 /* Gives back one read hold: EPERM if there is none. */
@@ -276,7 +274,7 @@ static void write_hand_over(weft_rwlock *l, struct weft__wakes *ws)
 		update(l, admit_readers(l, ws) - W_HELD);
 	} else if (s & W_WAIT) {
 		admit_writer(l, ws);
-		if (!l->wq.head)
+		if (weft__waitq_empty(&l->wq))
 			update(l, -(uint64_t)W_WAIT);
 	} else {
 		/* a lone W_HELD: nobody else writes it (see the top).

@@ -98,10 +98,8 @@ static int acquire_slow(weft_sem *s, int64_t deadline)
 
 int weft_sem_acquire(weft_sem *s, int64_t deadline)
 {
-	if (!s)
-		return weft__err_fail(EINVAL);
-	if (weft__co_cancelled())
-		return weft__err_fail(ECANCELED);
+	if (weft__co_wait_entry(s != NULL) != 0)
+		return -1;
 	if (take(s))
 		return 0;
 	int r = acquire_slow(s, deadline);

@@ -344,10 +344,8 @@ int weft_wg_done(weft_wg *wg)
 
 int weft_wg_wait(weft_wg *wg, int64_t deadline)
 {
-	if (!wg)
-		return weft__err_fail(EINVAL);
-	if (weft__co_cancelled())
-		return weft__err_fail(ECANCELED);
+	if (weft__co_wait_entry(wg != NULL) != 0)
+		return -1;
 	int r = weft__wait_zero(&wg->lock, &wg->count, &wg->q, deadline, true);
 	return r ? weft__err_fail(r) : 0;
 }

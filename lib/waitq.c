@@ -27,13 +27,7 @@ void *weft__waitq_object_new(size_t size)
 void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n)
 {
 	WEFT__ASSERT(!n->linked);
-	n->next = NULL;
-	n->prev = q->tail;
-	if (q->tail)
-		q->tail->next = n;
-	else
-		q->head = n;
-	q->tail = n;
+	weft__list_push(&q->nodes, &n->link);
 	n->linked = true;
 }
 
@@ -41,21 +35,20 @@ void weft__waitq_unlink(struct weft__waitq *q, struct weft__wnode *n)
 {
 	if (!n->linked)
 		return;
-	if (n->prev)
-		n->prev->next = n->next;
-	else
-		q->head = n->next;
-	if (n->next)
-		n->next->prev = n->prev;
-	else
-		q->tail = n->prev;
+	weft__list_unlink(&q->nodes, &n->link);
 	n->linked = false;
+}
+
+/* The node of a link in a queue. */
+static struct weft__wnode *node_of(struct weft__list_link *l)
+{
+	return WEFT__LIST_ENTRY(l, struct weft__wnode, link);
 }
 
 struct weft__wnode *weft__waitq_claim(struct weft__waitq *q)
 {
-	struct weft__wnode *n;
-	while ((n = q->head)) {
+	while (!weft__waitq_empty(q)) {
+		struct weft__wnode *n = node_of(q->nodes.head);
 		weft__waitq_unlink(q, n);
 		WEFT__ASSERT(!n->linked);
 		unsigned claimed = (n->index + 1) | WAITQ_WAKING;
@@ -72,8 +65,8 @@ struct weft__wnode *weft__waitq_claim(struct weft__waitq *q)
 
 bool weft__waitq_live(struct weft__waitq *q)
 {
-	for (struct weft__wnode *n = q->head; n; n = n->next)
-		if (at_load_uint(n->claim) == 0)
+	for (struct weft__list_link *l = q->nodes.head; l; l = l->next)
+		if (at_load_uint(node_of(l)->claim) == 0)
 			return true;
 	return false;
 }
@@ -106,7 +99,7 @@ void weft__wakes_run_list(struct weft__wnode *n)
 {
 	struct weft__worker *w = weft__schedule_batch_begin();
 	for (struct weft__wnode *next; n; n = next) {
-		next = n->next;
+		next = n->wake_next;
 		weft__wnode_wake(n);
 	}
 	weft__schedule_batch_end(w);

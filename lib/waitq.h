@@ -54,6 +54,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "list.h"
 #include "lock.h"
 #include "park.h"
 
@@ -61,11 +62,12 @@
 enum { WAITQ_WAKING = 0x40000000u, WAITQ_ABANDONED = ~0u };
 
 struct weft__wnode {
-	struct weft__wnode *next, *prev;
+	struct weft__list_link link;	/* in its queue, while linked */
 	struct weft__waiter *waiter;	/* shared by the nodes of one wait */
 	unsigned *claim;		/* atomic, shared likewise: 0 open, (case+1)|WAKING, ABANDONED */
-	unsigned index;			/* this node's case (select) */
 	void *data;			/* the element to send, or where to receive it */
+	struct weft__wnode *wake_next;	/* in its claimer's wakes, once claimed */
+	unsigned index;			/* this node's case (select) */
 	int result;			/* set by the claimer: 0 done, EPIPE (closed), WEFT__PARK_WAKE_RETRY */
 	bool linked;
 	bool sole;			/* claim is this node's alone (see above) */
@@ -78,12 +80,13 @@ struct weft__wait {
 	struct weft__wnode node;
 };
 
+/* A queue of wnodes, oldest first (list.h); all-zero is the empty queue. */
 struct weft__waitq {
-	struct weft__wnode *head, *tail;
+	struct weft__list nodes;
 };
 
 /* The nodes a waker claimed under an object's lock, to wake after its
- * release (linked through their next pointers: claimed nodes are unlinked). */
+ * release (linked through their wake_next pointers). */
 struct weft__wakes {
 	struct weft__wnode *head;
 };
@@ -92,6 +95,11 @@ struct weft__wakes {
  * empty); NULL/ENOMEM. */
 void *weft__waitq_object_new(size_t size);
 
+/* True if no node, live or dead, is queued in q. */
+static inline bool weft__waitq_empty(const struct weft__waitq *q)
+{
+	return !q->nodes.head;
+}
 void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n);
 void weft__waitq_unlink(struct weft__waitq *q, struct weft__wnode *n);
 /* Pops nodes until one can be claimed; NULL when none can. */
@@ -104,7 +112,7 @@ bool weft__waitq_live(struct weft__waitq *q);
 static inline void weft__wakes_add(struct weft__wakes *ws, struct weft__wnode *n, int result)
 {
 	n->result = result;
-	n->next = ws->head;
+	n->wake_next = ws->head;
 	ws->head = n;
 }
 /* Under the lock: claims every live node of q with result, into ws. */
@@ -116,7 +124,7 @@ void weft__wakes_run_list(struct weft__wnode *head);
 static inline void weft__wakes_run(struct weft__wakes *ws)
 {
 	struct weft__wnode *n = ws->head;
-	if (n && !n->next)
+	if (n && !n->wake_next)
 		weft__wnode_wake(n);	/* the common case: one partner */
 	else if (n)
 		weft__wakes_run_list(n);
