@@ -396,12 +396,13 @@ Test(stats, an_idle_worker_spins_through_short_gaps_instead_of_sleeping, .timeou
 	/* the gaps are wall-clock time: under valgrind (one thread at a time)
 	 * and the sanitizers they are not short against the spin window, so
 	 * there the scene only runs (shorter); on a loaded machine a
-	 * preempted spinner sleeps, so the fewest sleeps of up to three scenes
-	 * count (without the spin every scene sleeps once per round) */
+	 * preempted spinner sleeps, so the fewest sleeps of up to six scenes
+	 * count (without the spin every scene sleeps once per round; one scene
+	 * in a loaded run of the suite has slept more than half the rounds) */
 	bool checked = !RUNNING_ON_VALGRIND && !SANITIZED;
 	struct spin_run r = { .rounds = checked ? SPIN_ROUNDS : 50 };
 	uint64_t fewest = UINT64_MAX;
-	for (int attempt = 0; attempt < (checked ? 3 : 1) && fewest >= SPIN_ROUNDS / 2; attempt++) {
+	for (int attempt = 0; attempt < (checked ? 6 : 1) && fewest >= SPIN_ROUNDS / 2; attempt++) {
 		cr_assert_eq(weft_main(spin_main, &r, &WEFT_CONFIG(.workers = 2)), 0);
 		uint64_t sleeps = r.after.total.sleeps - r.before.total.sleeps;
 		fprintf(stderr, "sleeps: %llu in %d rounds\n", (unsigned long long)sleeps, r.rounds);
