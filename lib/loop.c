@@ -261,10 +261,11 @@ static bool count_harvest(struct weft__worker *w, int64_t now, int events)
 /*
  * What a harvest woke goes to the harvester's ready FIFO, and idle workers
  * are notified once, at the harvest's end, rather than at every coroutine
- * (weft__schedule_ready).  A busy worker's harvest (a fairness turn) keeps
- * nothing: its own work comes first, so if it woke anything, an idle
- * worker is notified.  A worker that slept keeps its whole batch while it
- * drains it fast: the
+ * (weft__schedule_ready).  A harvest at a fairness turn that woke
+ * something while the worker's own work (its runnext slot, its deque) is
+ * queued keeps nothing: that work comes first, so an idle worker is
+ * notified.  Otherwise the harvester keeps its whole batch while it drains
+ * it fast: the
  * other workers are asleep, and waking one costs its eventfd write, its
  * return from epoll_wait, its steals and the lines its stolen coroutines
  * pull across, more than a batch of short I/O turns (an echo server at 2
@@ -308,7 +309,9 @@ bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 	bool woke = weft__timers_fire(&w->timers, now);
 	if (poll_fds && at_load_uint(&io.nfds) > 0)
 		woke |= count_harvest(w, now, harvest(w));
-	harvest_end(w, now, woke);	/* else the FIFO's batch, if any, is older */
+	/* what it woke waits behind its own work, if it has any */
+	bool behind = at_load_ptr((void **)&w->runnext) || weft__deque_size(&w->deque) > 0;
+	harvest_end(w, now, woke && behind);
 	return woke;
 }
 
