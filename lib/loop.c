@@ -265,13 +265,11 @@ static bool count_harvest(struct weft__worker *w, int64_t now, int events)
  * something while the worker's own work (its runnext slot, its deque) is
  * queued keeps nothing: that work comes first, so an idle worker is
  * notified.  Otherwise the harvester keeps its whole batch while it drains
- * it fast: the
- * other workers are asleep, and waking one costs its eventfd write, its
- * return from epoll_wait, its steals and the lines its stolen coroutines
- * pull across, more than a batch of short I/O turns (an echo server at 2
- * workers sharing the CPUs with its load served 0.6x what one worker
- * did).  Only once the batch has waited BACKLOG_NS (weft__loop_backlog) is
- * an idle worker notified to help.
+ * it fast: the other workers are asleep, and waking one costs its eventfd
+ * write, its return from epoll_wait, its steals and the lines its stolen
+ * coroutines pull across, more than a batch of short I/O turns
+ * (docs/bench.md, "The shared poller").  Only once the batch has waited
+ * BACKLOG_NS (weft__loop_backlog) is an idle worker notified to help.
  */
 static const int64_t BACKLOG_NS = 200 * 1000;
 
