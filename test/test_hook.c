@@ -912,10 +912,14 @@ static void ppolls(void *arg)
 	 * running meanwhile */
 	struct pollfd pf = { .fd = fds[0], .events = POLLIN };
 	pthread_t t;
+	int64_t t0 = weft_now();	/* the write comes 50 ms after this at the earliest */
 	CHECK(pthread_create(&t, NULL, write_in_50ms, &fds[1]) == 0);
 	struct pp p = { &pf, 1, NULL, 0, 0, 0 };
 	CHECK_NOT_BLOCKED(do_ppoll, &p);
-	CHECK(p.r == 1 && pf.revents == POLLIN && p.took >= 45 * MS);
+	if (p.r != 1 || pf.revents != POLLIN || since(t0) < 50 * MS)
+		fprintf(stderr, "ppoll: %d, revents %#x, errno %d, %lld ms after the writer started\n", p.r,
+			pf.revents, p.err, (long long)(since(t0) / MS));
+	CHECK(p.r == 1 && pf.revents == POLLIN && since(t0) >= 50 * MS);
 	CHECK(pthread_join(t, NULL) == 0);
 	char c;
 	CHECK(read(fds[0], &c, 1) == 1 && c == 'p');
