@@ -103,15 +103,12 @@ static struct dir *dir_for(size_t c)
 	return d;
 }
 
-struct weft__fd *weft__fd_get(int fd)
+int weft__fd_get(int fd, struct weft__fd **out)
 {
-	if (fd < 0) {
-		errno = EBADF;
-		return NULL;
-	}
-	struct weft__fd *e = weft__fd_find(fd);
-	if (e)
-		return e;
+	if (fd < 0)
+		return -EBADF;
+	if ((*out = weft__fd_find(fd)))
+		return 0;
 	size_t c = (size_t)fd >> CHUNK_SHIFT;
 	pthread_mutex_lock(&grow_lock);
 	struct dir *d = dir_for(c);
@@ -123,10 +120,8 @@ struct weft__fd *weft__fd_get(int fd)
 		}
 	}
 	pthread_mutex_unlock(&grow_lock);
-	e = weft__fd_find(fd);
-	if (!e)
-		errno = ENOMEM;
-	return e;
+	*out = weft__fd_find(fd);
+	return *out ? 0 : -ENOMEM;
 }
 
 void weft__fdtable_fini(void)

@@ -114,8 +114,8 @@ static inline bool weft__fd_registered(struct weft__fd *e)
 	return owner != 0 && owner != FD_OWNER_BUSY;
 }
 
-/* The entry of fd, created if needed; NULL with errno ENOMEM or EBADF. */
-struct weft__fd *weft__fd_get(int fd);
+/* The entry of fd in *out, created if needed: 0, or -EBADF or -ENOMEM. */
+int weft__fd_get(int fd, struct weft__fd **out);
 /* The entry of fd if one was ever created, else NULL (never allocates). */
 struct weft__fd *weft__fd_find(int fd);
 /* Frees the whole table (the runtime is stopped: nothing refers to it). */

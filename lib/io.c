@@ -85,9 +85,10 @@ static int io_begin(struct io *io, int fd)
 		return weft__err_fail(EPERM);
 	if (at_load_uint(&w->current->cancelled))
 		return weft__err_fail(ECANCELED);
-	struct weft__fd *e = weft__fd_get(fd);
-	if (!e)
-		return -1;
+	struct weft__fd *e;
+	int r = weft__fd_get(fd, &e);
+	if (r < 0)
+		return weft__err_fail(-r);
 	unsigned gen = at_load_uint(&e->gen);
 	weft__fault_io_begin(fd);	/* tests: a close may run here */
 	if (gen & 1)			/* weft_close is running */
@@ -97,10 +98,10 @@ static int io_begin(struct io *io, int fd)
 		ref_drop(e);
 		return weft__err_fail(ECANCELED);
 	}
-	if (!weft__fd_registered(e) && weft__loop_register(e, fd) != 0) {
-		int err = weft__err_get();
+	r = weft__fd_registered(e) ? 0 : weft__loop_register(e, fd);
+	if (r < 0) {
 		ref_drop(e);
-		return weft__err_fail(err);
+		return weft__err_fail(-r);
 	}
 	io->fd = fd;
 	io->gen = gen;

@@ -101,14 +101,17 @@ void weft__loop_fini(struct weft__worker *w)
 
 /* ------------------------------------------------------ registration */
 
-/* *was_blocking: whether it had to clear O_NONBLOCK (for weft_release). */
+/* 0 or a negative errno; *was_blocking: whether it had to clear
+ * O_NONBLOCK (for weft_release). */
 static int make_nonblocking(int fd, bool *was_blocking)
 {
 	int fl = fcntl(fd, F_GETFL);
 	if (fl < 0)
-		return -1;
+		return -errno;
 	*was_blocking = !(fl & O_NONBLOCK);
-	return fl & O_NONBLOCK ? 0 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	if (fl & O_NONBLOCK)
+		return 0;
+	return fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 ? 0 : -errno;
 }
 
 /* Registers fd (e's owner word says FD_OWNER_BUSY: we are the registrar). */
@@ -120,7 +123,7 @@ static int register_fd(struct weft__fd *e, int fd)
 	};
 	struct stat st;
 	if (fstat(fd, &st) != 0)
-		return -1;
+		return -errno;
 	int type = 0;
 	socklen_t len = sizeof type;
 	e->flags = 0;
@@ -132,15 +135,14 @@ static int register_fd(struct weft__fd *e, int fd)
 	at_store_uint(&e->hangup, 0);
 	if (epoll_ctl(io.epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
 		if (errno != EPERM)
-			return -1;
+			return -errno;
 		e->flags |= FD_NO_POLL;	/* a regular file: never EAGAIN */
 		return 0;
 	}
-	if (make_nonblocking(fd, &e->blocking) != 0) {
-		int err = errno;
+	int r = make_nonblocking(fd, &e->blocking);
+	if (r < 0) {
 		epoll_ctl(io.epfd, EPOLL_CTL_DEL, fd, NULL);
-		errno = err;
-		return -1;
+		return r;
 	}
 	at_faa_uint(&io.nfds, 1);
 	return 0;
@@ -158,9 +160,10 @@ int weft__loop_register(struct weft__fd *e, int fd)
 			sched_yield();	/* another coroutine is registering it */
 	}
 	struct weft__worker *w = weft__worker_self();
-	if (register_fd(e, fd) != 0) {
+	int r = register_fd(e, fd);
+	if (r < 0) {
 		at_store_uint(&e->owner, 0);
-		return -1;
+		return r;
 	}
 	at_fence_release();	/* flags before owner */
 	at_store_uint(&e->owner, w->index + 1);

@@ -49,7 +49,7 @@ void weft__loop_fini(struct weft__worker *w);
 unsigned weft__loop_nfds(void);
 
 /* Registers fd, whose entry is e, in the shared epfd if it is not there
- * yet (and makes it non-blocking); 0, or -1 with errno.  The
+ * yet (and makes it non-blocking); 0 or a negative errno.  The
  * caller holds a reference on e (io.c), so no weft_close can unregister fd
  * meanwhile. */
 int weft__loop_register(struct weft__fd *e, int fd);
