@@ -110,6 +110,7 @@ static const int64_t SLICE_NS = 10 * 1000 * 1000;	/* Go's forcePreemptNS */
 static const int64_t SLICE_MAX_NS = 1000 * 1000 * 1000;
 static const int64_t INJECT_NS = 200 * 1000;		/* Tokio's global-queue target */
 static const int64_t INJECT_MAX_NS = 1000 * 1000 * 1000;
+static const int64_t READY_NS = 200 * 1000;		/* the ready FIFOs' round interval */
 /* A busy worker's fds wait at most this long for a harvest (plus the
  * coroutine it is running): long against one epoll_wait, so the harvests
  * cost a busy worker little (docs/bench.md, "Measurements behind the code":
@@ -226,12 +227,26 @@ static struct weft_co *pop_fifos(struct weft__worker *w)
 	return weft__queue_pop(&w->pinned, true);
 }
 
+/* The next pop of w's ready round, if one is under way (fairness_turn). */
+static struct weft_co *round_pop(struct weft__worker *w)
+{
+	if (!w->ready_round)
+		return NULL;
+	struct weft_co *co = pop_fifos(w);
+	w->ready_round = co ? w->ready_round - 1 : 0;	/* thieves may have emptied them */
+	return co;
+}
+
 /*
  * Fairness, checked every GLOBAL_INTERVAL dispatches against the clock:
- *   - the injection queue, and then the worker's ready FIFO (coroutines its
- *     loop woke), get a turn every inject interval: INJECT_NS at first
- *     (Tokio aims its global-queue interval at 200 us), doubling up to
- *     INJECT_MAX_NS with each turn taken while local work is still pending;
+ *   - the worker's ready FIFOs (what its loop woke, what is locked to it)
+ *     get a *round* every READY_NS: as many pops as they held at the turn
+ *     come before the LIFO end again (so a coroutine woken behind n others
+ *     waits for at most n of them and one interval of LIFO work);
+ *   - the injection queue gets a turn every inject interval: INJECT_NS at
+ *     first (Tokio aims its global-queue interval at 200 us), doubling up
+ *     to INJECT_MAX_NS with each turn taken while local work is still
+ *     pending;
  *   - a worker that has dispatched only from its deque's bottom for a whole
  *     slice takes its own oldest item (a steal from itself).  The slice
  *     starts at SLICE_NS and doubles (up to SLICE_MAX_NS) with every such
@@ -241,6 +256,11 @@ static struct weft_co *pop_fifos(struct weft__worker *w)
  * set of stacks explodes (machine-floors.md).  The doubling stops the same
  * cascade in slow motion: in a tree whose fresh stacks take longer than a
  * slice to fault in, each turn would start another subtree of fresh stacks.
+ * The ready rounds neither double nor stop at one pop: what a loop woke
+ * already has its stack, and its wait is the latency of a timer or of
+ * readiness, which a doubling interval would stretch without bound (one
+ * pop per turn served a dozen of 40 expired timers in a second of spawn
+ * chain; test_sched, woken_coroutines_run_beside_a_chain_of_spawns).
  */
 static struct weft_co *fairness_turn(struct weft__worker *w)
 {
@@ -251,11 +271,15 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 	 * costs them nothing; a busy server's turns made one extra epoll_wait
 	 * every GLOBAL_INTERVAL messages. */
 	weft__loop_service(w, now, now - w->last_poll >= POLL_NS && at_load_64(&w->ready.len) == 0);
+	if (now - w->ready_turn >= READY_NS) {	/* with what the service woke */
+		w->ready_turn = now;
+		w->ready_round = at_load_64(&w->ready.len) + at_load_64(&w->pinned.len);
+	}
 	if (!w->slice_start) {	/* the deque ran dry since the last turn */
 		w->slice_start = w->inject_turn = now;
 		w->slice_len = SLICE_NS;
 		w->inject_len = INJECT_NS;
-		return NULL;
+		return round_pop(w);
 	}
 	if (now - w->inject_turn >= w->inject_len) {
 		w->inject_turn = now;
@@ -265,9 +289,9 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 			weft__count(&w->c.inject_pops);
 			return co;
 		}
-		if ((co = pop_fifos(w)))
-			return co;
 	}
+	if ((co = round_pop(w)))
+		return co;
 	if (now - w->slice_start >= w->slice_len) {
 		w->slice_start = now;
 		if (w->slice_len < SLICE_MAX_NS)
@@ -308,7 +332,7 @@ static struct weft_co *lifo_hit(struct weft__worker *w, struct weft_co *co)
  */
 struct weft_co *weft__worker_successor(struct weft__worker *w)
 {
-	if (turn_is_due(w))
+	if (turn_is_due(w) || w->ready_round)
 		return NULL;
 	struct weft_co *co = take_runnext(w);
 	if (!co)
@@ -325,6 +349,8 @@ static struct weft_co *find_local(struct weft__worker *w)
 	bool turn = turn_is_due(w);
 	w->tick++;
 	if (turn && (co = fairness_turn(w)))
+		return co;
+	if ((co = round_pop(w)))
 		return co;
 	if ((co = take_runnext(w)) || (co = take_local(w)))
 		return lifo_hit(w, co);

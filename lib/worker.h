@@ -104,6 +104,8 @@ struct weft__worker {
 	int64_t slice_len;		/* its current length (see fairness_turn) */
 	int64_t inject_turn;		/* when the injection queue last had a turn */
 	int64_t inject_len;		/* the interval until its next turn */
+	int64_t ready_turn;		/* when its ready FIFO last had a round */
+	uint64_t ready_round;		/* FIFO pops left in the current round */
 	bool spinning;
 	bool idle_short;		/* its last idle period was short (idle.c) */
 	int64_t idle_since;		/* when it last found no work; 0 while busy */

@@ -520,6 +520,73 @@ Test(sched, a_hand_off_chain_leaves_turns_to_timers_and_spawns, .timeout = 60)
 	stop();
 }
 
+/*
+ * What a worker's loop woke (here: timers) gets its turns while the worker
+ * has LIFO work pending: a chain of short coroutines, each spawning the
+ * next into the runnext slot, runs for up to CHAIN_NS; SLEEPERS coroutines
+ * whose timers expired early in it must all run while it goes on.  (When the
+ * ready FIFO shared the injection queue's turn, one woken coroutine ran per
+ * turn and the turns' interval doubled: about a dozen of them in a second.)
+ */
+enum { SLEEPERS = 40 };
+static const int64_t CHAIN_NS = 1000 * 1000 * 1000;
+static const int64_t LINK_NS = 20 * 1000;
+
+struct chain {
+	int64_t end;		/* the chain stops by then */
+	unsigned woken;		/* sleepers that ran */
+	unsigned links;
+	bool ended_early;	/* every sleeper ran before the chain's end */
+};
+
+static void spin_for(int64_t ns)
+{
+	int64_t until = weft_now() + ns;
+	while (weft_now() < until)
+		;
+}
+
+static void chain_link(void *arg)
+{
+	struct chain *c = arg;
+	spin_for(LINK_NS);
+	c->links++;
+	if (c->woken == SLEEPERS) {
+		c->ended_early = true;
+		return;
+	}
+	if (weft_now() < c->end)
+		cr_assert_not_null(weft_spawn(chain_link, c));
+}
+
+static void sleep_until_woken(void *arg)
+{
+	struct chain *c = arg;
+	cr_assert_eq(weft_sleep(weft_now() + 2 * 1000 * 1000), 0);
+	c->woken++;
+}
+
+static void chain_root(void *arg)
+{
+	struct chain *c = arg;
+	weft_co *sleeper[SLEEPERS];
+	for (int i = 0; i < SLEEPERS; i++)
+		cr_assert_not_null(sleeper[i] = weft_spawn(sleep_until_woken, c));
+	weft_yield();	/* they all sleep */
+	c->end = weft_now() + CHAIN_NS;
+	cr_assert_not_null(weft_spawn(chain_link, c));
+	for (int i = 0; i < SLEEPERS; i++)
+		cr_assert_eq(weft_join(sleeper[i]), 0);
+}
+
+Test(sched, woken_coroutines_run_beside_a_chain_of_spawns, .timeout = 60)
+{
+	struct chain c = { 0 };
+	cr_assert_eq(weft_main(chain_root, &c, &WEFT_CONFIG(.workers = 1)), 0);
+	cr_assert(c.ended_early, "%u of %d woken coroutines ran in %u links (%lld ms)", c.woken,
+		  SLEEPERS, c.links, (long long)(CHAIN_NS / 1000000));
+}
+
 /* 100,000 coroutines alive at once: more than vm.max_map_count allows
  * mprotect guard pages for.  With guard regions (Linux 6.13+) every stack is
  * guarded; elsewhere, and past WEFT_STACK_GUARDS, stacks get canaries. */
