@@ -623,7 +623,7 @@ typedef struct weft_worker_stats {
 	uint64_t wakeups;		/* waits ended by a wake this worker made */
 	uint64_t sleeps;		/* times it ran out of work and waited in
 					 * epoll_wait (at once back if events were pending) */
-	uint64_t polls;			/* harvests of its epoll instance */
+	uint64_t polls;			/* its harvests of the fds' readiness */
 	uint64_t ready_events;		/* fd events those harvests returned */
 	uint64_t timers_fired;		/* deadlines that expired in its timer heap */
 	uint64_t lifo_hits;		/* taken from its own runnext slot or deque */
@@ -649,8 +649,7 @@ typedef struct weft_stats {
 	unsigned workers;		/* out: the number of workers (entries filled:
 					 * the smaller of the two) */
 	weft_worker_stats total;	/* out: sums over the workers; spawned and
-					 * wakeups include plain threads', polls and
-					 * ready_events the monitor's */
+					 * wakeups include plain threads' */
 	uint64_t live;			/* out: coroutines spawned and not finished */
 	uint64_t stacks_allocated;	/* out: stacks held from jemalloc (in use or cached) */
 	uint64_t offload_calls;		/* out: weft_offload calls run by helpers */

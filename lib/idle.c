@@ -104,11 +104,11 @@ bool weft__idle_may_spin(struct weft__worker *w)
  * to the next dispatch, slept or not) was shorter than SPIN_NS goes on
  * looking for up to SPIN_NS before it sleeps; one whose last idle period
  * was longer sleeps at once, as before, so a worker that waits for timers
- * burns no CPU.  Nor does a worker whose loop owns fds spin: its sleep in
- * epoll_wait is how it hears them at once, where a spinner would harvest
- * them only at its fairness turns (POLL_NS); and a server's load, sharing
- * the CPUs, needs the cycles (an echo server at 2 workers lost ~9% of its
- * rate to spinning).  At most half the workers spin (may_spin).
+ * burns no CPU.  Nor does any worker spin while fds are registered: a
+ * server's load, sharing the CPUs, needs the cycles (docs/bench.md,
+ * "Measurements behind the code": idle spin), and the sleep of the last
+ * worker to go idle is how readiness is heard at once (loop.h).  At most
+ * half the workers spin (may_spin).
  */
 static const int64_t SPIN_NS = 50 * 1000;
 
@@ -117,7 +117,7 @@ bool weft__idle_spin_on(struct weft__worker *w)
 	int64_t now = weft_now();
 	if (!w->idle_since)
 		w->idle_since = now;
-	return w->spinning && w->idle_short && at_load_uint(&w->nfds) == 0 &&
+	return w->spinning && w->idle_short && weft__loop_nfds() == 0 &&
 	       now - w->idle_since < SPIN_NS;
 }
 
@@ -175,7 +175,7 @@ void weft__idle_park(struct weft__worker *w)
 	if (weft__idle_any_work() || at_load_64(&w->pinned.len) != 0 ||
 	    at_load_uint(&weft__rt.stopping)) {
 		if (!retract_idle(w))
-			weft__loop_take_token(w);	/* a waker popped us: its write is ours */
+			weft__loop_take_token(w);	/* a waker popped us: the token is ours */
 	} else {
 		struct weft__loop_events got;
 		weft__count(&w->c.sleeps);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * loop.c — per-worker epoll loops (see loop.h), fd registration and the
- * readiness side of the fd slot protocol (fdtable.h).
+ * loop.c — the runtime's shared poller and the workers' sleeps (see
+ * loop.h), fd registration and the readiness side of the fd slot protocol
+ * (fdtable.h).
  */
 #include "loop.h"
 
@@ -24,8 +25,32 @@
 #include "weft.h"
 #include "worker.h"
 
-/* epoll data of the wake-up eventfd (event_tag never makes it: fd -1). */
+/* epoll data of a worker's wake-up eventfd in its own epfd, and of the
+ * poller's kick in the shared one (event_tag never makes them: fd -1, -2). */
 static const uint64_t TOKEN_TAG = UINT64_MAX;
+static const uint64_t KICK_TAG = UINT64_MAX - 1;
+
+/* The shared poller (loop.h). */
+static struct {
+	int epfd;		/* every registered fd, edge-triggered; kick */
+	int kick;		/* eventfd, level-triggered: wakes the holder */
+	unsigned holder;	/* atomic: index + 1 of the worker asleep in epfd, or 0 */
+	unsigned wanted;	/* atomic: a worker is stuck and nobody holds epfd */
+	unsigned nfds;		/* atomic: fds registered */
+} io = { .epfd = -1, .kick = -1 };
+
+int weft__loop_shared_init(void)
+{
+	io.holder = io.wanted = io.nfds = 0;
+	io.epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (io.epfd < 0)
+		return -errno;
+	io.kick = weft__eventfd_open();
+	if (io.kick < 0)
+		return io.kick;
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = KICK_TAG };
+	return epoll_ctl(io.epfd, EPOLL_CTL_ADD, io.kick, &ev) == 0 ? 0 : -errno;
+}
 
 /* epoll data: the fd and its entry's generation, so that an event queued
  * before a close cannot be taken for one of the fd number's next owner. */
@@ -35,7 +60,7 @@ static uint64_t event_tag(int fd, unsigned gen)
 }
 
 /* evfd is level-triggered in epfd: a token stays visible until its worker
- * drains it, whoever harvests meanwhile (see loop.h). */
+ * drains it (see loop.h). */
 int weft__loop_init(struct weft__worker *w)
 {
 	w->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -57,6 +82,12 @@ static void close_fd(int *fd)
 	if (*fd >= 0)
 		close(*fd);
 	*fd = -1;
+}
+
+void weft__loop_shared_fini(void)
+{
+	close_fd(&io.epfd);
+	close_fd(&io.kick);
 }
 
 void weft__loop_fini(struct weft__worker *w)
@@ -84,7 +115,7 @@ static int make_nonblocking(int fd, bool *was_blocking)
 }
 
 /* Registers fd (e's owner word says FD_OWNER_BUSY: we are the registrar). */
-static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
+static int register_fd(struct weft__fd *e, int fd)
 {
 	struct epoll_event ev = {
 		.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
@@ -102,7 +133,7 @@ static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 	at_store_uint(&e->drained, 0);
 	e->blocking = false;
 	at_store_uint(&e->hangup, 0);
-	if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+	if (epoll_ctl(io.epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
 		if (errno != EPERM)
 			return -errno;
 		e->flags |= FD_NO_POLL;	/* a regular file: never EAGAIN */
@@ -110,10 +141,10 @@ static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 	}
 	int r = make_nonblocking(fd, &e->blocking);
 	if (r < 0) {
-		epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
+		epoll_ctl(io.epfd, EPOLL_CTL_DEL, fd, NULL);
 		return r;
 	}
-	at_faa_uint(&w->nfds, 1);
+	at_faa_uint(&io.nfds, 1);
 	return 0;
 }
 
@@ -129,7 +160,7 @@ int weft__loop_register(struct weft__fd *e, int fd)
 			sched_yield();	/* another coroutine is registering it */
 	}
 	struct weft__worker *w = weft__worker_self();
-	int r = register_fd(w, e, fd);
+	int r = register_fd(e, fd);
 	if (r < 0) {
 		at_store_uint(&e->owner, 0);
 		return r;
@@ -141,11 +172,9 @@ int weft__loop_register(struct weft__fd *e, int fd)
 
 void weft__loop_unregister(struct weft__fd *e, int fd)
 {
-	unsigned owner = at_load_uint(&e->owner);
 	if (!(e->flags & FD_NO_POLL)) {
-		struct weft__worker *w = &weft__rt.workers[owner - 1];
-		epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
-		at_fas_uint(&w->nfds, 1);
+		epoll_ctl(io.epfd, EPOLL_CTL_DEL, fd, NULL);
+		at_fas_uint(&io.nfds, 1);
 	}
 	/* no readiness or turn carries over (no call is left: the queues are
 	 * empty) */
@@ -191,42 +220,39 @@ static void fd_event(struct weft__worker *w, uint64_t tag, uint32_t events)
 }
 
 /*
- * Dispatches n harvested events: fd readiness to its waiters; the wake-up
- * token is drained by its owner (awake now, it needs no waking) and left
- * alone by the monitor.  Returns the number of fd events.
+ * Dispatches n harvested events: fd readiness to its waiters.  The kick is
+ * the holder's to drain (holder: w slept in the shared epfd): a harvest
+ * without blocking leaves it, so that it cannot take a kick from under a
+ * holder asleep (epoll would find nothing and put the holder back to
+ * sleep).  Returns the number of fd events.
  */
-static int dispatch(struct weft__worker *w, struct epoll_event *ev, int n, bool owner)
+static int dispatch(struct weft__worker *w, struct epoll_event *ev, int n, bool holder)
 {
 	int fds = 0;
 	for (int i = 0; i < n; i++) {
-		if (ev[i].data.u64 != TOKEN_TAG) {
+		if (ev[i].data.u64 < KICK_TAG) {
 			fd_event(w, ev[i].data.u64, ev[i].events);
 			fds++;
-		} else if (owner) {
-			weft__loop_take_token(w);
+		} else if (holder && ev[i].data.u64 == KICK_TAG) {
+			weft__eventfd_drain(io.kick);
 		}
 	}
 	return fds;
 }
 
-/* Harvests w's epfd without blocking until a batch comes back short. */
-static int harvest(struct weft__worker *w, bool owner)
+/* Harvests the shared epfd without blocking until a batch comes back short. */
+static int harvest(struct weft__worker *w)
 {
 	struct epoll_event ev[WEFT__LOOP_BATCH];
 	int n, total = 0;
 	do {
-		n = epoll_wait(w->epfd, ev, WEFT__LOOP_BATCH, 0);
-		total += dispatch(w, ev, n > 0 ? n : 0, owner);
+		n = epoll_wait(io.epfd, ev, WEFT__LOOP_BATCH, 0);
+		total += dispatch(w, ev, n > 0 ? n : 0, false);
 	} while (n == WEFT__LOOP_BATCH);
 	return total;
 }
 
-int weft__loop_poll(struct weft__worker *w)
-{
-	return harvest(w, false);
-}
-
-/* The owner's harvest: counted, and the time noted for the POLL_NS turns. */
+/* The harvest's count, and the time noted for the POLL_NS turns. */
 static bool count_harvest(struct weft__worker *w, int64_t now, int events)
 {
 	w->last_poll = now;
@@ -236,33 +262,57 @@ static bool count_harvest(struct weft__worker *w, int64_t now, int events)
 }
 
 /*
- * The owner's harvests notify idle workers once, at their end, rather than
- * at every coroutine they wake (weft__schedule_ready): only if the ready
- * FIFO holds more than `keep`, what the owner will run itself before
- * anyone could steal it.  A worker that slept keeps one (it runs it next);
- * a busy one keeps none (its own work comes first).  At two workers, a
- * wake-up that readied one coroutine used to wake the other worker for
- * nothing: an eventfd write, its epoll_wait, a context switch.
+ * What a harvest woke goes to the harvester's ready FIFO, and idle workers
+ * are notified once, at the harvest's end, rather than at every coroutine
+ * (weft__schedule_ready).  A harvest at a fairness turn that woke
+ * something while the worker's own work (its runnext slot, its deque) is
+ * queued keeps nothing: that work comes first, so an idle worker is
+ * notified.  Otherwise the harvester keeps its whole batch while it drains
+ * it fast: the other workers are asleep, and waking one costs its eventfd
+ * write, its return from epoll_wait, its steals and the lines its stolen
+ * coroutines pull across, more than a batch of short I/O turns
+ * (docs/bench.md, "The shared poller").  Only once the batch has waited
+ * BACKLOG_NS (weft__loop_backlog) is an idle worker notified to help.
  */
+static const int64_t BACKLOG_NS = 200 * 1000;
+
 static void harvest_begin(struct weft__worker *w)
 {
 	w->harvesting = true;
 }
 
-static void harvest_end(struct weft__worker *w, uint64_t keep)
+static void harvest_end(struct weft__worker *w, int64_t now, bool notify)
 {
 	w->harvesting = false;
-	if (weft__rt.nworkers > 1 && at_load_64(&w->ready.len) > keep)
+	if (weft__rt.nworkers == 1 || at_load_64(&w->ready.len) == 0)
+		return;
+	if (notify)
 		weft__idle_notify();
+	else if (!w->backlog_since)
+		w->backlog_since = now;
+}
+
+void weft__loop_backlog(struct weft__worker *w, int64_t now)
+{
+	if (at_load_64(&w->ready.len) == 0) {
+		w->backlog_since = 0;
+		return;
+	}
+	if (now - w->backlog_since < BACKLOG_NS)
+		return;
+	w->backlog_since = 0;
+	weft__idle_notify();
 }
 
 bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 {
 	harvest_begin(w);
 	bool woke = weft__timers_fire(&w->timers, now);
-	if (poll_fds && at_load_uint(&w->nfds) > 0)
-		woke |= count_harvest(w, now, harvest(w, true));
-	harvest_end(w, 0);
+	if (poll_fds && at_load_uint(&io.nfds) > 0)
+		woke |= count_harvest(w, now, harvest(w));
+	/* what it woke waits behind its own work, if it has any */
+	bool behind = at_load_ptr((void **)&w->runnext) || weft__deque_size(&w->deque) > 0;
+	harvest_end(w, now, woke && behind);
 	return woke;
 }
 
@@ -274,36 +324,91 @@ static int sleep_timeout_ms(struct weft__worker *w)
 	return weft__clock_timeout_ms(next - weft_now());	/* never early */
 }
 
+/* The wake-up token is consumed awake: the flag alone, since a waker
+ * writes no eventfd while w is awake (a late write from a wake meant for
+ * an earlier sleep is drained when that sleep sees it: weft__loop_wait). */
 void weft__loop_take_token(struct weft__worker *w)
 {
-	weft__eventfd_drain(w->evfd);
+	at_store_uint(&w->kicked, 0);
+}
+
+/*
+ * Whether w holds the shared epfd for this sleep: only if fds are
+ * registered, nobody holds it, and either every other worker sleeps too or
+ * the monitor wants a holder (a worker is stuck).  While another worker is
+ * awake it harvests at its turns and when it runs dry, so w sleeps through
+ * readiness rather than be woken for what that worker would have served.
+ */
+static bool take_poller(struct weft__worker *w)
+{
+	if (at_load_uint(&io.nfds) == 0)
+		return false;
+	if (at_load_uint(&weft__rt.nr_idle) < weft__rt.nworkers && !at_load_uint(&io.wanted))
+		return false;
+	if (!at_cas_uint(&io.holder, 0, w->index + 1))
+		return false;
+	at_store_uint(&io.wanted, 0);
+	return true;
+}
+
+void weft__loop_want_poller(void)
+{
+	if (at_load_uint(&io.nfds) == 0 || at_load_uint(&io.holder) != 0)
+		return;
+	at_store_uint(&io.wanted, 1);
+	weft__idle_notify();
 }
 
 void weft__loop_wait(struct weft__worker *w, struct weft__loop_events *got)
 {
-	at_store_uint(&w->polling, 1);
-	int n = epoll_wait(w->epfd, got->ev, WEFT__LOOP_BATCH, sleep_timeout_ms(w));
+	bool holder = take_poller(w);
+	/* Dekker with weft__loop_wake: polling, then the kick flag; the waker
+	 * sets the flag, then reads polling. */
+	at_store_uint(&w->polling, holder ? WEFT__LOOP_SHARED : WEFT__LOOP_OWN);
+	at_fence_store_load();
+	int timeout = at_load_uint(&w->kicked) ? 0 : sleep_timeout_ms(w);
+	int n = epoll_wait(holder ? io.epfd : w->epfd, got->ev, WEFT__LOOP_BATCH, timeout);
 	at_store_uint(&w->polling, 0);
+	if (holder)
+		at_store_uint(&io.holder, 0);
 	weft__monitor_worker_awake();
 	got->n = n > 0 ? n : 0;
+	got->holder = holder;
+	weft__loop_take_token(w);
 	for (int i = 0; i < got->n; i++)
 		if (got->ev[i].data.u64 == TOKEN_TAG)
-			weft__loop_take_token(w);
+			weft__eventfd_drain(w->evfd);	/* after the flag: see take_token */
 }
 
 void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
 {
 	int64_t now = weft_now();
 	harvest_begin(w);
-	int events = dispatch(w, got->ev, got->n, false);	/* the token is taken */
-	if (got->n == WEFT__LOOP_BATCH)
-		events += harvest(w, true);
-	count_harvest(w, now, events);
+	int events = dispatch(w, got->ev, got->n, got->holder);
+	if (got->holder && got->n == WEFT__LOOP_BATCH)
+		events += harvest(w);
+	if (got->holder)
+		count_harvest(w, now, events);
 	weft__timers_fire(&w->timers, now);
-	harvest_end(w, 1);
+	harvest_end(w, now, false);
 }
 
+unsigned weft__loop_nfds(void)
+{
+	return at_load_uint(&io.nfds);
+}
+
+/* The token: the flag, then, if w is asleep, the eventfd it sleeps on: its
+ * own, or the kick if it holds the shared epfd (awake, it sees the flag
+ * before it sleeps).  A kick meant for a holder that has just woken
+ * wakes the next holder once, for nothing. */
 void weft__loop_wake(struct weft__worker *w)
 {
-	weft__eventfd_signal(w->evfd);
+	at_store_uint(&w->kicked, 1);
+	at_fence_store_load();
+	unsigned where = at_load_uint(&w->polling);
+	if (where == WEFT__LOOP_SHARED)
+		weft__eventfd_signal(io.kick);
+	else if (where == WEFT__LOOP_OWN)
+		weft__eventfd_signal(w->evfd);
 }

@@ -1,25 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * loop.h — a worker's event loop: its epoll instance, its timers, and how
- * fds come to be registered there.
+ * loop.h — the runtime's poller, the workers' sleeps and timers, and how fds
+ * come to be registered.
  *
- * Each worker has
- *   epfd    the loop proper: the fds this worker owns, edge-triggered for
- *           both directions, each registered once, by the first wait on it;
- *           and evfd, level-triggered;
- *   evfd    an eventfd that other threads write to wake the worker (the
- *           wake-up token);
- *   timers  its deadline heap (timer.h), which bounds the sleep.
- * The owner harvests epfd when it has nothing to run, at its fairness turns
- * (at most every POLL_NS), and in the epoll_wait it sleeps in: one system
- * call both waits and harvests.  The monitor (monitor.c) harvests a stuck
- * worker's epfd too.  evfd is level-triggered so that a monitor harvest
- * never takes a token meant for the worker: the token stays visible until
- * the owner drains it.  A readiness event wakes the waiter through its slot
- * (fdtable.h); the woken coroutine goes to the back of the owner's ready
- * FIFO (weft__schedule_ready), whoever harvested, the owner or the monitor;
- * other workers steal from there, and one that is idle is notified unless
- * the owner harvested and is the only worker.
+ * One epoll instance serves every worker (the shared epfd): every fd weft
+ * waits on is registered there once, by the first wait on it,
+ * edge-triggered for both directions.  Any worker harvests it without
+ * blocking: at its fairness turns (at most every POLL_NS, worker.c) and
+ * the monitor never.  Each worker also has
+ *   epfd    its own epoll instance, holding only evfd (level-triggered);
+ *   evfd    an eventfd that other threads write to wake it (the wake-up
+ *           token, with the `kicked` flag: weft__loop_wake);
+ *   timers  its deadline heap (timer.h), which bounds its sleeps.
+ * A worker out of work sleeps in one of the two: in the shared epfd if it
+ * takes the *holder* role (at most one worker at a time; only when every
+ * other worker sleeps too, or when the monitor asks for a holder because a
+ * worker is stuck), so that readiness wakes it; else in its own epfd, deaf
+ * to readiness, which the workers that are awake serve.  So an I/O load
+ * that one worker keeps up with stays on that worker, as it would in a
+ * hand-written event loop, instead of waking a second one for every batch
+ * (docs/design.md, "The shared poller").  The holder is woken by the
+ * kick, an eventfd in the shared epfd that only a holder drains.
+ *
+ * A readiness event wakes the waiter through its slot (fdtable.h); the
+ * woken coroutine goes to the back of the harvester's ready FIFO
+ * (weft__schedule_ready); other workers steal from there, notified as
+ * harvest_end (loop.c) decides.
  */
 #ifndef WEFT_LOOP_H
 #define WEFT_LOOP_H
@@ -31,40 +37,56 @@
 struct weft__worker;
 struct weft__fd;
 
-/* w's epoll set, wake-up eventfd and timer heap; 0 or a negative errno
+/* The shared epfd and its kick, before any worker's loop; 0 or a negative
+ * errno (weft__loop_shared_fini releases what was made either way). */
+int weft__loop_shared_init(void);
+void weft__loop_shared_fini(void);
+/* w's own epfd, wake-up eventfd and timer heap; 0 or a negative errno
  * (weft__loop_fini releases what was made either way). */
 int weft__loop_init(struct weft__worker *w);
 void weft__loop_fini(struct weft__worker *w);
+/* The number of fds registered. */
+unsigned weft__loop_nfds(void);
 
-/* Registers fd, whose entry is e, in the calling worker's loop if it is not
- * in any loop yet (and makes it non-blocking); 0 or a negative errno.  The
+/* Registers fd, whose entry is e, in the shared epfd if it is not there
+ * yet (and makes it non-blocking); 0 or a negative errno.  The
  * caller holds a reference on e (io.c), so no weft_close can unregister fd
  * meanwhile. */
 int weft__loop_register(struct weft__fd *e, int fd);
-/* Takes a registered fd out of its loop and clears its entry (weft_close,
- * once no call is in flight on it). */
+/* Takes a registered fd out of the shared epfd and clears its entry
+ * (weft_close, once no call is in flight on it). */
 void weft__loop_unregister(struct weft__fd *e, int fd);
 
-/* Harvests w's epfd without blocking; returns the number of events. */
-int weft__loop_poll(struct weft__worker *w);
-/* The owner's service: fires due timers, and harvests epfd if poll_fds;
- * true if either made something runnable. */
+/* w's service at a fairness turn: fires due timers, and harvests the
+ * shared epfd if poll_fds; true if either made something runnable. */
 bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds);
+/* A worker's ready FIFO has held a batch its sleep harvested since
+ * w->backlog_since: notifies an idle worker once it has waited too long
+ * (loop.c, harvest_end); now is the caller's clock. */
+void weft__loop_backlog(struct weft__worker *w, int64_t now);
+/* The monitor saw a worker stuck: if fds are registered and nobody holds
+ * the shared epfd, asks an idle worker to take it. */
+void weft__loop_want_poller(void);
+/* weft__worker.polling: where a worker sleeps. */
+enum { WEFT__LOOP_OWN = 1, WEFT__LOOP_SHARED = 2 };
 /* What one sleep harvested (weft__loop_wait). */
 enum { WEFT__LOOP_BATCH = 128 };
 struct weft__loop_events {
 	int n;
+	bool holder;			/* it slept in the shared epfd */
 	struct epoll_event ev[WEFT__LOOP_BATCH];
 };
-/* Sleeps until woken (evfd), an fd of the loop is ready, or the earliest
- * deadline; consumes the wake-up token and leaves the fd events in *got,
- * for weft__loop_woke to dispatch once the worker is off the idle stack
- * (what they wake is then not notified to the worker itself). */
+/* Sleeps until woken (weft__loop_wake), the earliest deadline, or, as the
+ * holder, an fd's readiness; consumes the wake-up token and leaves the fd
+ * events in *got, for weft__loop_woke to dispatch once the worker is off
+ * the idle stack (what they wake is then not notified to the worker
+ * itself). */
 void weft__loop_wait(struct weft__worker *w, struct weft__loop_events *got);
 /* Dispatches them (harvesting on if the batch was full) and fires the due
  * timers. */
 void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got);
-/* Writes w's eventfd (the wake-up token); take_token reads it. */
+/* Gives w the wake-up token (the kicked flag, and the eventfd it sleeps
+ * on); take_token consumes it. */
 void weft__loop_wake(struct weft__worker *w);
 void weft__loop_take_token(struct weft__worker *w);
 

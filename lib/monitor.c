@@ -2,38 +2,27 @@
 /*
  * monitor.c — serving the loops of workers stuck in a long coroutine.
  *
- * A worker harvests its own epoll instance only between coroutines.  While it
- * runs one coroutine for a long time (a CPU-bound computation, a blocking
- * library call), readiness on the fds it owns and its expired deadlines
- * would wait for it, even with other workers idle.  The monitor thread
- * prevents that:
+ * A worker serves readiness and its deadlines only between coroutines.
+ * While it runs one coroutine for a long time (a CPU-bound computation, a
+ * blocking library call), its expired deadlines and what its ready FIFO
+ * and runnext slot hold would wait for it, even with other workers idle,
+ * and so would readiness if it was the only worker awake (the others sleep
+ * deaf to fds then: loop.h).  The monitor thread prevents that:
  *
  *   - every TICK it samples each worker: a worker that is running a
- *     coroutine (current != NULL), is not asleep in its loop, and has not
- *     dispatched anything since the previous tick is *stuck*;
- *   - a stuck worker's epfd is added to the monitor's own epoll instance, the
- *     hub (nested epoll, edge-triggered), and its due timers are fired;
- *   - the monitor sleeps in epoll_wait on the hub, bounded by TICK and by the
- *     stuck workers' earliest deadlines.  Readiness on a stuck worker's fd
- *     makes its epfd readable, which wakes the monitor at once; it harvests
- *     that epfd (loop.c), and the woken coroutines, like those whose
- *     deadlines it fires, go to the stuck worker's ready FIFO
- *     (weft__schedule_ready), which wakes an idle worker to steal them;
- *   - a coroutine in a stuck worker's runnext slot is notified for
- *     (weft__schedule_stuck): weft__schedule wakes nobody for a lone slot,
- *     since its worker runs it next, unless it is stuck;
- *   - when the worker dispatches again it is no longer stuck and its epfd
- *     leaves the hub.
- * So a stuck worker costs one tick (1 ms) of latency to its fds, once, and
- * then readiness is served as it comes.  Harvesting an epfd the owner may
- * harvest too is safe: epoll hands each event to one caller and the slot
- * protocol (fdtable.h) takes any number of concurrent wakers; the worker's
- * wake-up eventfd is not in epfd (loop.h), so no token is ever taken.
- *
- * Why not "idle workers poll the other loops before they park": that costs
- * an epoll_wait per loop per park, and a worker parked after polling still
- * misses what becomes ready afterwards on a stuck loop.  The monitor looks at
- * loops only while they are stuck, and reacts to readiness, not to a period.
+ *     coroutine (current != NULL), is not asleep, and has not dispatched
+ *     anything since the previous tick is *stuck*;
+ *   - a stuck worker's due timers are fired (the woken coroutines go to
+ *     its ready FIFO, weft__schedule_ready, which wakes an idle worker to
+ *     steal them), and an idle worker is notified for what its runnext
+ *     slot and ready FIFO hold (weft__schedule_stuck: a lone slot and a
+ *     slept harvest's batch notify nobody on their own);
+ *   - if nobody holds the shared epfd, an idle worker is asked to
+ *     (weft__loop_want_poller), so readiness wakes it;
+ *   - the monitor sleeps bounded by TICK and by the stuck workers'
+ *     earliest deadlines.
+ * So a stuck worker costs one tick (1 ms) of latency to its deadlines and
+ * to readiness, once.
  *
  * The same samples detect stalls: a worker whose one dispatch has run for
  * WEFT_STALL_MS (measured from the first sample that saw it, so up to a tick
@@ -84,7 +73,7 @@ enum { HUB_KICK = UINT32_MAX };
 struct watch {
 	uint64_t dispatches;	/* at the previous tick */
 	int64_t since;		/* when that dispatch was first seen running */
-	bool adopted;		/* its epfd is in the hub */
+	bool adopted;		/* stuck: the monitor fires its timers */
 	bool reported;		/* that dispatch's stall is reported */
 };
 
@@ -96,7 +85,6 @@ static struct {
 	struct watch *watch;
 	int64_t stall_ns;	/* 0: no stall reports */
 	int64_t period_ns;	/* between samples; 0: none (sample_period) */
-	uint64_t polls, events;	/* atomic, written by the monitor only */
 	uint64_t wakeups;	/* atomic, written by the monitor only */
 	int64_t next_trim;	/* when the stack depot is trimmed next */
 	bool stacks_cached;	/* the depot held more than its reserve */
@@ -109,16 +97,6 @@ void weft__monitor_worker_awake(void)
 	if (!at_load_uint(&mon.sleeping))
 		return;
 	weft__eventfd_signal(mon.evfd);
-}
-
-static void adopt(unsigned i, bool on)
-{
-	struct weft__worker *w = &weft__rt.workers[i];
-	if (mon.watch[i].adopted == on)
-		return;
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u32 = i };
-	epoll_ctl(mon.hub, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, w->epfd, &ev);
-	mon.watch[i].adopted = on;
 }
 
 void weft__monitor_describe_entry(void *fn, char *buf, size_t size)
@@ -203,9 +181,11 @@ static int tick(void)
 		awake |= !at_load_uint(&w->polling);
 		if (sample) {
 			bool s = stuck(i, now) && weft__rt.nworkers > 1;
-			adopt(i, s);
-			if (s)
+			mon.watch[i].adopted = s;
+			if (s) {
 				weft__schedule_stuck(w);
+				weft__loop_want_poller();
+			}
 		}
 		if (!mon.watch[i].adopted)
 			continue;
@@ -257,16 +237,8 @@ static void *monitor_main(void *arg)
 		int n = epoll_wait(mon.hub, ev, 16, timeout);
 		at_store_uint(&mon.sleeping, 0);
 		weft__count(&mon.wakeups);
-		for (int i = 0; i < n; i++) {
-			uint32_t who = ev[i].data.u32;
-			if (who == HUB_KICK) {
-				weft__eventfd_drain(mon.evfd);
-			} else {
-				int got = weft__loop_poll(&weft__rt.workers[who]);
-				weft__count(&mon.polls);
-				weft__count_n(&mon.events, (uint64_t)got);
-			}
-		}
+		if (n > 0)	/* the hub holds the kick alone */
+			weft__eventfd_drain(mon.evfd);
 	}
 	return NULL;
 }
@@ -275,8 +247,6 @@ int weft__monitor_start(unsigned stall_ms)
 {
 	mon.stall_ns = (int64_t)stall_ms * 1000000;
 	mon.period_ns = sample_period(weft__rt.nworkers, mon.stall_ns);
-	at_store_64(&mon.polls, 0);
-	at_store_64(&mon.events, 0);
 	at_store_64(&mon.wakeups, 0);
 	at_store_uint(&mon.stop, 0);
 	at_store_uint(&mon.sleeping, 0);	/* the workers already read it */
@@ -301,11 +271,9 @@ int weft__monitor_start(unsigned stall_ms)
 	return err;
 }
 
-void weft__monitor_counts(uint64_t *polls, uint64_t *events, uint64_t *wakeups)
+uint64_t weft__monitor_wakeups(void)
 {
-	*wakeups = at_load_64(&mon.wakeups);
-	*polls = at_load_64(&mon.polls);
-	*events = at_load_64(&mon.events);
+	return at_load_64(&mon.wakeups);
 }
 
 void weft__monitor_stop(void)

@@ -12,9 +12,8 @@
  * 0 or a negative errno. */
 int weft__monitor_start(unsigned stall_ms);
 void weft__monitor_stop(void);
-/* Its harvests of stuck workers' loops, the events they returned, and
- * how many times it woke. */
-void weft__monitor_counts(uint64_t *polls, uint64_t *events, uint64_t *wakeups);
+/* How many times it woke. */
+uint64_t weft__monitor_wakeups(void);
 /* A worker left its sleep: wakes the monitor if it sleeps without a tick. */
 void weft__monitor_worker_awake(void);
 /* A coroutine's entry fn for a report on stderr: "0x... (symbol+0x.. in

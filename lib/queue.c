@@ -119,7 +119,7 @@ void weft__schedule_batch_end(struct weft__worker *w)
 
 void weft__schedule_stuck(struct weft__worker *w)
 {
-	if (at_load_ptr((void **)&w->runnext))
+	if (at_load_ptr((void **)&w->runnext) || at_load_64(&w->ready.len) != 0)
 		weft__idle_notify();
 }
 

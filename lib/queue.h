@@ -83,8 +83,10 @@ void weft__schedule(struct weft_co *co);
 struct weft__worker *weft__schedule_batch_begin(void);
 void weft__schedule_batch_end(struct weft__worker *w);
 /* The monitor found w running one coroutine for a tick or more: if w's
- * runnext slot holds a coroutine, wake an idle worker as weft__schedule
- * would have; it steals the slot since w dispatches nothing (steal.c). */
+ * runnext slot or ready FIFO holds a coroutine (a lone slot and a slept
+ * harvest's batch notify nobody: loop.c), wake an idle worker as
+ * weft__schedule would have; it steals them since w dispatches nothing
+ * (steal.c). */
 void weft__schedule_stuck(struct weft__worker *w);
 /* The same for a coroutine woken by loop's readiness or deadlines: it goes
  * to the back of that worker's ready FIFO (whoever harvested: the worker

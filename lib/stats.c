@@ -92,10 +92,7 @@ static void snapshot(weft_stats *s)
 			s->per_worker[i].spawned = sp;
 	}
 	sum.wakeups += at_load_64(&weft__rt.ext_wakeups);
-	uint64_t polls, events;
-	weft__monitor_counts(&polls, &events, &s->monitor_wakeups);
-	sum.polls += polls;
-	sum.ready_events += events;
+	s->monitor_wakeups = weft__monitor_wakeups();
 	struct weft__offload_stats off;
 	weft__offload_stats(&off);
 	s->version = WEFT_STATS_VERSION;

@@ -222,8 +222,11 @@ static struct weft_co *pop_fifos(struct weft__worker *w)
 	struct weft_co *co = weft__queue_pop(&w->ready, weft__queue_ready_shared(w));
 	if (co) {
 		weft__count(&w->c.ready_pops);
+		if (w->backlog_since && (w->tick & 7) == 0)	/* a clock read every 8th */
+			weft__loop_backlog(w, weft_now());
 		return co;
 	}
+	w->backlog_since = 0;
 	return weft__queue_pop(&w->pinned, true);
 }
 
@@ -271,6 +274,8 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 	 * costs them nothing; a busy server's turns made one extra epoll_wait
 	 * every GLOBAL_INTERVAL messages. */
 	weft__loop_service(w, now, now - w->last_poll >= POLL_NS && at_load_64(&w->ready.len) == 0);
+	if (w->backlog_since)
+		weft__loop_backlog(w, now);
 	if (now - w->ready_turn >= READY_NS) {	/* with what the service woke */
 		w->ready_turn = now;
 		w->ready_round = at_load_64(&w->ready.len) + at_load_64(&w->pinned.len);
@@ -453,6 +458,7 @@ static void workers_free(unsigned initialised)
 	free(weft__rt.idle);
 	weft__rt.workers = NULL;
 	weft__rt.idle = NULL;
+	weft__loop_shared_fini();
 }
 
 int weft__workers_start(unsigned n, int pin)
@@ -468,9 +474,14 @@ int weft__workers_start(unsigned n, int pin)
 		workers_free(0);
 		return -ENOMEM;
 	}
+	int r = weft__loop_shared_init();
+	if (r < 0) {
+		workers_free(0);
+		return r;
+	}
 	unsigned i;
 	for (i = 0; i < n; i++) {
-		int r = worker_init(&weft__rt.workers[i], i);
+		r = worker_init(&weft__rt.workers[i], i);
 		if (r < 0) {
 			workers_free(i + 1);
 			return r;

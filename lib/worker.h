@@ -52,9 +52,8 @@ struct weft__locked_fifo {
  * split), each group starting on its own cache line so that the owner's
  * constant writes do not share a line with what other threads write:
  *   shared     written by other threads too: thieves (runnext, the ready
- *              FIFO's lock), wakers (sleeping, woken_spinning, the pinned
- *              FIFO), closers
- *              (nfds), the monitor (the ready FIFO, the timer heap's lock);
+ *              FIFO's lock), wakers (sleeping, woken_spinning, kicked, the
+ *              pinned FIFO), the monitor (the timer heap's lock);
  *   fixed      written once at start, read by anyone;
  *   published  written by the owner, read by others: the counters (stats,
  *              the monitor's and thieves' progress marks) and what it runs
@@ -70,14 +69,14 @@ struct weft__worker {
 	struct weft__locked_fifo ready;	/* woken by readiness or a deadline, in order */
 	struct weft__locked_fifo pinned;	/* runnable coroutines locked to this worker
 						 * (weft_lock_thread): never stolen */
-	unsigned nfds;			/* atomic: fds registered in epfd */
-	unsigned polling;		/* atomic: 1 while asleep in its epoll_wait */
+	unsigned polling;		/* atomic: 0 awake, or where it sleeps (loop.h) */
+	unsigned kicked;		/* atomic: the wake-up token (weft__loop_wake) */
 	unsigned sleeping;		/* atomic: 1 while announced idle */
 	unsigned woken_spinning;	/* atomic: the waker made it a spinner */
 	struct weft__timers timers;	/* its deadlines (timer.h) */
 	/* fixed */
 	unsigned index WEFT__WORKER_LINE;
-	int epfd;			/* its loop: the fds it owns (loop.h) */
+	int epfd;			/* its own epoll instance: evfd (loop.h) */
 	int evfd;			/* its wake-up eventfd */
 	pthread_t thread;
 	/* published */
@@ -90,7 +89,8 @@ struct weft__worker {
 						 * whose switch-out current finishes (coro.c) */
 	void *sched_sp;			/* the scheduler context, while a coroutine runs */
 	struct weft__san sched_san;
-	int64_t last_poll;		/* when it last harvested epfd itself */
+	int64_t last_poll;		/* when it last harvested the shared epfd */
+	int64_t backlog_since;		/* its ready FIFO has held a slept harvest since (loop.c) */
 	bool harvesting;		/* in its own harvest: wakes defer their notify (loop.c) */
 	bool batching;			/* in a batch of wakes (queue.c) ... */
 	struct weft_co *batch_held;	/* ... its newest, for the runnext slot at its end */
