@@ -19,6 +19,12 @@
  *     slept harvest's batch notify nobody on their own);
  *   - if nobody holds the shared epfd, an idle worker is asked to
  *     (weft__loop_want_poller), so readiness wakes it;
+ *   - a stuck worker, and an awake one whose earliest deadline has
+ *     passed, is asked to make its next dispatch a fairness turn
+ *     (weft__worker_ask_turn): else a worker whose dispatches are long
+ *     fires its timers only every GLOBAL_INTERVAL of them (worker.c), and
+ *     what the monitor fired for it waits that long in its ready FIFO
+ *     behind LIFO work;
  *   - the monitor sleeps bounded by TICK and by the stuck workers'
  *     earliest deadlines.
  * So a stuck worker costs one tick (1 ms) of latency to its deadlines and
@@ -186,6 +192,8 @@ static int tick(void)
 				weft__schedule_stuck(w);
 				weft__loop_want_poller();
 			}
+			if (s || (!at_load_uint(&w->polling) && weft__timers_next(&w->timers) <= now))
+				weft__worker_ask_turn(w);
 		}
 		if (!mon.watch[i].adopted)
 			continue;

@@ -241,7 +241,8 @@ static struct weft_co *round_pop(struct weft__worker *w)
 }
 
 /*
- * Fairness, checked every GLOBAL_INTERVAL dispatches against the clock:
+ * Fairness, checked every GLOBAL_INTERVAL dispatches against the clock (and
+ * at the next one when the monitor asks: a due deadline, a stuck worker):
  *   - the worker's ready FIFOs (what its loop woke, what is locked to it)
  *     get a *round* every READY_NS: as many pops as they held at the turn
  *     come before the LIFO end again (so a coroutine woken behind n others
@@ -269,6 +270,8 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 {
 	int64_t now = weft_now();
 	struct weft_co *co;
+	if (at_load_uint(&w->turn_asked))
+		at_store_uint(&w->turn_asked, 0);
 	/* Not while the ready FIFO still holds coroutines: what a harvest
 	 * brought would queue behind them, and the harvest when it runs dry
 	 * costs them nothing; a busy server's turns made one extra epoll_wait
@@ -316,10 +319,17 @@ static struct weft_co *take_runnext(struct weft__worker *w)
 	return at_swap_ptr((void **)&w->runnext, NULL);
 }
 
-/* Whether w's next dispatch is a fairness turn: every GLOBAL_INTERVAL-th. */
-static bool turn_is_due(const struct weft__worker *w)
+/* Whether w's next dispatch is a fairness turn: every GLOBAL_INTERVAL-th,
+ * or the next one once the monitor has asked (weft__worker_ask_turn). */
+static bool turn_is_due(struct weft__worker *w)
 {
-	return (w->tick + 1) % GLOBAL_INTERVAL == 0;
+	return (w->tick + 1) % GLOBAL_INTERVAL == 0 || at_load_uint(&w->turn_asked);
+}
+
+void weft__worker_ask_turn(struct weft__worker *w)
+{
+	if (!at_load_uint(&w->turn_asked))
+		at_store_uint(&w->turn_asked, 1);
 }
 
 /* co, taken from w's LIFO end (runnext or the deque's bottom), counted. */

@@ -53,7 +53,8 @@ struct weft__locked_fifo {
  * constant writes do not share a line with what other threads write:
  *   shared     written by other threads too: thieves (runnext, the ready
  *              FIFO's lock), wakers (sleeping, woken_spinning, kicked, the
- *              pinned FIFO), the monitor (the timer heap's lock);
+ *              pinned FIFO), the monitor (the timer heap's lock,
+ *              turn_asked);
  *   fixed      written once at start, read by anyone;
  *   published  written by the owner, read by others: the counters (stats,
  *              the monitor's and thieves' progress marks) and what it runs
@@ -73,6 +74,7 @@ struct weft__worker {
 	unsigned kicked;		/* atomic: the wake-up token (weft__loop_wake) */
 	unsigned sleeping;		/* atomic: 1 while announced idle */
 	unsigned woken_spinning;	/* atomic: the waker made it a spinner */
+	unsigned turn_asked;		/* atomic: the monitor asks for a fairness turn */
 	struct weft__timers timers;	/* its deadlines (timer.h) */
 	/* fixed */
 	unsigned index WEFT__WORKER_LINE;
@@ -153,6 +155,9 @@ uint32_t weft__worker_rand(struct weft__worker *w);
 /* The coroutine to switch to directly from one leaving w (its runnext, as
  * dispatched by w), or NULL: then switch to w's scheduler. */
 struct weft_co *weft__worker_successor(struct weft__worker *w);
+/* Makes w's next dispatch a fairness turn (the monitor, for w's due
+ * timers or its ready FIFOs: monitor.c); any thread. */
+void weft__worker_ask_turn(struct weft__worker *w);
 
 /* Starts and stops the worker threads (runtime.c drives them); start
  * returns 0 or a negative errno (ENOMEM, EMFILE, EAGAIN). */

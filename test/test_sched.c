@@ -587,6 +587,59 @@ Test(sched, woken_coroutines_run_beside_a_chain_of_spawns, .timeout = 60)
 		  SLEEPERS, c.links, (long long)(CHAIN_NS / 1000000));
 }
 
+/*
+ * A worker whose dispatches are long still serves its deadlines within
+ * about a monitor tick: both workers run chains of LONG_LINK_NS links (each
+ * spawning the next into its runnext slot) while a sleeper sleeps 1 ms
+ * SLEEPS times.  The monitor asks a worker with a due deadline for a
+ * fairness turn at its next dispatch (median oversleep ~1 ms here);
+ * before, the timer waited for the 61st dispatch (120 ms, 60 links).
+ */
+enum { SLEEPS = 21 };
+static const int64_t LONG_LINK_NS = 2 * 1000 * 1000;
+
+struct long_chain {
+	bool done;		/* atomic: the sleeper has slept */
+	int64_t late[SLEEPS];
+};
+
+static void long_link(void *arg)
+{
+	struct long_chain *c = arg;
+	spin_for(LONG_LINK_NS);
+	if (!__atomic_load_n(&c->done, __ATOMIC_ACQUIRE))
+		cr_assert_not_null(weft_spawn(long_link, c));
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static void long_chains_root(void *arg)
+{
+	struct long_chain *c = arg;
+	cr_assert_not_null(weft_spawn(long_link, c));
+	cr_assert_not_null(weft_spawn(long_link, c));
+	for (int i = 0; i < SLEEPS; i++) {
+		int64_t deadline = weft_now() + 1000 * 1000;
+		cr_assert_eq(weft_sleep(deadline), 0);
+		c->late[i] = weft_now() - deadline;
+	}
+	__atomic_store_n(&c->done, true, __ATOMIC_RELEASE);
+}
+
+Test(sched, deadlines_are_served_beside_long_dispatches, .timeout = 60)
+{
+	struct long_chain c = { 0 };
+	cr_assert_eq(weft_main(long_chains_root, &c, &WEFT_CONFIG(.workers = 2)), 0);
+	qsort(c.late, SLEEPS, sizeof c.late[0], cmp_i64);
+	int64_t median = c.late[SLEEPS / 2];
+	cr_assert_lt(median, 10 * LONG_LINK_NS, "median oversleep %lld us (worst %lld us)",
+		     (long long)median / 1000, (long long)c.late[SLEEPS - 1] / 1000);
+}
+
 /* 100,000 coroutines alive at once: more than vm.max_map_count allows
  * mprotect guard pages for.  With guard regions (Linux 6.13+) every stack is
  * guarded; elsewhere, and past WEFT_STACK_GUARDS, stacks get canaries. */
