@@ -5,6 +5,7 @@
  * in. */
 #include "harness.h"
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -187,8 +188,19 @@ Test(deque, assertions_fire_when_compiled_in)
  * store buffer past the load, and both read 0 (x86 does that within a few
  * thousand rounds).  The main thread starts each round through `round`.
  * Under the sanitizers every access is seq_cst (atomic.h), and valgrind
- * runs one thread at a time: there the test cannot fail, but runs.
+ * runs one thread at a time: there the test cannot fail, but runs (fewer
+ * rounds: under TSan, beside another suite on 2 CPUs, 200,000 handshakes
+ * outlasted the 120 s timeout).  A side waiting for the other yields its
+ * CPU after a few spins: when the two share one CPU, a spinner would make
+ * every round wait for the scheduler's tick.
  */
+#ifdef WEFT_TEST_TSAN
+#define SB_ROUNDS 5000u
+#elif defined(WEFT_TEST_ASAN)
+#define SB_ROUNDS 50000u
+#else
+#define SB_ROUNDS 200000u
+#endif
 struct sb {
 	unsigned x __attribute__((aligned(64)));
 	unsigned y __attribute__((aligned(64)));
@@ -197,6 +209,16 @@ struct sb {
 	bool saw[2];					/* each side saw the other's store */
 	unsigned rounds;
 };
+
+/* Until *word says r. */
+static void sb_wait(const unsigned *word, unsigned r)
+{
+	for (unsigned spins = 0; at_load_uint(word) != r; spins++)
+		if (spins < 4096)
+			at_pause();
+		else
+			sched_yield();
+}
 
 /* One side of round r: its store, the fence, the load of the other's. */
 static bool sb_step(unsigned *mine, unsigned *theirs, unsigned r)
@@ -210,8 +232,7 @@ static void *sb_other(void *arg)
 {
 	struct sb *s = arg;
 	for (unsigned r = 1; r <= s->rounds; r++) {
-		while (at_load_uint(&s->round) != r)
-			at_pause();
+		sb_wait(&s->round, r);
 		s->saw[1] = sb_step(&s->y, &s->x, r);
 		at_fence_release();
 		at_store_uint(&s->done, r);
@@ -221,15 +242,14 @@ static void *sb_other(void *arg)
 
 Test(deque, the_store_load_fence_keeps_a_store_ahead_of_a_later_load, .timeout = 120)
 {
-	struct sb s = { .rounds = RUNNING_ON_VALGRIND ? 2000 : 200000 };
+	struct sb s = { .rounds = RUNNING_ON_VALGRIND ? 2000 : SB_ROUNDS };
 	unsigned neither = 0;
 	pthread_t th;
 	cr_assert_eq(pthread_create(&th, NULL, sb_other, &s), 0);
 	for (unsigned r = 1; r <= s.rounds; r++) {
 		at_store_uint(&s.round, r);
 		s.saw[0] = sb_step(&s.x, &s.y, r);
-		while (at_load_uint(&s.done) != r)
-			at_pause();
+		sb_wait(&s.done, r);
 		at_fence_acquire();
 		neither += !s.saw[0] && !s.saw[1];
 	}
