@@ -287,7 +287,7 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 		w->slice_start = w->inject_turn = now;
 		w->slice_len = SLICE_NS;
 		w->inject_len = INJECT_NS;
-		return round_pop(w);
+		return NULL;	/* find_local pops the round next */
 	}
 	if (now - w->inject_turn >= w->inject_len) {
 		w->inject_turn = now;

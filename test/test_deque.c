@@ -191,8 +191,10 @@ Test(deque, assertions_fire_when_compiled_in)
  * runs one thread at a time: there the test cannot fail, but runs (fewer
  * rounds: under TSan, beside another suite on 2 CPUs, 200,000 handshakes
  * outlasted the 120 s timeout).  A side waiting for the other yields its
- * CPU after a few spins: when the two share one CPU, a spinner would make
- * every round wait for the scheduler's tick.
+ * CPU after 4,096 spins: when the two share one CPU, a spinner would make
+ * every round wait for the scheduler's tick (sooner, the yields
+ * desynchronise the two sides and the litmus no longer catches a missing
+ * fence).
  */
 #ifdef WEFT_TEST_TSAN
 #define SB_ROUNDS 5000u
