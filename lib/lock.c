@@ -6,12 +6,22 @@
 
 #include "futex.h"
 
-enum { SPINS = 100 };
+/* The spin's budget, and the most pauses between two reads of the word. */
+enum { SPIN_PAUSES = 128, BACKOFF_MAX = 16 };
+
+static void pause_n(unsigned n)
+{
+	while (n--)
+		at_pause();
+}
 
 void weft__lock_contended(struct weft__lock *l)
 {
-	for (int i = 0; i < SPINS; i++) {
-		at_pause();
+	unsigned pauses = 1;
+	for (unsigned spent = 0; spent < SPIN_PAUSES; spent += pauses) {
+		if (pauses < BACKOFF_MAX)
+			pauses *= 2;
+		pause_n(pauses);
 		if (at_load_uint(&l->word) == 0 && at_cas_uint(&l->word, 0, 1))
 			return;
 	}

@@ -7,8 +7,14 @@
  * spin first.  The word is 0 (free), 1 (held) or 2 (held, and a thread may
  * sleep on it).  Acquiring is one CAS 0 -> 1 inline; releasing is one swap
  * to 0 inline, and a futex wake only if the old value was 2.  Contended,
- * an acquirer spins SPINS rounds re-trying the CAS while the word reads 0,
- * then swaps in 2 and sleeps on the futex until its swap returns 0.
+ * an acquirer spins, re-trying the CAS when the word reads 0, with a
+ * backoff: 2, 4, 8, then 16 pauses between reads, SPIN_PAUSES pauses
+ * in all; then it swaps in 2 and sleeps on the futex until its swap
+ * returns 0.  Each read of a spinner pulls the line (the object's state
+ * beside the lock word) away from the holder, whose next write must fetch
+ * it back: reading after every pause made a semaphore contended by two
+ * workers 1.3x slower (docs/bench.md, "Measurements behind the code":
+ * lock backoff).
  *
  * Orderings: the CAS and swap that take the lock are seq_cst RMWs (atomic.h)
  * and so at least acquire: the holder sees everything the previous holder
@@ -18,7 +24,7 @@
  *
  * Coroutines never switch out while holding it (the wait protocol releases
  * before parking: waitq.h), so a holder is always running, or preempted by
- * the OS; a spinner gives up after SPINS rounds rather than burn its CPU.
+ * the OS; a spinner gives up after SPIN_PAUSES pauses rather than burn its CPU.
  * Under TSan the RMWs are __atomic builtins, which it understands.
  * It replaces pthread_mutex_t, a PLT call with a type dispatch on each side
  * (docs/bench.md, "Measurements behind the code": internal lock).
