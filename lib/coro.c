@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
@@ -52,6 +53,8 @@ static void enter(struct weft__worker *w, struct weft_co *co)
 }
 
 _Static_assert(sizeof(struct weft_co) <= WEFT__STACK_PAYLOAD, "the control block fits the payload");
+_Static_assert(offsetof(struct weft_co, guarded) < 64,
+	       "what every switch touches fits the first cache line");
 
 /* The stack cache of worker w; NULL (the plain threads' one) for NULL. */
 static struct weft__stack_cache *stacks_of(struct weft__worker *w)
@@ -65,6 +68,7 @@ static void co_free(struct weft__worker *w, struct weft_co *co)
 {
 	struct weft__stack *stack = co->stack;
 	co->stack = NULL;	/* a cached stack holds no coroutine (tools/gdb/weft.py) */
+	weft__stack_note_sp(stack, (char *)co - co->depth);
 	weft__stack_put(stacks_of(w), stack);
 }
 
@@ -86,8 +90,10 @@ static void push_yielder(struct weft__worker *w, struct weft_co *co)
  * successor's): co's stack is idle now. */
 static void after_left(struct weft__worker *w, struct weft_co *co)
 {
-	weft__stack_note_sp(co->stack, co->sp);
-	if (!weft__stack_intact(co->stack))
+	uint32_t depth = (uint32_t)((char *)co - (char *)co->sp);	/* co is the top */
+	if (depth > co->depth)
+		co->depth = depth;
+	if (!co->guarded && !weft__stack_canary_intact(co->stack))
 		weft__overflow_report(co);
 	switch (park_state(at_load_64(&co->park_word))) {
 	case CO_YIELDING:
@@ -220,6 +226,8 @@ static inline __attribute__((always_inline)) int co_new(struct weft_co **out, vo
 		return -ENOMEM;
 	struct weft_co *co = weft__stack_payload(stack);
 	co->stack = stack;
+	co->depth = 0;
+	co->guarded = weft__stack_guarded(stack);
 	at_store_ptr((void **)&co->fn, (void *)fn);
 	co->arg = arg;
 	co->join = NULL;

@@ -31,18 +31,23 @@ struct weft__worker;
 struct weft__local;
 struct weft_group;
 
+/* The first cache line holds what every switch and a join touch (the
+ * stack's payload is 64-byte aligned: stack.c); the stack's header is not
+ * read at a switch (docs/design.md, "The stack pool"). */
 struct weft_co {
 	void *sp;			/* saved stack pointer while switched out */
 	uint64_t park_word;		/* atomic: generation | wake result | state */
 	struct weft__worker *worker;	/* the worker running it, or that ran it last */
 	struct weft_co *next;		/* link in a yield or injection queue */
-	void (*fn)(void *);
-	void *arg;
 	struct weft__stack *stack;	/* NULL once finished */
 	void *join;			/* a completion (park.h), or JOIN_DETACHED (coro.c) */
-	uint64_t id;
 	int saved_errno;		/* errno follows the coroutine across workers */
 	unsigned cancelled;		/* atomic: weft_cancel was called */
+	uint32_t depth;			/* the most bytes below its top it switched out at */
+	bool guarded;			/* its stack has a guard, not a canary (stack.h) */
+	void (*fn)(void *);
+	void *arg;
+	uint64_t id;
 	struct weft__local *locals;	/* coroutine-local values, by key slot */
 	unsigned nlocals;
 	struct weft__san san;

@@ -284,8 +284,9 @@ static void stack_free(struct weft__stack *s)
  * warm top has everything below the warm top released when it comes back, so
  * a parked army of shallow coroutines does not keep the RSS of the deep ones
  * that used the stacks before.  The depth is the lowest saved stack pointer
- * (weft__stack_note_sp, one compare per switch); a coroutine that went deep
- * and came back up without switching out is not seen.  Probing a line below
+ * (one compare per switch, kept by the coroutine and handed over with
+ * weft__stack_note_sp); a coroutine that went deep and came back up without
+ * switching out is not seen.  Probing a line below
  * the warm top instead sees every deep use, but the probe of an untouched
  * page faults it in (a page of RSS and a page fault per fresh stack) and
  * releasing unconditionally costs a syscall per stack: docs/design.md, "The

@@ -90,13 +90,19 @@ static inline void *weft__stack_top(struct weft__stack *s) { return weft__stack_
 char *weft__stack_base(const struct weft__stack *s);
 size_t weft__stack_usable(const struct weft__stack *s);
 
-/* true if the stack's canary line is intact (always true when guarded). */
-bool weft__stack_canary_intact(const struct weft__stack *s);
-static inline bool weft__stack_intact(const struct weft__stack *s)
+/* true if s has a guard page (nothing to check at a switch), false if it has
+ * a canary line.  A coroutine reads this once, at spawn, so that its
+ * switch-outs need not read the header: with thousands of coroutines in
+ * rotation the header's line is cold, a cache miss per switch. */
+static inline bool weft__stack_guarded(const struct weft__stack *s)
 {
-	return s->guarded || weft__stack_canary_intact(s);
+	return s->guarded;
 }
-/* Records that the stack's coroutine switched out with stack pointer sp. */
+/* true if the canary line of s (not guarded) is intact. */
+bool weft__stack_canary_intact(const struct weft__stack *s);
+/* Records that the stack's coroutine switched out with stack pointer sp (a
+ * coroutine keeps its own deepest switch-out and records it once, when it
+ * is done with the stack, for the same reason as above). */
 static inline void weft__stack_note_sp(struct weft__stack *s, void *sp)
 {
 	if ((char *)sp < s->deepest)

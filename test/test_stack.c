@@ -56,6 +56,18 @@ Test(stack, guard_page_faults, .signal = SIGSEGV)
 	*(volatile char *)s->lo = 1;	/* the guard page is not */
 }
 
+/* Pages of [base, base + len) resident now. */
+static size_t resident_pages(char *base, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = len / page, n = 0;
+	unsigned char *vec = calloc(pages + 1, 1);
+	cr_assert_eq(mincore(base, pages * page, vec), 0);
+	for (size_t i = 0; i < pages; i++)
+		n += vec[i] & 1;
+	free(vec);
+	return n;
+}
+
 Test(stack, deep_use_releases_rss)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -67,15 +79,9 @@ Test(stack, deep_use_releases_rss)
 	memset(base, 0x5a, usable);	/* a "deep" use: every page resident */
 	weft__stack_note_sp(s, base + 64);	/* ... seen at a switch */
 	weft__stack_put(&cache, s);
-	size_t pages = usable / (size_t)page;
-	unsigned char *vec = calloc(pages + 1, 1);
-	cr_assert_eq(mincore(base, pages * (size_t)page, vec), 0);
-	size_t resident = 0;
-	for (size_t i = 0; i < pages; i++)
-		resident += vec[i] & 1;
+	size_t resident = resident_pages(base, usable);
 	cr_assert_leq(resident, (size_t)(16 << 10) / (size_t)page + 1,
-		      "%zu of %zu pages still resident", resident, pages);
-	free(vec);
+		      "%zu of %zu pages still resident", resident, usable / (size_t)page);
 	weft__stack_pool_fini();
 }
 
@@ -147,6 +153,45 @@ static long rss_kib(void)
 	cr_assert_eq(fscanf(f, "%ld %ld", &pages, &resident), 2);
 	fclose(f);
 	return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+struct deep_use {
+	char *base;
+	size_t usable;
+};
+
+/* Uses depth x 4 KiB of stack and switches out at the bottom. */
+static void descend(int depth)
+{
+	volatile char frame[4096];
+	memset((char *)frame, depth, sizeof frame);
+	if (depth > 0)
+		descend(depth - 1);
+	else
+		weft_yield();
+	frame[0]++;
+}
+
+static void switch_out_deep(void *arg)
+{
+	struct deep_use *d = arg;
+	struct weft__stack *s = weft_self()->stack;
+	d->base = weft__stack_base(s);
+	d->usable = weft__stack_usable(s);
+	descend(32);
+}
+
+/* The coroutine records its deepest switch-out itself (coro.c) and hands it
+ * to the pool when its stack goes back, which releases the deep pages. */
+Test(stack, a_coroutine_that_switched_out_deep_gets_its_pages_released)
+{
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 1, .stack_size = 256 << 10)), 0);
+	struct deep_use d = { 0 };
+	cr_assert_eq(weft_join(weft_spawn(switch_out_deep, &d)), 0);
+	size_t resident = resident_pages(d.base, d.usable);
+	cr_assert_eq(weft_shutdown(), 0);
+	cr_assert_leq(resident, (size_t)(16 << 10) / (size_t)sysconf(_SC_PAGESIZE) + 1,
+		      "%zu of %zu bytes' pages still resident", resident, d.usable);
 }
 
 static void nothing(void *arg) { (void)arg; }
