@@ -11,6 +11,12 @@
  * WEFT__LIST_ENTRY.  The list keeps no count and does not know whether an
  * item is linked: an item is unlinked only from the list it is in.
  *
+ * The head's prev pointer is not kept: taking the head out does not write
+ * the next item's link, which in a wait queue sits on another coroutine's
+ * stack, a cold line (the waker of a semaphore or a mutex pops the head at
+ * every hand-over).  Every other item's prev is its predecessor, and an
+ * item is the head exactly when the list's head says so.
+ *
  * No atomics and no lock here: a list is touched under its owner's lock.
  *
  * A leaf: it includes only libc headers.
@@ -18,6 +24,7 @@
 #ifndef WEFT_LIST_H
 #define WEFT_LIST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct weft__list_link {
@@ -49,14 +56,15 @@ static inline void weft__list_push(struct weft__list *l, struct weft__list_link 
  * were). */
 static inline void weft__list_unlink(struct weft__list *l, struct weft__list_link *n)
 {
-	if (n->prev)
+	bool head = l->head == n;
+	if (head)
+		l->head = n->next;	/* the new head's stale prev is never read */
+	else
 		n->prev->next = n->next;
-	else
-		l->head = n->next;
-	if (n->next)
+	if (!n->next)
+		l->tail = head ? NULL : n->prev;
+	else if (!head)
 		n->next->prev = n->prev;
-	else
-		l->tail = n->prev;
 }
 
 #endif

@@ -69,7 +69,7 @@ static void gave_up(void *obj, struct weft__wakes *ws)
 {
 	(void)ws;
 	weft_sem *s = obj;
-	if (!weft__waitq_live(&s->q))
+	if (weft__waitq_empty(&s->q))	/* plain waits: waitq.h */
 		at_store_64(&s->state, 0);
 }
 
@@ -134,7 +134,7 @@ static int hand_over(weft_sem *s, struct weft__wakes *ws)
 	struct weft__wnode *n = weft__waitq_claim(&s->q);
 	if (n)
 		weft__wakes_add(ws, n, 0);
-	if (!weft__waitq_live(&s->q))
+	if (weft__waitq_empty(&s->q))
 		at_store_64(&s->state, n ? 0 : ONE);
 	return 0;
 }

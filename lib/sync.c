@@ -161,7 +161,7 @@ static void unlock_contended(weft_mutex *m)
 	weft__lock_acquire(&m->lock);
 	bool starving = at_load_uint(&m->state) & M_STARVING;
 	struct weft__wnode *n = weft__waitq_claim(&m->q);
-	bool more = n && weft__waitq_live(&m->q);
+	bool more = n && !weft__waitq_empty(&m->q);	/* plain waits: waitq.h */
 	if (n && starving) {
 		at_store_uint(&m->state, M_LOCKED | (more ? M_WAITERS | M_STARVING : 0));
 		weft__wakes_add(&ws, n, 0);

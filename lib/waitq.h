@@ -95,7 +95,10 @@ struct weft__wakes {
  * empty); NULL/ENOMEM. */
 void *weft__waitq_object_new(size_t size);
 
-/* True if no node, live or dead, is queued in q. */
+/* True if no node, live or dead, is queued in q.  A queue of plain waits
+ * (sole nodes: everything but a select) holds no dead node, since its
+ * waiters unlink their nodes as they abandon them: there it says whether
+ * anyone waits, without reading a node (a cold line on a waiter's stack). */
 static inline bool weft__waitq_empty(const struct weft__waitq *q)
 {
 	return !q->nodes.head;
@@ -104,8 +107,6 @@ void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n);
 void weft__waitq_unlink(struct weft__waitq *q, struct weft__wnode *n);
 /* Pops nodes until one can be claimed; NULL when none can. */
 struct weft__wnode *weft__waitq_claim(struct weft__waitq *q);
-/* True if a live (unclaimed) node waits in q. */
-bool weft__waitq_live(struct weft__waitq *q);
 /* Under the lock: completes the claimed node n with result and adds it to
  * ws, to be woken after the lock's release.  (Inline, as is the empty
  * check below: they sit on every channel operation.) */

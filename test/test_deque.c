@@ -2,7 +2,7 @@
 /* Chase-Lev deque: sequential semantics, growth, and one owner against
  * several thieves on separate threads, every item taken exactly once.  And
  * WEFT__ASSERT (lib/invariant.h) fires on a deque or lock misuse when compiled
- * in. */
+ * in.  And the intrusive list of the wait queues (lib/list.h). */
 #include "harness.h"
 #include <pthread.h>
 #include <sched.h>
@@ -21,6 +21,7 @@
 
 #include "atomic.h"
 #include "deque.h"
+#include "list.h"
 #include "lock.h"
 
 static void *item(uint64_t i) { return (void *)(uintptr_t)(i + 2); }	/* never EMPTY or ABORT */
@@ -257,4 +258,61 @@ Test(deque, the_store_load_fence_keeps_a_store_ahead_of_a_later_load, .timeout =
 	}
 	pthread_join(th, NULL);
 	cr_assert_eq(neither, 0, "%u of %u rounds saw neither store", neither, s.rounds);
+}
+
+struct item {
+	struct weft__list_link link;
+	int value;
+};
+
+static struct item *new_item(struct weft__list *l, int value)
+{
+	struct item *it = malloc(sizeof *it);
+	cr_assert_not_null(it);
+	it->value = value;
+	weft__list_push(l, &it->link);
+	return it;
+}
+
+static int head_value(const struct weft__list *l)
+{
+	return l->head ? WEFT__LIST_ENTRY(l->head, struct item, link)->value : -1;
+}
+
+/* Taking the head out leaves its successor's link unwritten (a wait queue's
+ * next node is a cold line on another stack), and that successor, now the
+ * head with a stale prev, is taken out without reading it: the freed item
+ * it points at would be a use-after-free under ASan. */
+Test(list, the_head_goes_without_touching_its_successor)
+{
+	struct weft__list l = { 0 };
+	struct item *a = new_item(&l, 1), *b = new_item(&l, 2), *c = new_item(&l, 3),
+		    *d = new_item(&l, 4);
+	weft__list_unlink(&l, &a->link);
+	cr_assert_eq(b->link.prev, &a->link, "the successor's link was written");
+	free(a);
+	cr_assert_eq(head_value(&l), 2);
+	weft__list_unlink(&l, &c->link);	/* from the middle */
+	cr_assert_eq(b->link.next, &d->link);
+	cr_assert_eq(d->link.prev, &b->link);
+	free(c);
+	weft__list_unlink(&l, &b->link);	/* the head, its prev stale */
+	free(b);
+	cr_assert_eq(head_value(&l), 4);
+	cr_assert_eq(l.tail, &d->link);
+	struct item *e = new_item(&l, 5);
+	weft__list_unlink(&l, &e->link);	/* the tail, not the head */
+	free(e);
+	cr_assert_eq(l.tail, &d->link);
+	cr_assert_null(d->link.next);
+	weft__list_unlink(&l, &d->link);	/* the last one */
+	free(d);
+	cr_assert_null(l.head);
+	cr_assert_null(l.tail);
+	struct item *f = new_item(&l, 6);
+	cr_assert_eq(head_value(&l), 6);
+	cr_assert_eq(l.tail, &f->link);
+	weft__list_unlink(&l, &f->link);
+	free(f);
+	cr_assert_null(l.head);
 }
