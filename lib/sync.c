@@ -82,6 +82,30 @@ static bool try_take(weft_mutex *m)
 }
 
 /*
+ * The uncontended lock and unlock.  With one worker the mutex is contended
+ * only by coroutines that park while holding it, so the state is usually 0
+ * and a CAS from it wins at once.  With several, the lockers of the other
+ * workers keep waiter bits set for long stretches (a woken waiter waits in
+ * the runnext slot of a worker busy with the lock's holders), and a CAS
+ * expecting 0 then fails: a locked instruction for nothing, and the line
+ * taken exclusive from the cores that read it.  So the state is read first
+ * (docs/bench.md, "Measurements behind the code": mutex fast path).
+ */
+static inline bool lock_fast(weft_mutex *m)
+{
+	if (weft__rt.nworkers == 1)
+		return at_cas_uint(&m->state, 0, M_LOCKED);
+	return try_take(m);
+}
+
+static inline bool unlock_fast(weft_mutex *m)
+{
+	if (weft__rt.nworkers > 1 && at_load_uint(&m->state) != M_LOCKED)
+		return false;
+	return at_cas_uint(&m->state, M_LOCKED, 0);
+}
+
+/*
  * A holder on another worker usually leaves within a short critical section,
  * far sooner than a park and a wake across cores: spin briefly first.
  * Useless on one worker: the holder cannot run while we spin.  Briefly means
@@ -201,7 +225,7 @@ int weft_mutex_lock(weft_mutex *m)
 		return weft__err_fail(EDEADLK);
 	if (weft__co_cancelled())
 		return weft__err_fail(ECANCELED);
-	if (at_cas_uint(&m->state, 0, M_LOCKED) || spin_for(m))
+	if (lock_fast(m) || spin_for(m))
 		return acquired(m, self);
 	return lock_contended(m, self);
 }
@@ -222,7 +246,7 @@ int weft_mutex_unlock(weft_mutex *m)
 	if (at_load_ptr(&m->owner) != caller())
 		return weft__err_fail(EPERM);
 	at_store_ptr(&m->owner, NULL);
-	if (!at_cas_uint(&m->state, M_LOCKED, 0))
+	if (!unlock_fast(m))
 		unlock_slow(m);
 	return 0;
 }
