@@ -209,10 +209,12 @@ static int lock(weft_rwlock *l, bool write, int64_t deadline)
 {
 	if (weft__co_wait_entry(l != NULL) != 0)
 		return -1;
-	/* A writer tries the free word, a reader the word as it is; only a
-	 * writer's id is kept (unlock and EDEADLK compare with it). */
+	/* Both read the word first: a writer's CAS expecting 0 would fail,
+	 * a locked instruction for nothing, whenever readers hold or wait
+	 * (as the mutex's: sync.c, lock_fast).  Only a writer's id is kept
+	 * (unlock and EDEADLK compare with it). */
 	uintptr_t id = write ? weft__park_context_id() : 0;
-	if (try_enter(l, write ? 0 : at_load_64(&l->state), write, id))
+	if (try_enter(l, at_load_64(&l->state), write, id))
 		return 0;
 	int r = lock_slow(l, write, id, deadline);
 	return r ? weft__err_fail(r) : 0;
@@ -278,8 +280,8 @@ static void write_hand_over(weft_rwlock *l, struct weft__wakes *ws)
 			update(l, -(uint64_t)W_WAIT);
 	} else {
 		/* a lone W_HELD: nobody else writes it (see the top).
-		 * Relaxed, yet a release: the failed CAS and the lock's
-		 * acquire before it are full fences (atomic.h) */
+		 * Relaxed, yet a release: the lock's acquire before it is
+		 * a full fence (atomic.h) */
 		at_store_64(&l->state, 0);
 	}
 }
@@ -288,8 +290,9 @@ static void write_unlock(weft_rwlock *l)
 {
 	/* relaxed, ordered before the releasing CAS by its full fence */
 	at_store_ptr(&l->writer, NULL);
-	/* seq_cst, so release: our accesses happen before the next holder's */
-	if (at_cas_64(&l->state, W_HELD, 0))
+	/* seq_cst, so release: our accesses happen before the next holder's
+	 * (tried only on a word without waiters, as lock's) */
+	if (at_load_64(&l->state) == W_HELD && at_cas_64(&l->state, W_HELD, 0))
 		return;
 	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&l->lock);
