@@ -5,7 +5,8 @@
  *
  * Mutex (after Go's sync.Mutex).  `state` holds M_LOCKED, M_WAITERS (the
  * queue may hold waiters), M_STARVING and M_WOKEN.  Uncontended lock and unlock are
- * one CAS each, no lock, no syscall.  A contended locker spins briefly, then
+ * one CAS each (after a load of the state with several workers: lock_fast),
+ * no lock, no syscall.  A contended locker spins briefly, then
  * takes the internal lock, sets M_WAITERS, queues (FIFO) and parks.
  *   Normal mode: unlock releases the mutex and wakes the oldest waiter to
  *   compete for it; a running locker may take it first (barging), which
