@@ -366,12 +366,6 @@ void weft_yield(void)
 	weft__co_switch_out(co, 0);
 }
 
-weft_co *weft_self(void)
-{
-	struct weft__worker *w = weft__worker_self();
-	return w ? w->current : NULL;
-}
-
 uint64_t weft_co_id(const weft_co *co)
 {
 	return co ? co->id : 0;

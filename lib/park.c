@@ -121,8 +121,7 @@ int weft__waiter_wait_fenced(struct weft__waiter *w, int64_t deadline)
 
 uintptr_t weft__park_context_id(void)
 {
-	struct weft_co *co = weft_self();
-	return co ? (uintptr_t)co : (uintptr_t)pthread_self() | 1;
+	return weft__park_context_of(weft_self());
 }
 
 static void count_wakeup(void)

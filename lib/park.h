@@ -45,6 +45,7 @@
 #define WEFT_PARK_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -124,6 +125,11 @@ bool weft__waiter_wake_ready(struct weft__waiter *w, int result, struct weft__wo
  * rwlock's writer): the coroutine, or for a plain thread its pthread_self()
  * with the low bit set (a coroutine's address never has it).  Never 0. */
 uintptr_t weft__park_context_id(void);
+/* The same, given weft_self() (a caller that needs the coroutine anyway). */
+static inline uintptr_t weft__park_context_of(struct weft_co *co)
+{
+	return co ? (uintptr_t)co : (uintptr_t)pthread_self() | 1;
+}
 
 /* weft_cancel's wake: whatever co is parked on now (no waiter needed: the
  * waiter retracts itself from wherever it waits once resumed). */

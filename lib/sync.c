@@ -66,7 +66,7 @@ void weft_mutex_free(weft_mutex *m)
 /* The mutex's holder: the coroutine, or the plain thread (park.h). */
 static void *caller(void)
 {
-	return (void *)weft__park_context_id();
+	return (void *)weft__park_context_of(weft_self());
 }
 
 static int acquired(weft_mutex *m, void *self)
@@ -221,10 +221,11 @@ int weft_mutex_lock(weft_mutex *m)
 {
 	if (!m)
 		return weft__err_fail(EINVAL);
-	void *self = caller();
+	weft_co *co = weft_self();	/* one look for both checks */
+	void *self = (void *)weft__park_context_of(co);
 	if (at_load_ptr(&m->owner) == self)
 		return weft__err_fail(EDEADLK);
-	if (weft__co_cancelled())
+	if (co && at_load_uint(&co->cancelled))
 		return weft__err_fail(ECANCELED);
 	if (lock_fast(m) || spin_for(m))
 		return acquired(m, self);
