@@ -20,7 +20,8 @@
  *     fairness_turn);
  *   - a FIFO of coroutines that yielded, touched by the owner alone.  When
  *     the deque runs dry the oldest yielder runs and the others move into the
- *     deque in FIFO order, so a yielder runs only after every other runnable
+ *     deque in FIFO order (only while another worker sleeps for want of
+ *     work: pop_yielder), so a yielder runs only after every other runnable
  *     coroutine of the worker, and yielders can be stolen once in the deque;
  *   - an event loop (loop.h): an epoll instance with the fds it owns, its
  *     timer heap, and an eventfd; an idle worker sleeps in its own
@@ -195,8 +196,15 @@ static struct weft_co *take_local(struct weft__worker *w)
 
 /*
  * The oldest yielder, to run now that the deque is dry.  With several
- * workers the younger ones move into the deque (oldest on top of the bottom
- * end, so they keep their FIFO order) where idle workers can steal them.
+ * workers, and one of them asleep for want of work, the younger ones move
+ * into the deque (oldest on top of the bottom end, so they keep their FIFO
+ * order) where it can steal them, and it is woken.  While every other
+ * worker is busy or still spinning they stay here: a spinner that took the
+ * holders of a contended lock between their turns only spread them over
+ * two cores, each lock operation then crossing between them (weft-bench
+ * rwlock 2: 1.13x the time; docs/bench.md, "Measurements behind the code":
+ * private yielders).  A spinner finds nothing for SPIN_NS at most, sleeps
+ * (nr_idle), and the next pop here shares.
  */
 static struct weft_co *pop_yielder(struct weft__worker *w)
 {
@@ -204,7 +212,8 @@ static struct weft_co *pop_yielder(struct weft__worker *w)
 	WEFT__FIFO_POP(&w->yielders, co);
 	if (!co)
 		return NULL;
-	if (weft__rt.nworkers == 1 || WEFT__FIFO_EMPTY(&w->yielders))
+	if (weft__rt.nworkers == 1 || WEFT__FIFO_EMPTY(&w->yielders) ||
+	    at_load_uint(&weft__rt.nr_idle) == 0)
 		return co;
 	struct weft_co *rev = NULL, *p;
 	WEFT__FIFO_TAKE_ALL(&w->yielders, p);

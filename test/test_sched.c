@@ -190,6 +190,60 @@ static void spin_without_switching(const int *flag)
 		;
 }
 
+/* Coroutines that compute and yield, all on one worker, spread to the
+ * other once it is idle: yielders are kept from thieves only while no
+ * worker sleeps (worker.c, pop_yielder).  The other worker is kept busy
+ * (a coroutine that does not switch) until every one of them has yielded
+ * once, so none was stolen on its way in. */
+static unsigned spread_mask, spread_yielded;
+static int spread_blocker_on;
+
+static void compute_and_yield(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 40; i++) {
+		int64_t until = weft_now() + 200 * 1000;
+		while (weft_now() < until)
+			;
+		__atomic_fetch_or(&spread_mask, 1u << weft_worker_id(), __ATOMIC_RELAXED);
+		if (i == 0)
+			__atomic_fetch_add(&spread_yielded, 1, __ATOMIC_RELEASE);
+		weft_yield();
+	}
+}
+
+static void block_until_all_yielded(void *arg)
+{
+	(void)arg;
+	__atomic_store_n(&spread_blocker_on, weft_worker_id() + 1, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&spread_yielded, __ATOMIC_ACQUIRE) < 8)
+		;
+}
+
+static void spread_root(void *arg)
+{
+	(void)arg;
+	/* the blocker waits in our runnext slot, which the other worker takes
+	 * while we do not switch (the monitor notifies it) */
+	weft_co *blocker = weft_spawn(block_until_all_yielded, NULL), *co[8];
+	cr_assert_not_null(blocker);
+	spin_without_switching(&spread_blocker_on);
+	cr_assert_neq(spread_blocker_on, weft_worker_id() + 1);
+	for (int i = 0; i < 8; i++)
+		cr_assert_not_null(co[i] = weft_spawn(compute_and_yield, NULL));
+	for (int i = 0; i < 8; i++)
+		cr_assert_eq(weft_join(co[i]), 0);
+	cr_assert_eq(weft_join(blocker), 0);
+}
+
+Test(sched, yielders_spread_to_an_idle_worker, .timeout = 60)
+{
+	spread_mask = spread_yielded = 0;
+	spread_blocker_on = 0;
+	cr_assert_eq(weft_main(spread_root, NULL, &WEFT_CONFIG(.workers = 2)), 0);
+	cr_assert_eq(spread_mask, 3u, "ran on workers %#x only", spread_mask);
+}
+
 /* What a coroutine spawns or wakes waits in its worker's runnext slot; if
  * that coroutine then runs on without switching, another worker must take
  * the slot (after its grace), or the two would wait for each other forever. */
