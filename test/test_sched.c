@@ -198,10 +198,14 @@ static void spin_without_switching(const int *flag)
 static unsigned spread_mask, spread_yielded;
 static int spread_blocker_on;
 
+/* Computes in 200 us slices between yields until both workers have run
+ * one, or 10 s (30 under valgrind, which runs one thread at a time) have
+ * passed: the bound only ends a failing run. */
 static void compute_and_yield(void *arg)
 {
-	(void)arg;
-	for (int i = 0; i < 40; i++) {
+	int64_t give_up = *(const int64_t *)arg;
+	for (int i = 0; __atomic_load_n(&spread_mask, __ATOMIC_RELAXED) != 3u && weft_now() < give_up;
+	     i++) {
 		int64_t until = weft_now() + 200 * 1000;
 		while (weft_now() < until)
 			;
@@ -229,8 +233,9 @@ static void spread_root(void *arg)
 	cr_assert_not_null(blocker);
 	spin_without_switching(&spread_blocker_on);
 	cr_assert_neq(spread_blocker_on, weft_worker_id() + 1);
+	int64_t give_up = weft_now() + (RUNNING_ON_VALGRIND ? 30 : 10) * 1000000000LL;
 	for (int i = 0; i < 8; i++)
-		cr_assert_not_null(co[i] = weft_spawn(compute_and_yield, NULL));
+		cr_assert_not_null(co[i] = weft_spawn(compute_and_yield, &give_up));
 	for (int i = 0; i < 8; i++)
 		cr_assert_eq(weft_join(co[i]), 0);
 	cr_assert_eq(weft_join(blocker), 0);
