@@ -1210,6 +1210,10 @@ static void dup2_stress(void *arg)
 	struct opener o = { .watched = target };
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, open_fds, &o) == 0);
+	/* the rounds take milliseconds: on a loaded machine they could all
+	 * pass before the opener first ran, and then prove nothing */
+	while (atomic_load(&o.opened) == 0)
+		CHECK(weft_sleep(weft_now() + 1000 * 1000) == 0);
 	unsigned rounds = scaled(10000, 1000, 100);
 	for (unsigned i = 0; i < rounds; i++) {
 		struct rd rd = { .fd = target };
