@@ -119,11 +119,6 @@ int weft__waiter_wait_fenced(struct weft__waiter *w, int64_t deadline)
 	return w->co ? co_wait(w, deadline, true) : thread_wait(w, deadline);
 }
 
-uintptr_t weft__park_context_id(void)
-{
-	return weft__park_context_of(weft_self());
-}
-
 static void count_wakeup(void)
 {
 	struct weft__worker *self = weft__worker_self();

@@ -123,12 +123,16 @@ bool weft__waiter_wake_ready(struct weft__waiter *w, int result, struct weft__wo
 
 /* Who is calling, for the objects that check their holder (a mutex, a
  * rwlock's writer): the coroutine, or for a plain thread its pthread_self()
- * with the low bit set (a coroutine's address never has it).  Never 0. */
-uintptr_t weft__park_context_id(void);
-/* The same, given weft_self() (a caller that needs the coroutine anyway). */
+ * with the low bit set (a coroutine's address never has it).  Never 0.
+ * weft__park_context_of takes weft_self(), for a caller that needs the
+ * coroutine anyway (a mutex lock checks its cancel flag too). */
 static inline uintptr_t weft__park_context_of(struct weft_co *co)
 {
 	return co ? (uintptr_t)co : (uintptr_t)pthread_self() | 1;
+}
+static inline uintptr_t weft__park_context_id(void)
+{
+	return weft__park_context_of(weft_self());
 }
 
 /* weft_cancel's wake: whatever co is parked on now (no waiter needed: the

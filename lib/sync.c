@@ -66,7 +66,7 @@ void weft_mutex_free(weft_mutex *m)
 /* The mutex's holder: the coroutine, or the plain thread (park.h). */
 static void *caller(void)
 {
-	return (void *)weft__park_context_of(weft_self());
+	return (void *)weft__park_context_id();
 }
 
 static int acquired(weft_mutex *m, void *self)
