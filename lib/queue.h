@@ -14,6 +14,7 @@
 #include <stdbool.h>
 
 #include "atomic.h"
+#include "coro.h"
 #include "fifo.h"
 #include "invariant.h"
 #include "worker.h"
@@ -30,8 +31,35 @@ static inline void weft__queue_push(struct weft__locked_fifo *q, struct weft_co 
 		pthread_mutex_unlock(&q->lock);
 }
 
-/* The oldest item of q, or NULL (without the lock when q looks empty). */
-static inline struct weft_co *weft__queue_pop(struct weft__locked_fifo *q, bool shared)
+/*
+ * Warms what the next dispatch from q reads first, while the coroutine just
+ * popped runs: the stack lines its switch-in pops and its callers' frames
+ * (at its saved sp), and the control block of the one after it, whose sp
+ * the pop after this reads.  With a thousand connections those lines have
+ * left the cache since the harvest queued them, and each is a miss (and a
+ * page walk: every coroutine's control block and stack top are pages of
+ * their own) that otherwise stalls the switch (docs/bench.md, "Measurements
+ * behind the code": the ready FIFO's prefetch).  Under q's lock when shared:
+ * a pusher writes the tail's next.  The head's sp is read relaxed: a
+ * coroutine woken before its switch-out completed is writing it (park.h),
+ * and a stale value only warms the wrong line.
+ */
+static inline void weft__queue_warm_head(struct weft__locked_fifo *q)
+{
+	struct weft_co *head = q->q.head;
+	if (!head)
+		return;
+	const char *sp = __atomic_load_n((char **)&head->sp, __ATOMIC_RELAXED);
+	for (int line = 0; line < 4; line++)
+		__builtin_prefetch(sp + 64 * line);
+	if (head->next)
+		__builtin_prefetch(head->next);
+}
+
+/* The oldest item of q, or NULL (without the lock when q looks empty);
+ * `warm`: the owner's pop, which warms the next one (a thief's would pull
+ * the owner's lines to its own cache). */
+static inline struct weft_co *weft__queue_pop_warm(struct weft__locked_fifo *q, bool shared, bool warm)
 {
 	if (at_load_64(&q->len) == 0)
 		return NULL;
@@ -41,9 +69,16 @@ static inline struct weft_co *weft__queue_pop(struct weft__locked_fifo *q, bool 
 	WEFT__FIFO_POP(&q->q, co);
 	if (co)
 		at_store_64(&q->len, at_load_64(&q->len) - 1);
+	if (warm)
+		weft__queue_warm_head(q);
 	if (shared)
 		pthread_mutex_unlock(&q->lock);
 	return co;
+}
+
+static inline struct weft_co *weft__queue_pop(struct weft__locked_fifo *q, bool shared)
+{
+	return weft__queue_pop_warm(q, shared, false);
 }
 
 static inline struct weft_co *weft__queue_inject_pop(void)

@@ -237,7 +237,7 @@ static struct weft_co *pop_yielder(struct weft__worker *w)
 /* The oldest coroutine w's loop woke, else the oldest locked to w. */
 static struct weft_co *pop_fifos(struct weft__worker *w)
 {
-	struct weft_co *co = weft__queue_pop(&w->ready, weft__queue_ready_shared(w));
+	struct weft_co *co = weft__queue_pop_warm(&w->ready, weft__queue_ready_shared(w), true);
 	if (co) {
 		weft__count(&w->c.ready_pops);
 		if (w->backlog_since && (w->tick & 7) == 0)	/* a clock read every 8th */
