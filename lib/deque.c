@@ -138,6 +138,14 @@ void *weft__deque_take(struct weft__deque *d)
 	return item;
 }
 
+void *weft__deque_peek(struct weft__deque *d)
+{
+	int64_t b = at_load_i64(&d->bottom) - 1;
+	if (at_load_i64(&d->top) > b)
+		return NULL;
+	return slot_get(at_load_ptr((void **)&d->array), b);
+}
+
 void *weft__deque_steal(struct weft__deque *d)
 {
 	int64_t t = at_load_i64(&d->top);

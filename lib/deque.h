@@ -56,6 +56,10 @@ static inline void *weft__deque_steal_retry(struct weft__deque *d)
 	}
 }
 
+/* Owner only: the item the next take would return, or NULL; a thief may
+ * take it meanwhile, so it is a hint (a prefetch's address), never to be
+ * dereferenced. */
+void *weft__deque_peek(struct weft__deque *d);
 /* A racy size estimate (for stats and idle checks). */
 int64_t weft__deque_size(const struct weft__deque *d);
 

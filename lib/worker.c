@@ -186,12 +186,19 @@ uint32_t weft__worker_rand_any(void)
 /* ------------------------------------------------------ finding work */
 
 /* The owner's take, skipped without a fence when the deque is surely empty
- * (top only grows and only the owner moves bottom up). */
+ * (top only grows and only the owner moves bottom up).  It prefetches the
+ * control block the next take returns, a line on a page of its own that
+ * `enter` would miss on (a woken army's: docs/bench.md, "Measurements behind
+ * the code": the deque's prefetch); only its address, since a thief may
+ * take it and it may finish meanwhile. */
 static struct weft_co *take_local(struct weft__worker *w)
 {
 	if (at_load_i64(&w->deque.top) >= w->deque.bottom)
 		return NULL;
-	return weft__deque_take(&w->deque);
+	struct weft_co *co = weft__deque_take(&w->deque);
+	if (co)
+		__builtin_prefetch(weft__deque_peek(&w->deque));
+	return co;
 }
 
 /*

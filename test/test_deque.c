@@ -48,6 +48,28 @@ Test(deque, lifo_for_owner_fifo_for_thieves)
 	weft__deque_fini(&d);
 }
 
+/* peek names what the next take returns, and nothing once the deque is
+ * empty, whichever end emptied it. */
+Test(deque, peek_names_the_next_take)
+{
+	struct weft__deque d;
+	cr_assert_eq(weft__deque_init(&d, 4), 0);
+	cr_assert_null(weft__deque_peek(&d));
+	for (uint64_t i = 0; i < 10; i++)	/* grows 4 -> 16 */
+		cr_assert_eq(weft__deque_push(&d, item(i)), 0);
+	for (uint64_t i = 9; i >= 5; i--) {
+		cr_assert_eq(weft__deque_peek(&d), item(i));
+		cr_assert_eq(weft__deque_take(&d), item(i));
+	}
+	for (uint64_t i = 0; i < 4; i++)
+		cr_assert_eq(weft__deque_steal(&d), item(i));
+	cr_assert_eq(weft__deque_peek(&d), item(4), "the last one, after steals");
+	cr_assert_eq(weft__deque_steal(&d), item(4));
+	cr_assert_null(weft__deque_peek(&d), "stolen empty");
+	cr_assert_null(weft__deque_take(&d));
+	weft__deque_fini(&d);
+}
+
 enum { THIEVES = 3 };
 #ifdef WEFT_TEST_TSAN
 #define ITEMS 300000u
