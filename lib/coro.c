@@ -319,8 +319,7 @@ int weft_join_until(weft_co *co, int64_t deadline)
 
 bool weft__co_cancelled(void)
 {
-	weft_co *co = weft_self();
-	return co && at_load_uint(&co->cancelled);
+	return weft__co_cancelled_of(weft_self());
 }
 
 int weft__co_wait_entry(bool valid)

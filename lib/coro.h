@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "atomic.h"
 #include "list.h"
 #include "sanitize.h"
 #include "stack.h"
@@ -84,7 +85,13 @@ void weft__co_start(struct weft_co *co);
 void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg);
 
 /* True when the calling coroutine has been cancelled (false on a thread):
- * every call that could block checks it first and fails with ECANCELED. */
+ * every call that could block checks it first and fails with ECANCELED.
+ * weft__co_cancelled_of takes weft_self(), for a caller that has it anyway
+ * (a mutex lock: its holder id too). */
+static inline bool weft__co_cancelled_of(const struct weft_co *co)
+{
+	return co && at_load_uint(&co->cancelled);
+}
 bool weft__co_cancelled(void);
 /* The first checks of a public call that may wait, in this order: EINVAL
  * unless valid (the call's own check of its arguments), then ECANCELED if

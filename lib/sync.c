@@ -225,7 +225,7 @@ int weft_mutex_lock(weft_mutex *m)
 	void *self = (void *)weft__park_context_of(co);
 	if (at_load_ptr(&m->owner) == self)
 		return weft__err_fail(EDEADLK);
-	if (co && at_load_uint(&co->cancelled))
+	if (weft__co_cancelled_of(co))
 		return weft__err_fail(ECANCELED);
 	if (lock_fast(m) || spin_for(m))
 		return acquired(m, self);
