@@ -271,7 +271,8 @@ static struct weft_co *round_pop(struct weft__worker *w)
  *   - the worker's ready FIFOs (what its loop woke, what is locked to it)
  *     get a *round* every READY_NS: as many pops as they held at the turn
  *     come before the LIFO end again (so a coroutine woken behind n others
- *     waits for at most n of them and one interval of LIFO work);
+ *     waits for at most n of them and one interval of LIFO work), and the
+ *     next round starts only once this one is done;
  *   - the injection queue gets a turn every inject interval: INJECT_NS at
  *     first (Tokio aims its global-queue interval at 200 us), doubling up
  *     to INJECT_MAX_NS with each turn taken while local work is still
@@ -304,7 +305,10 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 	weft__loop_service(w, now, now - w->last_poll >= POLL_NS && at_load_64(&w->ready.len) == 0);
 	if (w->backlog_since)
 		weft__loop_backlog(w, now);
-	if (now - w->ready_turn >= READY_NS) {	/* with what the service woke */
+	/* A round under way is finished first, so the LIFO end runs between
+	 * rounds (renewing it whenever READY_NS had passed starved the LIFO
+	 * end of a worker whose 61 dispatches outlast READY_NS). */
+	if (!w->ready_round && now - w->ready_turn >= READY_NS) {	/* with what the service woke */
 		w->ready_turn = now;
 		w->ready_round = at_load_64(&w->ready.len) + at_load_64(&w->pinned.len);
 	}

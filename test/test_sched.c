@@ -647,6 +647,68 @@ Test(sched, woken_coroutines_run_beside_a_chain_of_spawns, .timeout = 60)
 }
 
 /*
+ * The converse: what a worker spawns runs beside a ready FIFO that never
+ * empties.  TICKERS coroutines sleep 1 ms and work TICK_NS, TICKS times:
+ * 4x more work than one worker has time for, so their deadlines are due
+ * again before they have all run, and every fairness turn fires a batch
+ * into the ready FIFO.  20 ms in, one of them spawns a coroutine (into its
+ * runnext slot) that notes how many ticks had run.  A round of the ready
+ * FIFO is as many pops as it held at a turn, and the LIFO end runs after
+ * it; a turn used to renew a round still under way whenever READY_NS had
+ * passed, which with 61 dispatches of TICK_NS was every turn, so the spawn
+ * ran only once the tickers were done (failed: it ran after all 20,000
+ * ticks).
+ */
+enum { TICKERS = 200, TICKS = 100 };
+static const int64_t TICK_NS = 20 * 1000;
+
+struct ticks {
+	unsigned done;		/* ticks run (one worker) */
+	unsigned spawn_saw;	/* done when the spawn ran */
+};
+
+static void spawned_counts(void *arg)
+{
+	struct ticks *t = arg;
+	t->spawn_saw = t->done;
+}
+
+static void ticker(void *arg)
+{
+	struct ticks *t = arg;
+	for (int i = 0; i < TICKS; i++) {
+		cr_assert_eq(weft_sleep(weft_now() + 1000 * 1000), 0);
+		spin_for(TICK_NS);
+		t->done++;
+	}
+}
+
+static void late_spawner(void *arg)
+{
+	cr_assert_eq(weft_sleep(weft_now() + 20 * 1000 * 1000), 0);
+	weft_co *co = weft_spawn(spawned_counts, arg);
+	cr_assert_not_null(co);
+	cr_assert_eq(weft_join(co), 0);
+}
+
+static void tickers_root(void *arg)
+{
+	weft_co *co[TICKERS + 1];
+	for (int i = 0; i < TICKERS; i++)
+		cr_assert_not_null(co[i] = weft_spawn(ticker, arg));
+	cr_assert_not_null(co[TICKERS] = weft_spawn(late_spawner, arg));
+	for (int i = 0; i <= TICKERS; i++)
+		cr_assert_eq(weft_join(co[i]), 0);
+}
+
+Test(sched, a_spawn_runs_beside_a_ready_fifo_that_never_empties, .timeout = 120)
+{
+	struct ticks t = { .spawn_saw = ~0u };
+	cr_assert_eq(weft_main(tickers_root, &t, &WEFT_CONFIG(.workers = 1)), 0);
+	cr_assert_lt(t.spawn_saw, t.done / 2, "the spawn ran after %u of %u ticks", t.spawn_saw, t.done);
+}
+
+/*
  * A worker whose dispatches are long still serves its deadlines within
  * about a monitor tick: both workers run chains of LONG_LINK_NS links (each
  * spawning the next into its runnext slot) while a sleeper sleeps 1 ms
