@@ -1634,7 +1634,10 @@ Test(io, a_busy_worker_does_not_harvest_while_its_ready_fifo_is_full, .timeout =
  * timing says nothing of fairness: there single dispatches lasted up to
  * 327 ms (stall reports), the slowest connection at 2 workers got 9-10
  * echoes of a mean of 30, and at 1 worker the run took over 300 s, its
- * worker at 100% CPU, where 2 workers took 2 s (not understood yet).
+ * worker at 100% CPU, where 2 workers took 2 s: perf put half of that
+ * worker's samples in ThreadSanitizer's vector clocks (ThreadClock's
+ * acquire and release), whose entries grow with the fibers it tracks, one
+ * per coroutine.
  */
 enum { FAIR_MSG = 8 };
 
