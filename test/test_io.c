@@ -1649,17 +1649,6 @@ struct fair {
 	uint64_t total;		/* echoes counted so far */
 };
 
-static void fair_echo(void *arg)
-{
-	int fd = (int)(intptr_t)arg;
-	char b[FAIR_MSG];
-	ssize_t n;
-	while ((n = weft_read(fd, b, sizeof b, -1)) > 0)
-		CHECK(weft_write(fd, b, (size_t)n, -1) == n);
-	CHECK(n == 0);
-	CHECK(weft_close(fd) == 0);
-}
-
 static void fair_send(int fd)
 {
 	CHECK(write(fd, "01234567", FAIR_MSG) == FAIR_MSG);
@@ -1714,7 +1703,7 @@ static void fair_main(void *arg)
 		int sv[2];
 		socket_pair(sv);
 		f->peer[i] = sv[1];
-		co[i] = go(fair_echo, (void *)(intptr_t)sv[0]);
+		co[i] = go(echo_conn, (void *)(intptr_t)sv[0]);
 	}
 	CHECK(weft_offload(fair_drive, f) == 0);
 	/* the last echoes may still be in flight: the servers see the end of
