@@ -48,13 +48,23 @@
  *                  a stride of 17 pages so that no two touched pages are
  *                  neighbours.  ops: pages; value: the minor faults the
  *                  loop took (getrusage), at least one per page.
+ *   send-read      a 64-byte send(2) on one end of a loopback TCP connection
+ *                  and a read(2) of it at the other, on one thread (both
+ *                  ends TCP_NODELAY): the system calls of an echo message.
+ *                  ops: messages; value: the bytes read.
+ *   send-recv      the same with recv(2) for the read: the socket layer's
+ *                  entry, which weft and the epoll peer use (docs/bench.md,
+ *                  "Measurements behind the code": recv).
  *
  * The exit status is 0 when the check passed, 1 when it failed, 2 on a
  * usage or system error.  scripts/bench.py runs every floor once per
  * invocation of the suite.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -67,6 +77,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -83,6 +94,7 @@
 #define EPOLL_N INT64_C(100000)
 #define WAKE_N INT64_C(10000) /* one-way: 5,000 round trips */
 #define PAGE_N INT64_C(10000)
+#define MSG_N INT64_C(50000)
 #define RUN_CAP_NS INT64_C(200000000) /* a run stops after its chunk then */
 
 #define STACK_SIZE (64 * 1024) /* the switch floor's second context */
@@ -476,6 +488,77 @@ static void page_finish(void)
 		die("munmap");
 }
 
+/* -------------------------------------------------- send-read, send-recv */
+
+enum { MSG_LEN = 64 };
+
+static struct {
+	int tx, rx; /* the connection's two ends */
+} sr;
+
+static void nodelay(int fd)
+{
+	int one = 1;
+
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+		die("setsockopt TCP_NODELAY");
+}
+
+/* A loopback TCP connection: sr.tx connected to sr.rx. */
+static bool msg_setup(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof a;
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) != 0 ||
+	    getsockname(l, (struct sockaddr *)&a, &len) != 0 || listen(l, 1) != 0)
+		die("listen on loopback");
+	sr.tx = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sr.tx < 0 || connect(sr.tx, (struct sockaddr *)&a, sizeof a) != 0)
+		die("connect on loopback");
+	sr.rx = accept(l, NULL, NULL);
+	if (sr.rx < 0)
+		die("accept");
+	close(l);
+	nodelay(sr.tx);
+	nodelay(sr.rx);
+	return true;
+}
+
+/* n messages sent and taken back with read(2) or recv(2); value: bytes. */
+static bool msg_run(int64_t n, int64_t *value, bool use_recv)
+{
+	static char out[MSG_LEN], in[16 << 10];
+	int64_t got = 0;
+
+	for (int64_t i = 0; i < n; i++) {
+		if (send(sr.tx, out, sizeof out, 0) != (ssize_t)sizeof out)
+			die("send");
+		ssize_t r = use_recv ? recv(sr.rx, in, sizeof in, 0) : read(sr.rx, in, sizeof in);
+		got += r > 0 ? r : 0;
+	}
+	*value = got;
+	return got == n * MSG_LEN;
+}
+
+static bool read_run(int64_t n, int64_t *value)
+{
+	return msg_run(n, value, false);
+}
+
+static bool recv_run(int64_t n, int64_t *value)
+{
+	return msg_run(n, value, true);
+}
+
+static void msg_teardown(void)
+{
+	close(sr.tx);
+	close(sr.rx);
+}
+
 /* ----------------------------------------------------------------- main */
 
 static const struct floor {
@@ -498,6 +581,10 @@ static const struct floor {
 	  wake_teardown },
 	{ "fresh-page", PAGE_N, 100, NULL, page_prepare, page_run,
 	  page_finish, NULL },
+	{ "send-read", MSG_N, 1000, msg_setup, NULL, read_run, NULL,
+	  msg_teardown },
+	{ "send-recv", MSG_N, 1000, msg_setup, NULL, recv_run, NULL,
+	  msg_teardown },
 };
 
 #define NFLOORS (sizeof floors / sizeof floors[0])

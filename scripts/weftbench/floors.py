@@ -30,6 +30,9 @@ FLOORS: List[Bench] = [
           "epoll_wait on the other CPU, one way", True, "ns/wake"),
     Bench("fresh-page", "the first write to a fresh 4 KiB anonymous page",
           True, "ns/page"),
+    Bench("send-read", "a 64 B send and its read(2) over loopback TCP, "
+          "one thread", True, "ns/message"),
+    Bench("send-recv", "the same, taken with recv(2)", True, "ns/message"),
 ]
 TWO_CPU_FLOORS = {"line-transfer"}  # fail by design on one CPU: skipped
 

@@ -107,13 +107,15 @@ static int write_out(struct conn *c)
 }
 
 /* Reads once into the connection's buffer: bytes read, 0 at EOF, -1 for
- * EAGAIN (nothing there), -2 failed. */
+ * EAGAIN (nothing there), -2 failed.  recv, not read: the socket layer's
+ * entry is the cheaper one (docs/bench.md, "Measurements behind the code":
+ * recv). */
 static ssize_t read_in(struct conn *c, size_t *room)
 {
 	char *to = c->http ? c->h.in + c->h.in_len : c->buf;
 	*room = c->http ? sizeof c->h.in - c->h.in_len : sizeof c->buf;
 	for (;;) {
-		ssize_t n = read(c->fd, to, *room);
+		ssize_t n = recv(c->fd, to, *room, 0);
 		if (n >= 0)
 			return n;
 		if (errno == EINTR)
