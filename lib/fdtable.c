@@ -103,12 +103,11 @@ static struct dir *dir_for(size_t c)
 	return d;
 }
 
-int weft__fd_get(int fd, struct weft__fd **out)
+/* weft__fd_get's first use of fd's chunk: allocates it (and a directory
+ * large enough) under grow_lock.  Out of line, so that the lookup every
+ * I/O call makes saves no registers for it. */
+static __attribute__((noinline)) int create_entry(int fd, struct weft__fd **out)
 {
-	if (fd < 0)
-		return -EBADF;
-	if ((*out = weft__fd_find(fd)))
-		return 0;
 	size_t c = (size_t)fd >> CHUNK_SHIFT;
 	pthread_mutex_lock(&grow_lock);
 	struct dir *d = dir_for(c);
@@ -122,6 +121,15 @@ int weft__fd_get(int fd, struct weft__fd **out)
 	pthread_mutex_unlock(&grow_lock);
 	*out = weft__fd_find(fd);
 	return *out ? 0 : -ENOMEM;
+}
+
+int weft__fd_get(int fd, struct weft__fd **out)
+{
+	if (fd < 0)
+		return -EBADF;
+	if ((*out = weft__fd_find(fd)))
+		return 0;
+	return create_entry(fd, out);
 }
 
 void weft__fdtable_fini(void)
