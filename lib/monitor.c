@@ -274,8 +274,10 @@ int weft__monitor_start(unsigned stall_ms)
 	if (!err)
 		err = weft__thread_start(&mon.thread, false, monitor_main, NULL);
 	mon.running = !err;
-	if (err)
+	if (err) {
 		weft__monitor_stop();
+		weft__monitor_fini();
+	}
 	return err;
 }
 
@@ -292,6 +294,10 @@ void weft__monitor_stop(void)
 		pthread_join(mon.thread, NULL);
 		mon.running = false;
 	}
+}
+
+void weft__monitor_fini(void)
+{
 	if (mon.hub >= 0)
 		close(mon.hub);
 	if (mon.evfd >= 0)

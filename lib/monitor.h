@@ -11,7 +11,13 @@
 /* Starts the monitor; stall_ms: report dispatches that run this long, 0 never.
  * 0 or a negative errno. */
 int weft__monitor_start(unsigned stall_ms);
+/* Stops the monitor thread.  Its eventfd stays open until
+ * weft__monitor_fini, which runs once the workers are stopped: a worker
+ * that saw the monitor asleep just before it stopped may still signal it
+ * (weft__monitor_worker_awake), and must not write to a closed fd, or to
+ * another file that took its number. */
 void weft__monitor_stop(void);
+void weft__monitor_fini(void);
 /* How many times it woke. */
 uint64_t weft__monitor_wakeups(void);
 /* A worker left its sleep: wakes the monitor if it sleeps without a tick. */

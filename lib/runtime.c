@@ -112,6 +112,7 @@ static void stop_locked(void)
 	weft__offload_fini();
 	weft__monitor_stop();
 	weft__workers_stop();
+	weft__monitor_fini();	/* after the workers: see monitor.h */
 	weft__stack_pool_fini();
 	weft__workers_free();
 	weft__fdtable_fini();	/* registrations died with the loops */
