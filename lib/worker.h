@@ -152,8 +152,9 @@ uint32_t weft__worker_rand_any(void);
 /* The same from w's generator (w the caller's worker). */
 uint32_t weft__worker_rand(struct weft__worker *w);
 
-/* The coroutine to switch to directly from one leaving w (its runnext, as
- * dispatched by w), or NULL: then switch to w's scheduler. */
+/* The coroutine to switch to directly from one leaving w (what w's
+ * scheduler would dispatch next from w's own queues), or NULL: then switch
+ * to w's scheduler. */
 struct weft_co *weft__worker_successor(struct weft__worker *w);
 /* Makes w's next dispatch a fairness turn (the monitor, for w's due
  * timers or its ready FIFOs: monitor.c); any thread. */

@@ -92,6 +92,11 @@
  *                             (co_run's dispatch step, no find_local).  The
  *                             runnext slot is modelled as the deque's
  *                             bottom: the owner takes both the same way.
+ *                             The C successor may also come from w's ready
+ *                             FIFOs, the injection queue or its yield FIFO
+ *                             (worker.c, pick): queues the park protocol
+ *                             sees only through weft__schedule and the
+ *                             dispatch, as it sees the deque.
  *  weft__park_finish          load word (gen); CAS (gen,0,PARKING) ->
  *                             (gen,0,PARKED); on failure load, store
  *                             (gen,result,RUNNABLE), weft__schedule.
