@@ -128,11 +128,12 @@ class Cost:
 
 
 COST_MODEL: List[Cost] = [
-    Cost("yield", [(2, "switch")], "a yield is two switches, to the "
-         "scheduler and back", ONE),
-    Cost("spawn", [(2, "cas"), (3, "switch")], "the join handshake's two "
-         "atomic RMWs; two switches in, one out", ONE),
-    Cost("spawn", [(2, "cas"), (3, "switch"), (2, "line-transfer")],
+    Cost("yield", [(1, "switch")], "a yield switches straight to the "
+         "other yielder", ONE),
+    Cost("spawn", [(2, "cas"), (1, "switch")], "the join handshake's two "
+         "atomic RMWs; one switch per child, each exit switching straight "
+         "to the next", ONE),
+    Cost("spawn", [(2, "cas"), (1, "switch"), (2, "line-transfer")],
          "the same, and a stolen child's control block crossing cores, "
          "there and back", MORE),
     Cost("mutex", [(2, "cas")], "an uncontended lock and unlock, one "

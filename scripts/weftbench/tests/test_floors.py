@@ -40,16 +40,16 @@ class CostModel(unittest.TestCase):
         rows = cost_model(summary, ssummary, points, fsummary)
         self.assertEqual([(r["bench"], r["model"], r["floor"], r["ratio"])
                           for r in rows],
-                         [("yield", "2 × switch", 20.0, 2.25),
+                         [("yield", "switch", 10.0, 4.5),
                           ("sleep", "fresh-page", 10.0, 2.5),
                           ("echo-100-64", "epoll (measured)", 55000.0, 1.1)])
         head, table = cost_table_rows(rows[:1])
         self.assertEqual(head, ["benchmark", "unit", "workers",
                                 "weft median", "floor", "weft/floor",
                                 "notes (the floor it chases)"])
-        self.assertEqual(table, [["yield", "ns/yield", "1", "45.00", "20.00",
-                                  "2.25", "2 × switch: a yield is two "
-                                  "switches, to the scheduler and back"]])
+        self.assertEqual(table, [["yield", "ns/yield", "1", "45.00", "10.00",
+                                  "4.50", "switch: a yield switches "
+                                  "straight to the other yielder"]])
 
     def test_ms_row_without_ops_has_no_floor(self):
         summary = [{"bench": "sleep", "workers": 2, "unit": "ms",
