@@ -330,7 +330,7 @@ struct buf_op {
 };
 
 /* recv(2) on sockets: the socket layer's entry, without read(2)'s file
- * layer (the position lock, the permission and fsnotify hooks), ~40 ns
+ * layer (the position lock, the permission and fsnotify hooks), 24-53 ns
  * less per call (docs/bench.md, "Measurements behind the code": recv);
  * read(2) on everything else. */
 static ssize_t read_attempt(struct weft__io_op *op, int fd)
