@@ -240,16 +240,14 @@ static int dispatch(struct weft__worker *w, struct epoll_event *ev, int n, bool 
 	return fds;
 }
 
-/* Harvests the shared epfd without blocking until a batch comes back short. */
+/* Harvests one batch of the shared epfd without blocking (see
+ * weft__loop_harvest_more for the rest). */
 static int harvest(struct weft__worker *w)
 {
 	struct epoll_event ev[WEFT__LOOP_BATCH];
-	int n, total = 0;
-	do {
-		n = epoll_wait(io.epfd, ev, WEFT__LOOP_BATCH, 0);
-		total += dispatch(w, ev, n > 0 ? n : 0, false);
-	} while (n == WEFT__LOOP_BATCH);
-	return total;
+	int n = epoll_wait(io.epfd, ev, WEFT__LOOP_BATCH, 0);
+	w->harvest_full = n == WEFT__LOOP_BATCH;
+	return dispatch(w, ev, n > 0 ? n : 0, false);
 }
 
 /* The harvest's count, and the time noted for the POLL_NS turns. */
@@ -385,12 +383,34 @@ void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
 	int64_t now = weft_now();
 	harvest_begin(w);
 	int events = dispatch(w, got->ev, got->n, got->holder);
-	if (got->holder && got->n == WEFT__LOOP_BATCH)
-		events += harvest(w);
-	if (got->holder)
+	if (got->holder) {
+		w->harvest_full = got->n == WEFT__LOOP_BATCH;
 		count_harvest(w, now, events);
+	}
 	weft__timers_fire(&w->timers, now);
 	harvest_end(w, now, false);
+}
+
+/*
+ * A harvest takes one batch, and what it leaves stays in the kernel's ready
+ * list until the harvester runs dry.  So what the harvest touched for each
+ * event (the fd's entry, the waiter on the coroutine's stack, its control
+ * block) is still in cache when the coroutine runs a batch later, where a
+ * harvest of everything ready (a thousand connections) had evicted it by
+ * then: a miss each, several per message (docs/bench.md, "One batch per
+ * harvest").  A worker that runs dry after a full batch harvests the
+ * next one itself, before it steals or sleeps: going to sleep first would
+ * let it take the shared epfd only while every other worker sleeps too, and
+ * at 2 workers the one awake would serve the backlog alone.  After a short
+ * batch nothing is left, and the sleep's own epoll_wait serves: no second
+ * system call per sleep on a lightly loaded server.
+ */
+bool weft__loop_harvest_more(struct weft__worker *w)
+{
+	if (!w->harvest_full)
+		return false;
+	w->harvest_full = false;	/* set again if this batch fills up too */
+	return weft__loop_service(w, weft_now(), true);
 }
 
 unsigned weft__loop_nfds(void)

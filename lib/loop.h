@@ -60,6 +60,9 @@ void weft__loop_unregister(struct weft__fd *e, int fd);
 /* w's service at a fairness turn: fires due timers, and harvests the
  * shared epfd if poll_fds; true if either made something runnable. */
 bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds);
+/* w's queues ran dry: if its last harvest filled its batch, harvests the
+ * next without blocking; true if that made something runnable. */
+bool weft__loop_harvest_more(struct weft__worker *w);
 /* A worker's ready FIFO has held a batch its sleep harvested since
  * w->backlog_since: notifies an idle worker once it has waited too long
  * (loop.c, harvest_end); now is the caller's clock. */
@@ -69,8 +72,10 @@ void weft__loop_backlog(struct weft__worker *w, int64_t now);
 void weft__loop_want_poller(void);
 /* weft__worker.polling: where a worker sleeps. */
 enum { WEFT__LOOP_OWN = 1, WEFT__LOOP_SHARED = 2 };
+/* Events per harvest: few enough that what a harvest touches is still
+ * cached when its coroutines run (weft__loop_harvest_more). */
+enum { WEFT__LOOP_BATCH = 64 };
 /* What one sleep harvested (weft__loop_wait). */
-enum { WEFT__LOOP_BATCH = 128 };
 struct weft__loop_events {
 	int n;
 	bool holder;			/* it slept in the shared epfd */
@@ -82,8 +87,8 @@ struct weft__loop_events {
  * the idle stack (what they wake is then not notified to the worker
  * itself). */
 void weft__loop_wait(struct weft__worker *w, struct weft__loop_events *got);
-/* Dispatches them (harvesting on if the batch was full) and fires the due
- * timers. */
+/* Dispatches them and fires the due timers (a full batch leaves the rest
+ * to weft__loop_harvest_more). */
 void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got);
 /* Gives w the wake-up token (the kicked flag, and the eventfd it sleeps
  * on); take_token consumes it. */

@@ -39,15 +39,18 @@
  * load (an echo server's oldest connections starved that way).
  *
  * Finding work, in order: runnext, the local deque (LIFO, with the fairness
- * pops above), the ready FIFO, the injection queue, the yield FIFO, then
- * stealing: up to STEAL_ROUNDS passes over all other workers in a random
- * order, one item per steal (deque first, else ready FIFO, else runnext),
- * where a victim's runnext is left to it until the last pass and a 3 us
- * grace, and then taken only if the victim dispatched nothing meanwhile
- * (after Go's runqgrab: steal_runnext); then it parks, unless it left
- * work to a victim: its sleep is an epoll_wait on its own loop, which
- * returns at once with whatever fds are ready and timers are due (one
- * system call where a harvest without blocking first made two).
+ * pops above), the ready FIFO, the injection queue, the yield FIFO, the
+ * next batch of readiness if the worker's last harvest came back full (a
+ * harvest takes one batch: weft__loop_harvest_more), then stealing: up to
+ * STEAL_ROUNDS passes over all other workers in a random order, one item
+ * per steal (deque first, else ready FIFO, else runnext), where a victim's
+ * runnext is left to it until the last pass and a 3 us grace, and then
+ * taken only if the victim dispatched nothing meanwhile (after Go's
+ * runqgrab: steal_runnext); then it parks, unless it left work to a
+ * victim: its sleep is an epoll_wait on its own loop, which returns at
+ * once with whatever fds are ready and timers are due (one system call
+ * where a harvest without blocking first made two: after a short batch
+ * nothing is left to harvest first).
  *
  * Spinning and parking (after Go's proc.go, "Worker thread parking")
  * ----------------------------------------------------------------------
@@ -433,6 +436,8 @@ static void *worker_main(void *arg)
 	for (;;) {
 		struct weft_co *co = find_local(w);
 		bool busy = false;
+		if (!co && weft__loop_harvest_more(w))
+			continue;
 		if (!co && weft__idle_may_spin(w))
 			co = weft__steal_work(w, &busy);
 		if (co) {

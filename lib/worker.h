@@ -94,6 +94,7 @@ struct weft__worker {
 	int64_t last_poll;		/* when it last harvested the shared epfd */
 	int64_t backlog_since;		/* its ready FIFO has held a slept harvest since (loop.c) */
 	bool harvesting;		/* in its own harvest: wakes defer their notify (loop.c) */
+	bool harvest_full;		/* its last harvest filled its batch (loop.c) */
 	bool batching;			/* in a batch of wakes (queue.c) ... */
 	struct weft_co *batch_held;	/* ... its newest, for the runnext slot at its end */
 	bool timers_ready;
