@@ -1554,10 +1554,11 @@ Test(io, a_sleep_costs_one_epoll_wait_which_harvests)
  * coroutines the last harvest woke: what it would bring would queue behind
  * them.  READERS readers park on one byte each; the bytes all come at once;
  * each woken reader then works for 100 us.  So the harvests are one per
- * batch and the one that finds nothing left: a harvest of all of them at
- * once (1 or 2 harvests) had evicted from the cache what it touched for the
- * first readers by the time the last ran (loop.c); harvests at the turns
- * would add 16; and the worker sleeps once, not once per batch.
+ * batch (the last one short) and the sleeps' own: a harvest of all of them
+ * at once (1 or 2 harvests) had evicted from the cache what it touched for
+ * the first readers by the time the last ran (loop.c); harvests at the
+ * turns would add 16; and the worker sleeps once or twice, not once per
+ * batch.
  */
 enum { READERS = 1000, HARVEST_BATCH = 64 /* lib/loop.h: WEFT__LOOP_BATCH */ };
 
