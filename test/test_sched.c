@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -714,7 +715,10 @@ Test(sched, a_spawn_runs_beside_a_ready_fifo_that_never_empties, .timeout = 120)
  * spawning the next into its runnext slot) while a sleeper sleeps 1 ms
  * SLEEPS times.  The monitor asks a worker with a due deadline for a
  * fairness turn at its next dispatch (median oversleep ~1 ms here);
- * before, the timer waited for the 61st dispatch (120 ms, 60 links).
+ * before, the timer waited for the 61st dispatch (120 ms, 60 links).  Not
+ * judged under valgrind, which runs one thread at a time: there the
+ * monitor's tick waits for its turn among spinning workers (CI once saw a
+ * median of 53 ms, with --fair-sched=yes).
  */
 enum { SLEEPS = 21 };
 static const int64_t LONG_LINK_NS = 2 * 1000 * 1000;
@@ -757,6 +761,11 @@ Test(sched, deadlines_are_served_beside_long_dispatches, .timeout = 60)
 	cr_assert_eq(weft_main(long_chains_root, &c, &WEFT_CONFIG(.workers = 2)), 0);
 	qsort(c.late, SLEEPS, sizeof c.late[0], cmp_i64);
 	int64_t median = c.late[SLEEPS / 2];
+	if (RUNNING_ON_VALGRIND) {
+		fprintf(stderr, "sched::deadlines_are_served_beside_long_dispatches: not judged under valgrind "
+				"(median oversleep %lld us)\n", (long long)median / 1000);
+		return;
+	}
 	cr_assert_lt(median, 10 * LONG_LINK_NS, "median oversleep %lld us (worst %lld us)",
 		     (long long)median / 1000, (long long)c.late[SLEEPS - 1] / 1000);
 }
