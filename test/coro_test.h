@@ -55,6 +55,14 @@ static inline unsigned scaled(unsigned plain, unsigned sanitized, unsigned valgr
 	return SANITIZED ? sanitized : plain;
 }
 
+/* A snapshot of the running runtime's counters (weft_stats_get). */
+static inline weft_stats stats_now(void)
+{
+	weft_stats st = { .size = sizeof st };
+	CHECK(weft_stats_get(&st) == 0);
+	return st;
+}
+
 /* weft_main(fn, arg) on `workers` workers, asserting success. */
 static inline void run(unsigned workers, void (*fn)(void *), void *arg)
 {

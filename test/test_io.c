@@ -621,9 +621,7 @@ Test(io, readers_of_one_fd_queue_and_are_served_in_fifo_order)
 
 static uint64_t wakeups(void)
 {
-	weft_stats st = { .size = sizeof st };
-	CHECK(weft_stats_get(&st) == 0);
-	return st.total.wakeups;
+	return stats_now().total.wakeups;
 }
 
 static void one_wakes_one(void *arg)
@@ -1583,8 +1581,7 @@ struct harvests {
 
 static struct harvests harvests_now(void)
 {
-	weft_stats st = { .size = sizeof st };
-	CHECK(weft_stats_get(&st) == 0);
+	weft_stats st = stats_now();
 	return (struct harvests){ st.total.polls, st.total.sleeps };
 }
 
@@ -1687,13 +1684,6 @@ static void fair_send(int fd)
 	CHECK(write(fd, "01234567", FAIR_MSG) == FAIR_MSG);
 }
 
-static uint64_t stalls_now(void)
-{
-	weft_stats st = { .size = sizeof st };
-	CHECK(weft_stats_get(&st) == 0);
-	return st.total.stalls;
-}
-
 /* Reads what connection i's echo has ready: true once the echo is whole. */
 static bool fair_read(struct fair *f, unsigned i)
 {
@@ -1716,8 +1706,9 @@ static int64_t fair_waited(const struct fair *f, unsigned i, int64_t now)
 /* Counts connection i's echo, which came at now. */
 static void fair_count(struct fair *f, unsigned i, int64_t now)
 {
-	if (fair_waited(f, i, now) > f->wait[i])
-		f->wait[i] = fair_waited(f, i, now);
+	int64_t waited = fair_waited(f, i, now);
+	if (waited > f->wait[i])
+		f->wait[i] = waited;
 	f->last[i] = now;
 	f->echoes[i]++;
 	f->total++;
@@ -1739,7 +1730,7 @@ static void fair_start(struct fair *f, int64_t now)
 {
 	memset(f->echoes, 0, f->conns * sizeof *f->echoes);
 	f->start = now;
-	f->stalls = stalls_now();
+	f->stalls = stats_now().total.stalls;
 }
 
 static bool fair_done(const struct fair *f, int64_t now)
@@ -1765,7 +1756,7 @@ static void fair_loop(struct fair *f, int ep)
 				fair_start(f, now);
 			if (fair_done(f, now)) {
 				f->end = now;
-				f->stalls = stalls_now() - f->stalls;
+				f->stalls = stats_now().total.stalls - f->stalls;
 				return;	/* i's echo is not in flight now */
 			}
 			fair_send(f->peer[i]);

@@ -225,8 +225,7 @@ static void batch_with_pingpong_main(void *unused)
 	 * that waited for blocking calls. */
 	fprintf(stderr, "offload batch: %u calls, worst round trip %.3f ms\n", b.n, worst / 1e6);
 	CHECK(worst < 1000 * MS);
-	weft_stats st = { .size = sizeof st };
-	CHECK(weft_stats_get(&st) == 0 && st.offload_calls == b.n);
+	CHECK(stats_now().offload_calls == b.n);
 }
 
 Test(offload, thousand_blocking_calls_while_pingpong_continues)
@@ -307,8 +306,7 @@ static void limit_main(void *unused)
 	for (int i = 0; i < 12; i++)
 		join(cos[i]);
 	CHECK(l.most >= 1 && l.most <= 3);
-	weft_stats st = { .size = sizeof st };
-	CHECK(weft_stats_get(&st) == 0);
+	weft_stats st = stats_now();
 	CHECK(st.blocking_threads_max == 3 && st.blocking_threads <= 3);
 	CHECK(st.offload_calls == 12);
 }
@@ -352,8 +350,7 @@ static void helper_idles_main(void *unused)
 #endif
 	CHECK(weft_offload(nothing, NULL) == 0);
 	CHECK(weft_sleep(weft_now() + 200 * MS) == 0);
-	weft_stats st = { .size = sizeof st };
-	CHECK(weft_stats_get(&st) == 0);
+	weft_stats st = stats_now();
 #if !SANITIZED
 	__atomic_store_n(&wall_behind, 0, __ATOMIC_RELAXED);
 #endif

@@ -820,13 +820,10 @@ static void spawn_sizes(void *arg)
 	join(weft_spawn_with(quick, NULL, &(weft_spawn_opts){ 0 }));
 
 	/* stacks of another size are not kept in the pool of default ones */
-	weft_stats st = { .size = sizeof st };
-	CHECK(weft_stats_get(&st) == 0);
-	uint64_t before = st.stacks_allocated;
+	uint64_t before = stats_now().stacks_allocated;
 	for (int i = 0; i < 100; i++)
 		join(weft_spawn_with(deep, &out, &(weft_spawn_opts){ .stack_size = 1 << 20 }));
-	CHECK(weft_stats_get(&st) == 0);
-	CHECK(st.stacks_allocated == before);
+	CHECK(stats_now().stacks_allocated == before);
 }
 
 Test(prims, spawn_with_sets_the_stack_size_and_name, .timeout = 60)
