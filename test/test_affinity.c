@@ -151,13 +151,18 @@ Test(affinity, a_locked_coroutine_resumes_on_its_thread_after_every_kind_of_wake
 struct stuck {
 	bool lock;
 	int resumed;		/* atomic: the sleeper ran again */
+	int started;		/* atomic: the spinner began, at spin_worker */
 	int spun;		/* atomic: the spinner returned */
+	int spin_worker;
 	bool moved, during_spin;
+	bool stuck_home;	/* the spinner held the sleeper's worker when it woke */
 };
 
 static void spinner(void *arg)
 {
 	struct stuck *s = arg;
+	s->spin_worker = weft_worker_id();
+	__atomic_store_n(&s->started, 1, __ATOMIC_RELEASE);
 	/* Long enough for the monitor to have fired the sleeper's timer
 	 * (it looks every tick); an unlocked sleeper ends it early. */
 	int64_t end = weft_now() + (int64_t)scaled(200, 400, 2000) * MS;
@@ -174,7 +179,9 @@ static void sleeper(void *arg)
 	int home = weft_worker_id();
 	weft_co *spin = go(spinner, s);	/* this worker's runnext: it runs next, here */
 	CHECK(weft_sleep(weft_now() + 5 * MS) == 0);
+	bool started = __atomic_load_n(&s->started, __ATOMIC_ACQUIRE);
 	s->during_spin = !__atomic_load_n(&s->spun, __ATOMIC_ACQUIRE);
+	s->stuck_home = started && s->spin_worker == home;
 	s->moved = home != weft_worker_id();
 	__atomic_store_n(&s->resumed, 1, __ATOMIC_RELEASE);
 	join(spin);
@@ -196,8 +203,17 @@ Test(affinity, a_locked_coroutine_waits_for_its_stuck_worker, .timeout = 60)
 	}
 	cr_assert(unlocked.moved && unlocked.during_spin,
 		  "the unlocked sleeper did not resume elsewhere during the spin: the test proves nothing");
+	/* A worker kept off its CPU (TSan on a loaded host) can let the
+	 * other worker steal the spinner from its runnext slot, or sleep
+	 * through the 5 ms so that the timer fires before the sleeper has
+	 * switched away: either way its worker was never stuck in the
+	 * spinner, and the try says nothing.  A few tries. */
 	struct stuck locked = { .lock = true };
-	run(2, stuck_root, &locked);
+	for (int tries = 0; tries < 5 && !locked.stuck_home; tries++) {
+		locked = (struct stuck){ .lock = true };
+		run(2, stuck_root, &locked);
+	}
+	cr_assert(locked.stuck_home, "the spinner never held the sleeper's worker: the test proves nothing");
 	cr_assert(!locked.moved, "the locked sleeper resumed on another thread");
 	cr_assert(!locked.during_spin, "the locked sleeper ran while its worker was stuck");
 }
