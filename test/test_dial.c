@@ -343,12 +343,18 @@ static void fallback_main(void *arg)
 		return;
 	for (int pass = 0; pass < 2; pass++) {
 		int family = pass == 0 ? other(first) : first;
-		int l = weft_listen(loopback_name(family), "0", 16, 0);
-		CHECK(l >= 0);
-		int64_t took = dial_and_check(host, l, family);
+		/* the best of up to 3 dials: a worker kept off its CPU can
+		 * spoil one, while the wait spoils them all */
+		int64_t best = INT64_MAX;
+		for (int tries = 0; tries < (pass == 0 ? 3 : 1) && best >= slack(200); tries++) {
+			int l = weft_listen(loopback_name(family), "0", 16, 0);
+			CHECK(l >= 0);
+			int64_t took = dial_and_check(host, l, family);
+			best = took < best ? took : best;
+			CHECK(weft_close(l) == 0);
+		}
 		if (pass == 0)
-			CHECK(took < slack(200));	/* no 250 ms wait after a refusal */
-		CHECK(weft_close(l) == 0);
+			CHECK(best < slack(200));	/* no 250 ms wait after a refusal */
 	}
 	/* no listener on either family: the last attempt's errno */
 	int l = weft_listen("::1", "0", 16, 0);
@@ -465,7 +471,7 @@ static void deadline_main(void *arg)
 	CHECK(weft_dial("127.0.0.1", port, 0) == -1 && errno == ETIMEDOUT);
 	errno = 0;
 	CHECK(weft_dial(SLOW_HOST, port, 0) == -1 && errno == ETIMEDOUT);
-	CHECK(weft_now() - t0 < slack(100));
+	CHECK(weft_now() - t0 < slack(250));	/* the lookup would take 300 ms */
 	CHECK(fd_count() == before);
 	blackhole_close(&b);
 

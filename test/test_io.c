@@ -450,22 +450,33 @@ static void park_writer(void *arg)
 	p->err = errno;
 }
 
-static void close_parked(void *arg)
+/* Whether the close came while both were parked (ECANCELED both); on two
+ * workers a call whose worker was kept off its CPU for the 50 ms can
+ * begin after the close instead, and say EBADF: no other outcome. */
+static bool close_parked_once(void)
 {
-	(void)arg;
 	int sv[2];
 	socket_pair(sv);
 	struct parked r = { .fd = sv[0] }, w = { .fd = sv[0] };
 	weft_co *rc = go(park_reader, &r), *wc = go(park_writer, &w);
 	while (!__atomic_load_n(&r.ready, __ATOMIC_ACQUIRE) || !__atomic_load_n(&w.ready, __ATOMIC_ACQUIRE))
 		weft_yield();
-	CHECK(weft_sleep(weft_now() + 50 * MS) == 0);	/* both parked by now */
+	CHECK(weft_sleep(weft_now() + 50 * MS) == 0);	/* both parked by now, most likely */
 	CHECK(weft_close(sv[0]) == 0);
 	join(rc);
 	join(wc);
-	CHECK(r.result == -1 && r.err == ECANCELED);
-	CHECK(w.result == -1 && w.err == ECANCELED);
+	CHECK(r.result == -1 && (r.err == ECANCELED || r.err == EBADF));
+	CHECK(w.result == -1 && (w.err == ECANCELED || w.err == EBADF));
 	CHECK(weft_close(sv[1]) == 0);
+	return r.err == ECANCELED && w.err == ECANCELED;
+}
+
+static void close_parked(void *arg)
+{
+	(void)arg;
+	int tries = 0;
+	while (!close_parked_once())
+		CHECK(++tries < 5);
 }
 
 Test(io, close_wakes_a_parked_reader_and_writer)
@@ -1494,9 +1505,12 @@ struct waker_run {
 	atomic_int started;	/* rounds the reader has started */
 };
 
+static uint64_t worker_sleeps;	/* the worker's sleeps while counted */
+
 static void napping_reader(void *arg)
 {
 	struct waker_run *s = arg;
+	uint64_t sleeps = stats_now().total.sleeps;
 	atomic_store(&counted_tid, syscall(SYS_gettid));	/* one worker: its thread */
 	for (int i = 0; i < SLEEP_ROUNDS; i++) {
 		char b;
@@ -1504,6 +1518,7 @@ static void napping_reader(void *arg)
 		CHECK(weft_read(s->fd, &b, 1, -1) == 1);
 	}
 	atomic_store(&counted_tid, -1);
+	worker_sleeps = stats_now().total.sleeps - sleeps;
 }
 
 static void *byte_writer(void *arg)
@@ -1536,9 +1551,14 @@ Test(io, a_sleep_costs_one_epoll_wait_which_harvests)
 	atomic_store(&epoll_waits, 0);
 	run(1, sleeps_main, NULL);
 	unsigned n = atomic_load(&epoll_waits);
-	/* 1 per round (and the harvest that registers nothing at the start) */
-	cr_assert_leq(n, SLEEP_ROUNDS + 2, "%u epoll_wait calls for %d sleeps", n, SLEEP_ROUNDS);
-	cr_assert_geq(n, SLEEP_ROUNDS, "%u epoll_wait calls for %d sleeps", n, SLEEP_ROUNDS);
+	unsigned sleeps = (unsigned)worker_sleeps;
+	/* A round whose byte came before its read (the worker kept off its
+	 * CPU for the writer's 2 ms) has no sleep: judged per sleep. */
+	cr_assert_geq(sleeps, SLEEP_ROUNDS / 2, "the scene did not happen: %u sleeps in %d rounds", sleeps,
+		      SLEEP_ROUNDS);
+	/* 1 per sleep (and the harvest that registers nothing at the start) */
+	cr_assert_leq(n, sleeps + 2, "%u epoll_wait calls for %u sleeps", n, sleeps);
+	cr_assert_geq(n, sleeps, "%u epoll_wait calls for %u sleeps", n, sleeps);
 }
 #endif
 

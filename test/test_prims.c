@@ -492,6 +492,20 @@ Test(prims, rwlock_deadlines_ownership_and_errors)
 	run(2, rw_errors, NULL);
 }
 
+/* Waits until a writer is queued on l, which a reader holds: a read try
+ * fails exactly then (a fixed sleep is not enough where the writer's
+ * worker can be kept off its CPU for longer). */
+static void await_queued_writer(weft_rwlock *l)
+{
+	int64_t end = weft_now() + 10000 * MS;
+	while (weft_rwlock_rdlock(l, 0) == 0) {
+		CHECK(weft_rwlock_unlock(l) == 0);
+		CHECK(weft_now() < end);
+		CHECK(weft_sleep(weft_now() + MS / 10) == 0);
+	}
+	CHECK(errno == ETIMEDOUT);
+}
+
 /* A writer queued behind a reader, cancelled, lets in the reader queued
  * behind it while the first reader still holds the lock; the lock is then
  * free for a writer once both readers are out. */
@@ -509,8 +523,7 @@ static void rw_cancel(void *arg)
 	weft_co *holder = go(rd_hold, &rw);
 	await_at_least(&rw.entered, 1);
 	weft_co *w = go(cancelled_writer, &rw);
-	CHECK(weft_sleep(weft_now() + 5 * MS) == 0);	/* the writer waits */
-	CHECK(weft_rwlock_rdlock(rw.l, 0) == -1 && errno == ETIMEDOUT);	/* held back */
+	await_queued_writer(rw.l);	/* and new readers are held back */
 	weft_co *late = go(late_reader, &rw);
 	CHECK(weft_sleep(weft_now() + 5 * MS) == 0);	/* the reader queues */
 	CHECK(atomic_load(&rw.entered) == 1);

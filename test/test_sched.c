@@ -755,19 +755,34 @@ static void long_chains_root(void *arg)
 	__atomic_store_n(&c->done, true, __ATOMIC_RELEASE);
 }
 
-Test(sched, deadlines_are_served_beside_long_dispatches, .timeout = 60)
+/* The median oversleep of one run of the scene; *worst its longest. */
+static int64_t long_chains_median(int64_t *worst)
 {
 	struct long_chain c = { 0 };
 	cr_assert_eq(weft_main(long_chains_root, &c, &WEFT_CONFIG(.workers = 2)), 0);
 	qsort(c.late, SLEEPS, sizeof c.late[0], cmp_i64);
-	int64_t median = c.late[SLEEPS / 2];
+	*worst = c.late[SLEEPS - 1];
+	return c.late[SLEEPS / 2];
+}
+
+/* The best median of up to 3 runs: a sanitizer's slowness or a host that
+ * keeps the sleeper's worker off its CPU can spoil one run's median, while
+ * the turn missing spoils every run (120 ms). */
+Test(sched, deadlines_are_served_beside_long_dispatches, .timeout = 120)
+{
+	int64_t worst, median = long_chains_median(&worst);
+	for (int run = 1; run < 3 && median >= 10 * LONG_LINK_NS && !RUNNING_ON_VALGRIND; run++) {
+		int64_t w, m = long_chains_median(&w);
+		if (m < median)
+			median = m, worst = w;
+	}
 	if (RUNNING_ON_VALGRIND) {
 		fprintf(stderr, "sched::deadlines_are_served_beside_long_dispatches: not judged under valgrind "
 				"(median oversleep %lld us)\n", (long long)median / 1000);
 		return;
 	}
-	cr_assert_lt(median, 10 * LONG_LINK_NS, "median oversleep %lld us (worst %lld us)",
-		     (long long)median / 1000, (long long)c.late[SLEEPS - 1] / 1000);
+	cr_assert_lt(median, 10 * LONG_LINK_NS, "median oversleep %lld us (worst %lld us), the best of 3 runs",
+		     (long long)median / 1000, (long long)worst / 1000);
 }
 
 /* 100,000 coroutines alive at once: more than vm.max_map_count allows

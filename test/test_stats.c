@@ -337,10 +337,14 @@ Test(stats, a_wake_that_readies_one_coroutine_leaves_the_other_worker_asleep, .t
 	uint64_t owner = s0 > s1 ? s0 : s1, other = s0 > s1 ? s1 : s0;
 	fprintf(stderr, "sleeps: the fd's worker %llu, the other %llu, for %d wakes\n",
 		(unsigned long long)owner, (unsigned long long)other, LONE_ROUNDS);
-	cr_assert_geq(owner, LONE_ROUNDS / 2, "the scene did not happen: the reader's worker slept %llu times",
+	/* Judged on the sum: a worker kept off its CPU for a millisecond
+	 * while the reader runs makes the monitor hand the shared epfd to
+	 * the other worker, which then serves the fd from there (loop.c,
+	 * take_poller), splitting the sleeps between them. */
+	cr_assert_geq(owner, LONE_ROUNDS / 4, "the scene did not happen: the reader's worker slept %llu times",
 		      (unsigned long long)owner);
-	cr_assert_lt(other, LONE_ROUNDS / 4, "the other worker was woken %llu times for %d lone wakes",
-		     (unsigned long long)other, LONE_ROUNDS);
+	cr_assert_lt(s0 + s1, LONE_ROUNDS * 5 / 4, "the workers slept %llu times for %d lone wakes",
+		     (unsigned long long)(s0 + s1), LONE_ROUNDS);
 }
 
 /*
