@@ -261,6 +261,9 @@ static int attempt(struct tls_conn *t, enum op op, void *buf, size_t len, size_t
 static int run(struct tls_conn *t, enum op op, void *buf, size_t len, size_t *done,
 	       int64_t deadline)
 {
+	/* OpenSSL's socket calls are not weft's: a reader whose peer keeps it
+	 * busy spends the coroutine's budget here, as weft_read would */
+	weft_consume_budget();
 	for (;;) {
 		int ret, sys, e;
 

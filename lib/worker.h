@@ -98,6 +98,8 @@ struct weft__worker {
 	bool batching;			/* in a batch of wakes (queue.c) ... */
 	struct weft_co *batch_held;	/* ... its newest, for the runnext slot at its end */
 	bool timers_ready;
+	uint64_t budget_dispatch;	/* the dispatch budget_calls counts in (io.c) */
+	unsigned budget_calls;		/* I/O calls made in it (io.c, io_budget) */
 	int *errno_slot;		/* this worker thread's errno (the thread never changes) */
 	WEFT__FIFO(struct weft_co) yielders;	/* FIFO of yielders */
 	struct weft__stack_cache stacks;

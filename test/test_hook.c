@@ -206,6 +206,46 @@ Test(hook, a_blocking_read_parks_the_coroutine_and_the_worker_runs_others)
 	run(1, read_while_ticking, NULL);
 }
 
+/* Hooked calls that never wait spend weft's I/O budget (weft_consume_budget)
+ * as weft's own calls do: a coroutine writing into a pipe with room lets
+ * the others on its worker run within 128 writes. */
+static atomic_long budget_calls, budget_seen;
+
+static void note_budget_calls(void *arg)
+{
+	(void)arg;
+	atomic_store(&budget_seen, atomic_load(&budget_calls));
+}
+
+static void writes_with_room(void *arg)
+{
+	(void)arg;
+	int p[2];
+	CHECK(pipe(p) == 0);
+	CHECK(hooked(p[1]));
+	atomic_store(&budget_calls, 0);
+	atomic_store(&budget_seen, -1);
+	weft_co *other = go(note_budget_calls, NULL);
+	static const char buf[16];	/* 512 of them fit one page of the pipe */
+	for (int i = 0; i < 512; i++) {
+		CHECK(write(p[1], buf, sizeof buf) == (ssize_t)sizeof buf);
+		atomic_fetch_add(&budget_calls, 1);
+	}
+	join(other);
+	long seen = atomic_load(&budget_seen);
+	if (seen < 0 || seen >= 128)
+		fprintf(stderr, "the other coroutine ran after %ld of 512 writes\n", seen);
+	CHECK(seen >= 0 && seen < 128);
+	close(p[0]);
+	close(p[1]);
+}
+
+Test(hook, blocking_calls_that_never_wait_let_the_others_run)
+{
+	REQUIRE_HOOKS();
+	run(1, writes_with_room, NULL);
+}
+
 static void rcvtimeo(void *arg)
 {
 	(void)arg;
