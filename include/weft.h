@@ -273,15 +273,18 @@ WEFT_EXPORT int weft_cancel(weft_co *co);
 WEFT_EXPORT void weft_yield(void);
 
 /*
- * Spends one unit of the calling coroutine's I/O budget, as every fd call
- * of weft does: the 128th call of one run of a coroutine (between two of
- * its switches) first lets its worker fire due timers, harvest readiness
- * and run the others, as weft_yield does.  So a loop whose calls never wait
- * (an accept loop under a flood of connections, a reader whose peer keeps
- * its socket full) cannot keep the rest of its worker waiting.  For such
- * loops over operations that are not weft's calls (a library's own
- * non-blocking I/O, as the hook layer's calls are); a few instructions
- * while budget is left.  Outside a coroutine it does nothing.
+ * Spends one unit of the calling coroutine's budget, as every call of weft
+ * that may wait does (the fd calls, channel operations and select,
+ * semaphore and rwlock acquires, the joins and waits): the 128th such call
+ * of one run of a coroutine (between two of its switches) first lets its
+ * worker fire due timers, harvest readiness and run the others, as
+ * weft_yield does.  So a loop whose calls never have to wait (an accept
+ * loop under a flood of connections, a reader whose peer keeps its socket
+ * full, a receiver whose channel is never empty) cannot keep the rest of
+ * its worker waiting.  For such loops over operations that are not weft's
+ * calls (a library's own non-blocking I/O, as the hook layer's calls are);
+ * a few instructions while budget is left.  Outside a coroutine it does
+ * nothing.
  */
 WEFT_EXPORT void weft_consume_budget(void);
 

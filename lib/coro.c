@@ -326,7 +326,11 @@ int weft__co_wait_entry(bool valid)
 {
 	if (!valid)
 		return weft__err_fail(EINVAL);
-	return weft__co_cancelled() ? weft__err_fail(ECANCELED) : 0;
+	struct weft__worker *w = weft__worker_self();
+	if (!w || !w->current)	/* a plain thread */
+		return 0;
+	w = weft__worker_spend(w);	/* a call that may wait (worker.h) */
+	return at_load_uint(&w->current->cancelled) ? weft__err_fail(ECANCELED) : 0;
 }
 
 int weft_cancel(weft_co *co)
@@ -363,6 +367,13 @@ void weft_yield(void)
 	WEFT__ASSERT(park_state(word) == CO_RUNNING);
 	at_store_64(&co->park_word, park_word(park_gen(word), 0, CO_YIELDING));
 	weft__co_switch_out(co, 0);
+}
+
+void weft_consume_budget(void)
+{
+	struct weft__worker *w = weft__worker_self();
+	if (w && w->current)
+		weft__worker_spend(w);
 }
 
 uint64_t weft_co_id(const weft_co *co)

@@ -62,47 +62,6 @@ static inline void ref_drop(struct weft__fd *e)
 }
 
 /*
- * The I/O budget.  A call that finds its fd ready returns without a switch,
- * so a coroutine whose calls keep finding it ready (an accept loop under a
- * flood of connections, a reader whose peer keeps its socket full, a writer
- * to a faster consumer) would keep its worker from everything else: the
- * other coroutines, its timers and the readiness only it may harvest (the
- * only worker awake, or the only worker).  So every IO_BUDGET-th call of
- * one dispatch first asks its worker for a fairness turn (its due timers
- * and a harvest come first) and yields; the yielder runs again after what
- * was runnable then.  Tokio's cooperative budget is the same, 128
- * operations per task poll.  A call that parks ends its dispatch, so the
- * count starts again: an echo or HTTP server, which parks for every
- * message, never reaches it.  The worker's dispatch counter says whether a
- * call is in the dispatch of the previous one: every switch to a
- * coroutine, direct or not, counts one (coro.c).
- */
-enum { IO_BUDGET = 128 };
-
-/* Counts a call on w; returns the worker the call goes on with (after a
- * yield, perhaps another). */
-static struct weft__worker *io_budget(struct weft__worker *w)
-{
-	uint64_t d = at_load_64(&w->c.dispatches);
-	if (w->budget_dispatch != d) {
-		w->budget_dispatch = d;
-		w->budget_calls = 0;
-	}
-	if (++w->budget_calls < IO_BUDGET)
-		return w;
-	weft__worker_ask_turn(w);
-	weft_yield();
-	return weft__worker_self();
-}
-
-void weft_consume_budget(void)
-{
-	struct weft__worker *w = weft__worker_self();
-	if (w && w->current)
-		io_budget(w);
-}
-
-/*
  * Starts a call on fd: takes a reference on its entry, notes the generation
  * the call runs in, and registers fd in a loop if it is in none; -1 with
  * errno when fd is being or has been closed since the call started
@@ -124,7 +83,7 @@ static int io_begin(struct io *io, int fd)
 	struct weft__worker *w = weft__worker_self();
 	if (!w || !w->current)
 		return weft__err_fail(EPERM);
-	w = io_budget(w);
+	w = weft__worker_spend(w);	/* a call that may wait (worker.h) */
 	if (at_load_uint(&w->current->cancelled))
 		return weft__err_fail(ECANCELED);
 	struct weft__fd *e;

@@ -364,6 +364,13 @@ void weft__worker_ask_turn(struct weft__worker *w)
 		at_store_uint(&w->turn_asked, 1);
 }
 
+struct weft__worker *weft__worker_budget_spent(struct weft__worker *w)
+{
+	weft__worker_ask_turn(w);	/* due timers and a harvest first */
+	weft_yield();
+	return weft__worker_self();
+}
+
 /* co, taken from w's LIFO end (runnext or the deque's bottom), counted. */
 static struct weft_co *lifo_hit(struct weft__worker *w, struct weft_co *co)
 {

@@ -98,8 +98,8 @@ struct weft__worker {
 	bool batching;			/* in a batch of wakes (queue.c) ... */
 	struct weft_co *batch_held;	/* ... its newest, for the runnext slot at its end */
 	bool timers_ready;
-	uint64_t budget_dispatch;	/* the dispatch budget_calls counts in (io.c) */
-	unsigned budget_calls;		/* I/O calls made in it (io.c, io_budget) */
+	uint64_t budget_dispatch;	/* the dispatch budget_calls counts in */
+	unsigned budget_calls;		/* calls that may wait made in it (weft__worker_spend) */
 	int *errno_slot;		/* this worker thread's errno (the thread never changes) */
 	WEFT__FIFO(struct weft_co) yielders;	/* FIFO of yielders */
 	struct weft__stack_cache stacks;
@@ -162,6 +162,31 @@ struct weft_co *weft__worker_successor(struct weft__worker *w);
 /* Makes w's next dispatch a fairness turn (the monitor, for w's due
  * timers or its ready FIFOs: monitor.c); any thread. */
 void weft__worker_ask_turn(struct weft__worker *w);
+
+/*
+ * The budget (docs/design.md, "The budget"): every call that may wait
+ * spends one unit of its coroutine's budget for the dispatch it runs in
+ * (one run between two switches: every switch to a coroutine, direct or
+ * not, bumps c.dispatches, coro.c), and the WEFT__WORKER_BUDGET-th of one
+ * dispatch first asks for a fairness turn and yields
+ * (weft__worker_budget_spent).  w is the caller's worker, running a
+ * coroutine; returns the worker the caller goes on with (after a yield,
+ * perhaps another).
+ */
+enum { WEFT__WORKER_BUDGET = 128 };
+struct weft__worker *weft__worker_budget_spent(struct weft__worker *w);
+static inline struct weft__worker *weft__worker_spend(struct weft__worker *w)
+{
+	uint64_t d = at_load_64(&w->c.dispatches);	/* the owner's own counter */
+	if (w->budget_dispatch != d) {	/* the first call of a dispatch */
+		w->budget_dispatch = d;
+		w->budget_calls = 1;
+		return w;
+	}
+	if (++w->budget_calls < WEFT__WORKER_BUDGET)
+		return w;
+	return weft__worker_budget_spent(w);
+}
 
 /* Starts and stops the worker threads (runtime.c drives them); start
  * returns 0 or a negative errno (ENOMEM, EMFILE, EAGAIN). */

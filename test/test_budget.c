@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The I/O budget (lib/io.c, io_budget): a coroutine whose calls always find
- * their fd ready never has to park, and still its worker runs the other
- * coroutines, fires their timers and harvests their readiness.  Each test
- * runs on one worker, where nobody else could. */
+/* The budget (lib/worker.h, weft__worker_spend): a coroutine whose calls
+ * may wait but never have to (its fd always ready, its channel never
+ * empty) never parks, and still its worker runs the other coroutines,
+ * fires their timers and harvests their readiness.  Each test runs on one
+ * worker, where nobody else could. */
 #define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
 #include "weft.h"
 
@@ -15,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* io.c's IO_BUDGET: the calls of one dispatch before it yields. */
+/* worker.h's WEFT__WORKER_BUDGET: the calls of one dispatch before it yields. */
 enum { BUDGET = 128, CHUNK = 16 };
 
 static atomic_long calls;	/* made by the busy coroutine so far */
@@ -27,16 +28,16 @@ static void note_calls(void *arg)
 	atomic_store(&seen, atomic_load(&calls));
 }
 
-/* Makes n calls of call(fd), each returning want, while another coroutine
- * waits behind this one (spawned first, so queued on this worker): it must
- * get to run within the budget. */
-static void calls_let_the_other_run(long n, ssize_t (*call)(int), int fd, ssize_t want)
+/* Makes n calls of call(target), each returning want, while another
+ * coroutine waits behind this one (spawned first, so queued on this
+ * worker): it must get to run within the budget. */
+static void calls_let_the_other_run(long n, ssize_t (*call)(void *), void *target, ssize_t want)
 {
 	atomic_store(&calls, 0);
 	atomic_store(&seen, -1);
 	weft_co *other = go(note_calls, NULL);
 	for (long i = 0; i < n; i++) {
-		CHECK(call(fd) == want);
+		CHECK(call(target) == want);
 		atomic_fetch_add(&calls, 1);
 	}
 	join(other);
@@ -59,10 +60,10 @@ static void full_pipe(int p[2], size_t *bytes)
 	CHECK(n < 0 && errno == EAGAIN && *bytes >= 2 * BUDGET * CHUNK);
 }
 
-static ssize_t read_chunk(int fd)
+static ssize_t read_chunk(void *fd)
 {
 	char buf[CHUNK];
-	return weft_read(fd, buf, CHUNK, -1);
+	return weft_read(*(int *)fd, buf, CHUNK, -1);
 }
 
 static void reads(void *arg)
@@ -71,7 +72,7 @@ static void reads(void *arg)
 	int p[2];
 	size_t bytes;
 	full_pipe(p, &bytes);
-	calls_let_the_other_run((long)(bytes / CHUNK), read_chunk, p[0], CHUNK);
+	calls_let_the_other_run((long)(bytes / CHUNK), read_chunk, &p[0], CHUNK);
 	CHECK(weft_close(p[0]) == 0 && close(p[1]) == 0);
 }
 
@@ -82,9 +83,9 @@ Test(budget, a_reader_whose_fd_stays_ready_lets_the_others_run)
 
 /* weft_consume_budget is the same count, for operations that are not
  * weft's calls; outside a coroutine it does nothing. */
-static ssize_t spend(int fd)
+static ssize_t spend(void *unused)
 {
-	(void)fd;
+	(void)unused;
 	weft_consume_budget();
 	return 0;
 }
@@ -92,7 +93,7 @@ static ssize_t spend(int fd)
 static void spends(void *arg)
 {
 	(void)arg;
-	calls_let_the_other_run(4 * BUDGET, spend, -1, 0);
+	calls_let_the_other_run(4 * BUDGET, spend, NULL, 0);
 }
 
 Test(budget, consume_budget_spends_the_same_budget)
@@ -106,10 +107,10 @@ Test(budget, consume_budget_spends_the_same_budget)
 
 /* Small writes into an empty pipe: an anonymous pipe merges them into its
  * pages, so 64 KiB take 4,096 of them before it is full. */
-static ssize_t write_chunk(int fd)
+static ssize_t write_chunk(void *fd)
 {
 	static const char buf[CHUNK];
-	return weft_write(fd, buf, CHUNK, -1);
+	return weft_write(*(int *)fd, buf, CHUNK, -1);
 }
 
 static void writes(void *arg)
@@ -117,7 +118,7 @@ static void writes(void *arg)
 	(void)arg;
 	int p[2];
 	CHECK(pipe2(p, O_CLOEXEC) == 0);
-	calls_let_the_other_run(4 * BUDGET, write_chunk, p[1], CHUNK);
+	calls_let_the_other_run(4 * BUDGET, write_chunk, &p[1], CHUNK);
 	CHECK(close(p[0]) == 0 && weft_close(p[1]) == 0);
 }
 
@@ -127,9 +128,9 @@ Test(budget, a_writer_whose_fd_stays_ready_lets_the_others_run)
 }
 
 /* Accepts a connection and closes it: 0, or -1. */
-static ssize_t accept_one(int l)
+static ssize_t accept_one(void *l)
 {
-	int fd = weft_accept(l, NULL, NULL, -1);
+	int fd = weft_accept(*(int *)l, NULL, NULL, -1);
 	return fd >= 0 && close(fd) == 0 ? 0 : -1;
 }
 
@@ -148,7 +149,7 @@ static void accepts(void *arg)
 		CHECK(clients[i] >= 0);
 		CHECK(connect(clients[i], (struct sockaddr *)&addr, sizeof addr) == 0);
 	}
-	calls_let_the_other_run(n, accept_one, l, 0);
+	calls_let_the_other_run(n, accept_one, &l, 0);
 	for (long i = 0; i < n; i++)
 		CHECK(close(clients[i]) == 0);
 	free(clients);
@@ -158,6 +159,52 @@ static void accepts(void *arg)
 Test(budget, an_accept_loop_under_a_flood_lets_the_others_run)
 {
 	run(1, accepts, NULL);
+}
+
+/* The waits of the sync objects spend the same budget: a receiver whose
+ * channel always holds an element, an acquirer whose semaphore always has
+ * a permit. */
+static ssize_t recv_one(void *ch)
+{
+	int v;
+	return weft_chan_recv(ch, &v, -1);
+}
+
+static void receives(void *arg)
+{
+	(void)arg;
+	long n = 4 * BUDGET;
+	weft_chan *ch = weft_chan_new(sizeof(int), (size_t)n);
+	CHECK(ch != NULL);
+	for (int i = 0; i < n; i++)	/* no other coroutine yet: nobody to yield to */
+		CHECK(weft_chan_send(ch, &i, -1) == 0);
+	calls_let_the_other_run(n, recv_one, ch, 0);
+	weft_chan_free(ch);
+}
+
+Test(budget, a_receiver_whose_channel_stays_full_lets_the_others_run)
+{
+	run(1, receives, NULL);
+}
+
+static ssize_t acquire_one(void *s)
+{
+	return weft_sem_acquire(s, -1);
+}
+
+static void acquires(void *arg)
+{
+	(void)arg;
+	long n = 4 * BUDGET;
+	weft_sem *s = weft_sem_new((unsigned)n);
+	CHECK(s != NULL);
+	calls_let_the_other_run(n, acquire_one, s, 0);
+	weft_sem_free(s);
+}
+
+Test(budget, an_acquirer_whose_semaphore_has_permits_lets_the_others_run)
+{
+	run(1, acquires, NULL);
 }
 
 /* A reader of /dev/zero, which is never empty (epoll refuses it: weft treats

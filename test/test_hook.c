@@ -206,7 +206,7 @@ Test(hook, a_blocking_read_parks_the_coroutine_and_the_worker_runs_others)
 	run(1, read_while_ticking, NULL);
 }
 
-/* Hooked calls that never wait spend weft's I/O budget (weft_consume_budget)
+/* Hooked calls that never wait spend weft's budget (weft_consume_budget)
  * as weft's own calls do: a coroutine writing into a pipe with room lets
  * the others on its worker run within 128 writes. */
 static atomic_long budget_calls, budget_seen;
