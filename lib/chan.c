@@ -155,7 +155,7 @@ static int try_recv(weft_chan *ch, void *elem, struct weft__wakes *ws)
 
 static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 {
-	if (weft__co_wait_entry(ch && (elem || !ch->elem_size)) != 0)
+	if (weft__co_take_entry(ch && (elem || !ch->elem_size)) != 0)
 		return -1;
 	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&ch->lock);
@@ -282,7 +282,7 @@ static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t
 
 int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
 {
-	if (weft__co_wait_entry(valid_cases(cases, n) == 0) != 0)
+	if (weft__co_take_entry(valid_cases(cases, n) == 0) != 0)
 		return -1;
 	weft_chan *chs[WEFT_SELECT_MAX];
 	size_t k = lock_order(cases, n, chs);

@@ -326,10 +326,17 @@ int weft__co_wait_entry(bool valid)
 {
 	if (!valid)
 		return weft__err_fail(EINVAL);
+	return weft__co_cancelled() ? weft__err_fail(ECANCELED) : 0;
+}
+
+int weft__co_take_entry(bool valid)
+{
+	if (!valid)
+		return weft__err_fail(EINVAL);
 	struct weft__worker *w = weft__worker_self();
 	if (!w || !w->current)	/* a plain thread */
 		return 0;
-	w = weft__worker_spend(w);	/* a call that may wait (worker.h) */
+	w = weft__worker_spend(w);	/* its budget (worker.h) */
 	return at_load_uint(&w->current->cancelled) ? weft__err_fail(ECANCELED) : 0;
 }
 

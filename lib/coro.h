@@ -94,11 +94,14 @@ static inline bool weft__co_cancelled_of(const struct weft_co *co)
 }
 bool weft__co_cancelled(void);
 /* The first checks of a public call that may wait, in this order: EINVAL
- * unless valid (the call's own check of its arguments), then, in a
- * coroutine, a unit of its budget spent (weft__worker_spend: a yield
- * every WEFT__WORKER_BUDGET-th call) and ECANCELED if it has been
- * cancelled.  0 to go on, or -1 with errno set, for the call to return as
- * it is (errors.h: part of the boundary). */
+ * unless valid (the call's own check of its arguments), then ECANCELED if
+ * the calling coroutine has been cancelled.  0 to go on, or -1 with errno
+ * set, for the call to return as it is (errors.h: part of the boundary). */
 int weft__co_wait_entry(bool valid);
+/* The same for a call that takes from a source that may never run dry (a
+ * channel's elements): in a coroutine it also spends a unit of its budget
+ * before the cancel check (weft__worker_spend: a yield every
+ * WEFT__WORKER_BUDGET-th call). */
+int weft__co_take_entry(bool valid);
 
 #endif

@@ -161,9 +161,8 @@ Test(budget, an_accept_loop_under_a_flood_lets_the_others_run)
 	run(1, accepts, NULL);
 }
 
-/* The waits of the sync objects spend the same budget: a receiver whose
- * channel always holds an element, an acquirer whose semaphore always has
- * a permit. */
+/* Channel operations spend the same budget: a receiver whose channel
+ * always holds an element. */
 static ssize_t recv_one(void *ch)
 {
 	int v;
@@ -185,26 +184,6 @@ static void receives(void *arg)
 Test(budget, a_receiver_whose_channel_stays_full_lets_the_others_run)
 {
 	run(1, receives, NULL);
-}
-
-static ssize_t acquire_one(void *s)
-{
-	return weft_sem_acquire(s, -1);
-}
-
-static void acquires(void *arg)
-{
-	(void)arg;
-	long n = 4 * BUDGET;
-	weft_sem *s = weft_sem_new((unsigned)n);
-	CHECK(s != NULL);
-	calls_let_the_other_run(n, acquire_one, s, 0);
-	weft_sem_free(s);
-}
-
-Test(budget, an_acquirer_whose_semaphore_has_permits_lets_the_others_run)
-{
-	run(1, acquires, NULL);
 }
 
 /* A reader of /dev/zero, which is never empty (epoll refuses it: weft treats
