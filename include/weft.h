@@ -276,10 +276,10 @@ WEFT_EXPORT void weft_yield(void);
  * Spends one unit of the calling coroutine's budget, as every fd call and
  * channel operation of weft does: the 128th such call of one run of a
  * coroutine (between two of its switches) first lets its worker fire due
- * timers, harvest readiness and run the others, as weft_yield does.  So a loop whose calls never have to wait (an accept
- * loop under a flood of connections, a reader whose peer keeps its socket
- * full, a receiver whose channel is never empty) cannot keep the rest of
- * its worker waiting.  For such loops over operations that are not weft's
+ * timers, harvest readiness and run the others, as weft_yield does.  So a
+ * loop whose calls never have to wait (an accept loop under a flood of
+ * connections, a reader whose peer keeps its socket full, a receiver whose
+ * channel is never empty) cannot keep the rest of its worker waiting.  For such loops over operations that are not weft's
  * calls (a library's own non-blocking I/O, as the hook layer's calls are);
  * a few instructions while budget is left.  Outside a coroutine it does
  * nothing.

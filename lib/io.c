@@ -83,7 +83,7 @@ static int io_begin(struct io *io, int fd)
 	struct weft__worker *w = weft__worker_self();
 	if (!w || !w->current)
 		return weft__err_fail(EPERM);
-	w = weft__worker_spend(w);	/* a call that may wait (worker.h) */
+	w = weft__worker_spend(w);	/* its budget (worker.h) */
 	if (at_load_uint(&w->current->cancelled))
 		return weft__err_fail(ECANCELED);
 	struct weft__fd *e;

@@ -99,7 +99,7 @@ struct weft__worker {
 	struct weft_co *batch_held;	/* ... its newest, for the runnext slot at its end */
 	bool timers_ready;
 	uint64_t budget_dispatch;	/* the dispatch budget_calls counts in */
-	unsigned budget_calls;		/* calls that may wait made in it (weft__worker_spend) */
+	unsigned budget_calls;		/* units spent in it (weft__worker_spend) */
 	int *errno_slot;		/* this worker thread's errno (the thread never changes) */
 	WEFT__FIFO(struct weft_co) yielders;	/* FIFO of yielders */
 	struct weft__stack_cache stacks;
@@ -164,12 +164,12 @@ struct weft_co *weft__worker_successor(struct weft__worker *w);
 void weft__worker_ask_turn(struct weft__worker *w);
 
 /*
- * The budget (docs/design.md, "The budget"): every call that may wait
- * spends one unit of its coroutine's budget for the dispatch it runs in
- * (one run between two switches: every switch to a coroutine, direct or
- * not, bumps c.dispatches, coro.c), and the WEFT__WORKER_BUDGET-th of one
- * dispatch first asks for a fairness turn and yields
- * (weft__worker_budget_spent).  w is the caller's worker, running a
+ * The budget (docs/design.md, "The budget"): every fd call and channel
+ * operation (and weft_consume_budget) spends one unit of its coroutine's
+ * budget for the dispatch it runs in (one run between two switches: every
+ * switch to a coroutine, direct or not, bumps c.dispatches, coro.c), and
+ * the WEFT__WORKER_BUDGET-th of one dispatch first asks for a fairness
+ * turn and yields (weft__worker_budget_spent).  w is the caller's worker, running a
  * coroutine; returns the worker the caller goes on with (after a yield,
  * perhaps another).
  */
