@@ -25,10 +25,16 @@
  *     fires its timers only every GLOBAL_INTERVAL of them (worker.c), and
  *     what the monitor fired for it waits that long in its ready FIFO
  *     behind LIFO work;
- *   - the monitor sleeps bounded by TICK and by the stuck workers'
+ *   - the monitor sleeps bounded by its period and by the stuck workers'
  *     earliest deadlines.
- * So a stuck worker costs one tick (1 ms) of latency to its deadlines and
- * to readiness, once.
+ * So a stuck worker costs one or two periods of latency to its deadlines
+ * and to readiness, once.  The period is a TICK (1 ms) while samples find
+ * something to do; after QUIET_SAMPLES in a row that found no worker stuck
+ * and no deadline due, it doubles at each further quiet one, up to
+ * BACKOFF_MAX (8 ms, and never beyond a tenth of the stall threshold), as
+ * Go's sysmon backs off to 10 ms: a busy server whose coroutines switch
+ * often pays ~125 monitor wakeups a second, not 1,000.  The first sample
+ * that finds something returns the period to a TICK.
  *
  * The same samples detect stalls: a worker whose one dispatch has run for
  * WEFT_STALL_MS (measured from the first sample that saw it, so up to a tick
@@ -72,6 +78,8 @@
 #include "worker.h"
 
 static const int64_t TICK_NS = 1000 * 1000;
+static const int64_t BACKOFF_MAX_NS = 8 * 1000 * 1000;
+enum { QUIET_SAMPLES = 50 };	/* before the period starts doubling */
 static const int64_t STACK_TRIM_NS = 10 * 1000 * 1000 * 1000ll;	/* stack.c's period */
 enum { STACK_RESERVE = 256 };	/* depot magazines never trimmed (stack.c) */
 enum { HUB_KICK = UINT32_MAX };
@@ -90,7 +98,10 @@ static struct {
 	unsigned sleeping;	/* atomic: asleep without a tick */
 	struct watch *watch;
 	int64_t stall_ns;	/* 0: no stall reports */
-	int64_t period_ns;	/* between samples; 0: none (sample_period) */
+	int64_t base_ns;	/* between samples; 0: none (sample_period) */
+	int64_t period_ns;	/* between samples now: base_ns..max_ns */
+	int64_t max_ns;		/* the longest period backing off reaches */
+	unsigned quiet;		/* samples in a row that found nothing to do */
 	uint64_t wakeups;	/* atomic, written by the monitor only */
 	int64_t next_trim;	/* when the stack depot is trimmed next */
 	bool stacks_cached;	/* the depot held more than its reserve */
@@ -165,6 +176,34 @@ static int64_t sample_period(unsigned nworkers, int64_t stall_ns)
 	return stall_ns / 10 > TICK_NS ? stall_ns / 10 : stall_ns ? TICK_NS : 0;
 }
 
+/* The longest period: BACKOFF_MAX_NS, but no more than a tenth of the stall
+ * threshold (so reports stay as timely) and no less than the base period
+ * (with one worker, which then never backs off; none without samples). */
+static int64_t max_period(int64_t base_ns, int64_t stall_ns)
+{
+	if (!base_ns)
+		return 0;
+	int64_t max = BACKOFF_MAX_NS;
+	if (stall_ns && stall_ns / 10 < max)
+		max = stall_ns / 10;
+	return max > base_ns ? max : base_ns;
+}
+
+/* After a sample: back off while samples find nothing to do (see above). */
+static void back_off(bool found)
+{
+	if (found) {
+		mon.quiet = 0;
+		mon.period_ns = mon.base_ns;
+		return;
+	}
+	if (mon.quiet < QUIET_SAMPLES) {
+		mon.quiet++;
+		return;
+	}
+	mon.period_ns = 2 * mon.period_ns < mon.max_ns ? 2 * mon.period_ns : mon.max_ns;
+}
+
 /* Samples the workers (at most once per period) and fires the due timers of
  * the stuck ones; returns the hub timeout in ms, -1 if this sample found
  * every worker asleep. */
@@ -179,7 +218,7 @@ static int tick(void)
 	if (!period)	/* nothing to sample: only the trims wake us */
 		return weft__clock_timeout_ms(mon.next_trim - now);
 	int64_t next = now + period;
-	bool sample = now - last_sample >= period, awake = false;
+	bool sample = now - last_sample >= period, awake = false, found = false;
 	if (sample)
 		last_sample = now;
 	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
@@ -192,8 +231,10 @@ static int tick(void)
 				weft__schedule_stuck(w);
 				weft__loop_want_poller();
 			}
-			if (s || (!at_load_uint(&w->polling) && weft__timers_next(&w->timers) <= now))
+			if (s || (!at_load_uint(&w->polling) && weft__timers_next(&w->timers) <= now)) {
 				weft__worker_ask_turn(w);
+				found = true;
+			}
 		}
 		if (!mon.watch[i].adopted)
 			continue;
@@ -206,6 +247,8 @@ static int tick(void)
 	 * wakes, must not put us straight back to sleep to be kicked again at
 	 * its next wake (an eventfd write per wake of a busy worker); so kicks
 	 * come at most once per period. */
+	if (sample)
+		back_off(found);
 	if (!awake && sample)
 		return -1;
 	return weft__clock_timeout_ms(next - now);
@@ -254,7 +297,10 @@ static void *monitor_main(void *arg)
 int weft__monitor_start(unsigned stall_ms)
 {
 	mon.stall_ns = (int64_t)stall_ms * 1000000;
-	mon.period_ns = sample_period(weft__rt.nworkers, mon.stall_ns);
+	mon.base_ns = sample_period(weft__rt.nworkers, mon.stall_ns);
+	mon.period_ns = mon.base_ns;
+	mon.max_ns = max_period(mon.base_ns, mon.stall_ns);
+	mon.quiet = 0;
 	at_store_64(&mon.wakeups, 0);
 	at_store_uint(&mon.stop, 0);
 	at_store_uint(&mon.sleeping, 0);	/* the workers already read it */

@@ -1161,6 +1161,7 @@ struct stuck_timer {
 	unsigned done;		/* atomic: the sleeper woke */
 	int victim_worker, spinner_worker;
 	int64_t deadline, woke_at, spin_began, spin_until;
+	int64_t quiet_ns;	/* switching busily first, for so long */
 };
 
 static void timer_victim(void *arg)
@@ -1176,6 +1177,8 @@ static void timer_victim(void *arg)
 static void timer_spinner(void *arg)
 {
 	struct stuck_timer *s = arg;
+	for (int64_t end = weft_now() + s->quiet_ns; weft_now() < end;)
+		weft_yield();
 	weft_co *v = go(timer_victim, s);
 	weft_yield();	/* the victim (deque bottom) runs before we resume */
 	s->spinner_worker = weft_worker_id();
@@ -1186,11 +1189,11 @@ static void timer_spinner(void *arg)
 	join(v);
 }
 
-Test(io, a_stuck_worker_does_not_starve_its_timers, .timeout = 120)
+static void stuck_timer_rounds(int64_t quiet_ns)
 {
 	int valid = 0;
 	for (int round = 0; round < 20 && valid < 3; round++) {
-		struct stuck_timer s = { .done = 0 };
+		struct stuck_timer s = { .quiet_ns = quiet_ns };
 		run(2, timer_spinner, &s);
 		if (s.victim_worker != s.spinner_worker || s.spin_began >= s.deadline)
 			continue;
@@ -1198,6 +1201,19 @@ Test(io, a_stuck_worker_does_not_starve_its_timers, .timeout = 120)
 		cr_assert_lt(s.woke_at, s.spin_until, "the sleeper waited for the stuck worker");
 	}
 	cr_assert_gt(valid, 0, "no round had the sleeper parked on the spinning worker");
+}
+
+Test(io, a_stuck_worker_does_not_starve_its_timers, .timeout = 120)
+{
+	stuck_timer_rounds(0);
+}
+
+/* The same after 200 ms in which the monitor's samples found nothing to do,
+ * so that it has backed off to its longest period (monitor.c): the stuck
+ * worker is found all the same, one or two long periods later. */
+Test(io, a_backed_off_monitor_still_serves_a_stuck_worker, .timeout = 120)
+{
+	stuck_timer_rounds(200 * MS);
 }
 
 /* ------------------------------------------------------ EMFILE */

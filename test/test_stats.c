@@ -268,6 +268,18 @@ Test(stats, one_busy_worker_wakes_the_monitor_only_to_look_for_stalls)
 	cr_assert_geq(r.wakeups, 1, "it still samples for stalls");
 }
 
+/* With several workers the monitor samples every 1 ms while its samples
+ * find something to do, and backs off to 8 ms after 50 that found nothing
+ * (monitor.c): over a 300 ms busy run whose coroutine switches every 1 ms,
+ * about 50 + 4 + 31 wakeups, where a fixed 1 ms tick made about 300. */
+Test(stats, a_busy_worker_that_switches_backs_the_monitor_off)
+{
+	struct busy_run r = { .spin = { .ms = 300, .yield_every_ms = true } };
+	cr_assert_eq(weft_main(busy_main, &r, &WEFT_CONFIG(.workers = 2)), 0);
+	cr_assert_leq(r.wakeups, 150, "%llu wakeups in 300 ms", (unsigned long long)r.wakeups);
+	cr_assert_geq(r.wakeups, 10, "it still samples");
+}
+
 Test(stats, one_worker_without_stall_reports_leaves_the_monitor_asleep)
 {
 	struct busy_run r = { .spin = { .ms = 300, .yield_every_ms = true } };
