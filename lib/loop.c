@@ -35,7 +35,7 @@ static struct {
 	int epfd;		/* every registered fd, edge-triggered; kick */
 	int kick;		/* eventfd, level-triggered: wakes the holder */
 	unsigned holder;	/* atomic: index + 1 of the worker asleep in epfd, or 0 */
-	unsigned wanted;	/* atomic: a worker is stuck and nobody holds epfd */
+	unsigned wanted;	/* atomic: the monitor's last sample saw a worker stuck */
 	unsigned nfds;		/* atomic: fds registered */
 } io = { .epfd = -1, .kick = -1 };
 
@@ -335,7 +335,11 @@ void weft__loop_take_token(struct weft__worker *w)
  * registered, nobody holds it, and either every other worker sleeps too or
  * the monitor wants a holder (a worker is stuck).  While another worker is
  * awake it harvests at its turns and when it runs dry, so w sleeps through
- * readiness rather than be woken for what that worker would have served.
+ * readiness rather than be woken for what that worker would have served;
+ * a stuck worker serves nothing, so for as long as one is, every sleep
+ * takes the role if it is free (a sleep's harvest wakes w for its own
+ * coroutines' next messages too: were the role for one sleep per sample,
+ * each message would wait for a sample).
  */
 static bool take_poller(struct weft__worker *w)
 {
@@ -343,18 +347,15 @@ static bool take_poller(struct weft__worker *w)
 		return false;
 	if (at_load_uint(&weft__rt.nr_idle) < weft__rt.nworkers && !at_load_uint(&io.wanted))
 		return false;
-	if (!at_cas_uint(&io.holder, 0, w->index + 1))
-		return false;
-	at_store_uint(&io.wanted, 0);
-	return true;
+	return at_cas_uint(&io.holder, 0, w->index + 1);
 }
 
-void weft__loop_want_poller(void)
+void weft__loop_want_poller(bool stuck)
 {
-	if (at_load_uint(&io.nfds) == 0 || at_load_uint(&io.holder) != 0)
-		return;
-	at_store_uint(&io.wanted, 1);
-	weft__idle_notify();
+	if (at_load_uint(&io.wanted) != stuck)
+		at_store_uint(&io.wanted, stuck);
+	if (stuck && at_load_uint(&io.nfds) != 0 && at_load_uint(&io.holder) == 0)
+		weft__idle_notify();
 }
 
 void weft__loop_wait(struct weft__worker *w, struct weft__loop_events *got)

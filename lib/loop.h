@@ -14,8 +14,8 @@
  *   timers  its deadline heap (timer.h), which bounds its sleeps.
  * A worker out of work sleeps in one of the two: in the shared epfd if it
  * takes the *holder* role (at most one worker at a time; only when every
- * other worker sleeps too, or when the monitor asks for a holder because a
- * worker is stuck), so that readiness wakes it; else in its own epfd, deaf
+ * other worker sleeps too, or while the monitor sees a worker stuck), so
+ * that readiness wakes it; else in its own epfd, deaf
  * to readiness, which the workers that are awake serve.  So an I/O load
  * that one worker keeps up with stays on that worker, as it would in a
  * hand-written event loop, instead of waking a second one for every batch
@@ -67,9 +67,10 @@ bool weft__loop_harvest_more(struct weft__worker *w);
  * w->backlog_since: notifies an idle worker once it has waited too long
  * (loop.c, harvest_end); now is the caller's clock. */
 void weft__loop_backlog(struct weft__worker *w, int64_t now);
-/* The monitor saw a worker stuck: if fds are registered and nobody holds
- * the shared epfd, asks an idle worker to take it. */
-void weft__loop_want_poller(void);
+/* The monitor's sample: whether it saw a worker stuck.  While one is, a
+ * worker going to sleep takes the shared epfd if nobody holds it, and if
+ * fds are registered and nobody does, an idle worker is woken to. */
+void weft__loop_want_poller(bool stuck);
 /* weft__worker.polling: where a worker sleeps. */
 enum { WEFT__LOOP_OWN = 1, WEFT__LOOP_SHARED = 2 };
 /* Events per harvest: few enough that what a harvest touches is still

@@ -17,8 +17,9 @@
  *     steal them), and an idle worker is notified for what its runnext
  *     slot and ready FIFO hold (weft__schedule_stuck: a lone slot and a
  *     slept harvest's batch notify nobody on their own);
- *   - if nobody holds the shared epfd, an idle worker is asked to
- *     (weft__loop_want_poller), so readiness wakes it;
+ *   - while a worker is stuck, the others take the shared epfd when they
+ *     sleep, and if nobody holds it an idle worker is woken to
+ *     (weft__loop_want_poller), so readiness wakes one at once;
  *   - a stuck worker, and an awake one whose earliest deadline has
  *     passed, is asked to make its next dispatch a fairness turn
  *     (weft__worker_ask_turn): else a worker whose dispatches are long
@@ -218,7 +219,7 @@ static int tick(void)
 	if (!period)	/* nothing to sample: only the trims wake us */
 		return weft__clock_timeout_ms(mon.next_trim - now);
 	int64_t next = now + period;
-	bool sample = now - last_sample >= period, awake = false, found = false;
+	bool sample = now - last_sample >= period, awake = false, found = false, any_stuck = false;
 	if (sample)
 		last_sample = now;
 	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
@@ -227,10 +228,9 @@ static int tick(void)
 		if (sample) {
 			bool s = stuck(i, now) && weft__rt.nworkers > 1;
 			mon.watch[i].adopted = s;
-			if (s) {
+			if (s)
 				weft__schedule_stuck(w);
-				weft__loop_want_poller();
-			}
+			any_stuck |= s;
 			if (s || (!at_load_uint(&w->polling) && weft__timers_next(&w->timers) <= now)) {
 				weft__worker_ask_turn(w);
 				found = true;
@@ -247,8 +247,10 @@ static int tick(void)
 	 * wakes, must not put us straight back to sleep to be kicked again at
 	 * its next wake (an eventfd write per wake of a busy worker); so kicks
 	 * come at most once per period. */
-	if (sample)
+	if (sample) {
+		weft__loop_want_poller(any_stuck);
 		back_off(found);
+	}
 	if (!awake && sample)
 		return -1;
 	return weft__clock_timeout_ms(next - now);
