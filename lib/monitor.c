@@ -38,7 +38,7 @@
  * that finds something returns the period to a TICK.
  *
  * The same samples detect stalls: a worker whose one dispatch has run for
- * WEFT_STALL_MS (measured from the first sample that saw it, so up to a tick
+ * WEFT_STALL_MS (measured from the first sample that saw it, so up to a period
  * late) gets one stderr line naming the coroutine's id and entry function,
  * once per stall, and its `stalls` counter goes up.  The worker publishes the
  * running coroutine's id and entry in its own fields at each dispatch, so the
@@ -231,7 +231,8 @@ static int tick(void)
 			if (s)
 				weft__schedule_stuck(w);
 			any_stuck |= s;
-			if (s || (!at_load_uint(&w->polling) && weft__timers_next(&w->timers) <= now)) {
+			bool due = !at_load_uint(&w->polling) && weft__timers_next(&w->timers) <= now;
+			if (s || due) {
 				weft__worker_ask_turn(w);
 				found = true;
 			}
