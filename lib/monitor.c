@@ -167,7 +167,7 @@ static bool stuck(unsigned i, int64_t now)
  * the others can run what a stuck worker's loop wakes.  With one worker
  * nobody could, so the samples only look for stalls: a tenth of the
  * threshold apart (at least TICK_NS), and none when reports are off.  A
- * busy single-worker server then pays 10 monitor wakeups per second at the
+ * busy single-worker server then pays 100 monitor wakeups per second at the
  * default threshold, not 1,000.
  */
 static int64_t sample_period(unsigned nworkers, int64_t stall_ns)
