@@ -279,10 +279,10 @@ WEFT_EXPORT void weft_yield(void);
  * timers, harvest readiness and run the others, as weft_yield does.  So a
  * loop whose calls never have to wait (an accept loop under a flood of
  * connections, a reader whose peer keeps its socket full, a receiver whose
- * channel is never empty) cannot keep the rest of its worker waiting.  For such loops over operations that are not weft's
- * calls (a library's own non-blocking I/O, as the hook layer's calls are);
- * a few instructions while budget is left.  Outside a coroutine it does
- * nothing.
+ * channel is never empty) cannot keep the rest of its worker waiting.
+ * Call it once per call in such loops over operations that are not weft's
+ * (a library's own non-blocking I/O, as the hook layer's calls are): a few
+ * instructions while budget is left.  Outside a coroutine it does nothing.
  */
 WEFT_EXPORT void weft_consume_budget(void);
 

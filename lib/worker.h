@@ -169,9 +169,9 @@ void weft__worker_ask_turn(struct weft__worker *w);
  * budget for the dispatch it runs in (one run between two switches: every
  * switch to a coroutine, direct or not, bumps c.dispatches, coro.c), and
  * the WEFT__WORKER_BUDGET-th of one dispatch first asks for a fairness
- * turn and yields (weft__worker_budget_spent).  w is the caller's worker, running a
- * coroutine; returns the worker the caller goes on with (after a yield,
- * perhaps another).
+ * turn and yields (weft__worker_budget_spent).  w is the caller's worker,
+ * running a coroutine; returns the worker the caller goes on with (after a
+ * yield, perhaps another).
  */
 enum { WEFT__WORKER_BUDGET = 128 };
 struct weft__worker *weft__worker_budget_spent(struct weft__worker *w);

@@ -1093,13 +1093,6 @@ struct stuck {
 	uint64_t monitor_wakeups;	/* during the ping-pong */
 };
 
-static uint64_t monitor_wakeups(void)
-{
-	weft_stats st = { .size = sizeof st };
-	CHECK(weft_stats_get(&st) == 0);
-	return st.monitor_wakeups;
-}
-
 enum { PINGS = 200 };
 /* Under valgrind, which runs one thread at a time, each system call of the
  * ping-pong's worker can wait for the spinner's turn to end: 200 round trips
@@ -1117,12 +1110,12 @@ static void pinger(void *arg)
 {
 	struct stuck *s = arg;
 	char b;
-	uint64_t before = monitor_wakeups();
+	uint64_t before = stats_now().monitor_wakeups;
 	for (int i = 0; i < pings(); i++) {
 		CHECK(weft_write(s->sv[0], "p", 1, -1) == 1);
 		CHECK(weft_read(s->sv[0], &b, 1, -1) == 1 && b == 'q');
 	}
-	s->monitor_wakeups = monitor_wakeups() - before;
+	s->monitor_wakeups = stats_now().monitor_wakeups - before;
 	s->finished_during_spin = weft_now() < s->spin_until;
 	__atomic_store_n(&s->done, 1, __ATOMIC_RELEASE);
 }
