@@ -23,8 +23,10 @@ int weft_lock_thread(void)
 		return weft__err_fail(EPERM);
 	if (co->locks == UINT_MAX)
 		return weft__err_fail(EOVERFLOW);
-	if (co->locks++ == 0)
+	if (co->locks++ == 0) {
 		co->home = w;
+		co->pinned = true;
+	}
 	return 0;
 }
 
@@ -35,7 +37,9 @@ int weft_unlock_thread(void)
 		return weft__err_fail(EPERM);
 	if (co->locks == 0)
 		return weft__err_fail(EINVAL);
-	if (--co->locks == 0)
+	if (--co->locks == 0) {
+		co->pinned = false;
 		co->home = NULL;
+	}
 	return 0;
 }

@@ -53,8 +53,8 @@ static void enter(struct weft__worker *w, struct weft_co *co)
 }
 
 _Static_assert(sizeof(struct weft_co) <= WEFT__STACK_PAYLOAD, "the control block fits the payload");
-_Static_assert(offsetof(struct weft_co, guarded) < 64,
-	       "what every switch touches fits the first cache line");
+_Static_assert(offsetof(struct weft_co, pinned) < 64,
+	       "what every wake, dispatch and switch touches fits the first cache line");
 
 /* The stack cache of worker w; NULL (the plain threads' one) for NULL. */
 static struct weft__stack_cache *stacks_of(struct weft__worker *w)
@@ -239,6 +239,7 @@ static inline __attribute__((always_inline)) int co_new(struct weft_co **out, vo
 	co->locals = NULL;
 	co->nlocals = 0;
 	co->group = NULL;
+	co->pinned = false;
 	co->home = NULL;
 	co->locks = 0;
 	copy_name(co, opts ? opts->name : NULL);

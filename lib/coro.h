@@ -32,33 +32,40 @@ struct weft__worker;
 struct weft__local;
 struct weft_group;
 
-/* The first cache line holds what every switch and a join touch (the
- * stack's payload is 64-byte aligned: stack.c); the stack's header is not
- * read at a switch (docs/design.md, "The stack pool"). */
+/* The first cache line holds what a message's wake, dispatch and switch
+ * touch (the stack's payload is 64-byte aligned: stack.c): with thousands
+ * of coroutines in rotation every other line of the block is a cache miss
+ * per message (docs/bench.md, "The control block's first line").  The
+ * stack's header is not read at a switch (docs/design.md, "The stack
+ * pool"). */
 struct weft_co {
 	void *sp;			/* saved stack pointer while switched out */
 	uint64_t park_word;		/* atomic: generation | wake result | state */
 	struct weft__worker *worker;	/* the worker running it, or that ran it last */
 	struct weft_co *next;		/* link in a yield or injection queue */
-	struct weft__stack *stack;	/* NULL once finished */
-	void *join;			/* a completion (park.h), or JOIN_DETACHED (coro.c) */
+	uint64_t id;			/* weft_co_id; each dispatch publishes it and */
+	void (*fn)(void *);		/* fn for the monitor's stall report */
 	int saved_errno;		/* errno follows the coroutine across workers */
 	unsigned cancelled;		/* atomic: weft_cancel was called */
 	uint32_t depth;			/* the most bytes below its top it switched out at */
 	bool guarded;			/* its stack has a guard, not a canary (stack.h) */
-	void (*fn)(void *);
+	/* weft_lock_thread (affinity.c): while locks > 0 it runs on home alone,
+	 * and pinned says so in this line, which every wake reads (home is
+	 * read only when it is set).  All three are written by the coroutine
+	 * itself while it runs; a waker reads them only after the park word's
+	 * CAS that makes it runnable, which orders them after the coroutine's
+	 * last write before parking. */
+	bool pinned;
+	/* the rest: spawn, exit, join and the rarer calls */
+	struct weft__stack *stack;	/* NULL once finished */
+	void *join;			/* a completion (park.h), or JOIN_DETACHED (coro.c) */
 	void *arg;
-	uint64_t id;
 	struct weft__local *locals;	/* coroutine-local values, by key slot */
 	unsigned nlocals;
 	struct weft__san san;
 	struct weft_group *group;	/* the group it is a member of (group.c), or NULL */
 	struct weft__list_link glink;	/* its link among the members, under the group's lock */
 	unsigned live;			/* atomic: spawned and not yet finished (weft__co_each_live) */
-	/* weft_lock_thread (affinity.c): while locks > 0 it runs on home alone.
-	 * Both are written by the coroutine itself while it runs; a waker reads
-	 * home only after the park word's CAS that makes it runnable, which
-	 * orders it after the coroutine's last write before parking. */
 	struct weft__worker *home;
 	unsigned locks;
 	char name[WEFT_NAME_MAX];	/* weft_set_name's copy, "" if none */

@@ -51,10 +51,9 @@ static __attribute__((noinline)) void push_pinned(struct weft_co *co, struct wef
 /* Inline: every wake of an unlocked coroutine pays one load here. */
 static inline bool schedule_pinned(struct weft_co *co)
 {
-	struct weft__worker *home = co->home;
-	if (__builtin_expect(home == NULL, 1))
+	if (__builtin_expect(!co->pinned, 1))
 		return false;
-	push_pinned(co, home);
+	push_pinned(co, co->home);
 	return true;
 }
 

@@ -235,7 +235,7 @@ static struct weft_co *pop_yielder(struct weft__worker *w)
 	}
 	for (p = rev; p; p = rev) {
 		rev = p->next;
-		if (p->home)	/* locked to w (weft_lock_thread): not stealable */
+		if (p->pinned)	/* locked to w (weft_lock_thread): not stealable */
 			weft__queue_push(&w->pinned, p, true);
 		else
 			weft__queue_push_local(w, p);
