@@ -230,6 +230,8 @@ int weft__fd_park_slow(struct weft__fd *e, int d, struct weft__waiter *w, bool t
 			r = park_holder(slot, word(v), w);
 		} else {
 			WEFT__ASSERT(!turn);	/* a turn stays in the slot until its holder acts */
+			if (!n)
+				return FD_WOULD_QUEUE;
 			r = enqueue(e, d, w, n);
 		}
 		if (r >= 0)

@@ -141,12 +141,13 @@ struct weft__fd_node {
 };
 
 /* What weft__fd_park did. */
-enum { FD_IN_SLOT, FD_IN_QUEUE, FD_TOOK_READY };
+enum { FD_IN_SLOT, FD_IN_QUEUE, FD_TOOK_READY, FD_WOULD_QUEUE };
 
 /* Parks w on direction d: in the slot (FD_IN_SLOT), or in the queue through
- * n when another waiter holds the turn (FD_IN_QUEUE), or consumes readiness
- * nobody took (FD_TOOK_READY).  turn: the caller holds d's turn (it parks
- * in the slot, queue or not).  The uncontended cases are inline. */
+ * n when another waiter holds the turn (FD_IN_QUEUE; with n NULL, nothing
+ * changed: FD_WOULD_QUEUE), or consumes readiness nobody took
+ * (FD_TOOK_READY).  turn: the caller holds d's turn (it parks in the slot,
+ * queue or not).  The uncontended cases are inline. */
 int weft__fd_park_slow(struct weft__fd *e, int d, struct weft__waiter *w, bool turn,
 		       struct weft__fd_node *n);
 static inline int weft__fd_park(struct weft__fd *e, int d, struct weft__waiter *w, bool turn,

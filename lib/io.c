@@ -184,29 +184,32 @@ static void take_turns(struct io *io, int claimed, struct weft__fd_node *q, int 
 	}
 }
 
+/* io_wait's answer when it would have to queue and q is NULL (no result
+ * of a park: those are >= 0 or a negative errno above -4096). */
+enum { WOULD_QUEUE = INT_MIN };
+
 /*
  * Parks until one of events is (probably) ready: returns the subset the wake
  * reported, which may be spurious (readiness seen earlier and since used
  * up), or -errno: ETIMEDOUT, ECANCELED, ENOMEM.  Parks in a direction's
  * slot when nobody else waits there or the call holds that direction's
- * turn, else in its queue (fdtable.h); a turn handed over counts as
- * readiness (the holder tries its call, and passes the turn on unless it
- * ends in EAGAIN).
+ * turn, else in its queue through q (fdtable.h); a turn handed over counts
+ * as readiness (the holder tries its call, and passes the turn on unless
+ * it ends in EAGAIN).  w: armed (weft__waiter_init).  With q NULL (one
+ * direction only) it returns WOULD_QUEUE where it would queue, having
+ * changed nothing but w's arming.
  */
-static int io_park(struct io *io, int events, int64_t deadline)
+static inline __attribute__((always_inline)) int io_wait(struct io *io, int events,
+							 int64_t deadline, struct weft__waiter *w,
+							 struct weft__fd_node *q)
 {
-	if (io->e->flags & FD_NO_POLL) {
-		weft_yield();	/* epoll cannot tell: let others run, then retry */
-		return events;
-	}
-	struct weft__waiter w;
-	struct weft__fd_node q[2];
-	weft__waiter_init(&w);
 	int parked = 0, queued = 0, ready = 0;
 	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
 		if (!(events & bit))
 			continue;
-		int r = weft__fd_park(io->e, d, &w, io->leave & FD_WAKE_TURN(bit), &q[d]);
+		int r = weft__fd_park(io->e, d, w, io->leave & FD_WAKE_TURN(bit), q ? &q[d] : NULL);
+		if (r == FD_WOULD_QUEUE)
+			return WOULD_QUEUE;
 		parked |= r == FD_IN_SLOT ? bit : 0;
 		queued |= r == FD_IN_QUEUE ? bit : 0;
 		ready |= r == FD_TOOK_READY ? bit : 0;
@@ -216,16 +219,16 @@ static int io_park(struct io *io, int events, int64_t deadline)
 	int r, claimed = 0;
 	/* The close check comes after the slot CASes (see fdtable.h). */
 	if (ready || io_closed(io)) {
-		retract(io, parked, &w);
+		retract(io, parked, w);
 		claimed = queued ? unqueue(io, queued, q) : 0;
 		/* a claimer of ours is about to wake w, or lost to whoever did:
 		 * let the wake land rather than disarm under it */
-		r = claimed ? weft__waiter_wait(&w, -1) : weft__waiter_disarm(&w);
+		r = claimed ? weft__waiter_wait(w, -1) : weft__waiter_disarm(w);
 		if (r == WEFT__WAITER_NOT_WOKEN)
 			r = ready ? WEFT__PARK_WAKE_READY | ready : ECANCELED;
 	} else {
-		r = weft__waiter_wait(&w, deadline);
-		retract(io, parked, &w);
+		r = weft__waiter_wait(w, deadline);
+		retract(io, parked, w);
 		claimed = queued ? unqueue(io, queued, q) : 0;
 	}
 	if (claimed) {
@@ -240,6 +243,36 @@ static int io_park(struct io *io, int events, int64_t deadline)
 	if (io_closed(io))
 		return -ECANCELED;
 	return ready || (r & WEFT__PARK_WAKE_READY) ? ready : -r;
+}
+
+/* io_wait with queue nodes: out of line, so that the common park (one
+ * direction, a free slot) keeps them off its frame.  Every message's
+ * resume touches that frame's lines, cold with a thousand connections in
+ * rotation (docs/bench.md, "Lines a message touches"). */
+static __attribute__((noinline)) int io_wait_queued(struct io *io, int events, int64_t deadline,
+						     struct weft__waiter *w)
+{
+	struct weft__fd_node q[2];
+	return io_wait(io, events, deadline, w, q);
+}
+
+/* io_wait, or the wait-until-ready of a file epoll cannot watch. */
+static int io_park(struct io *io, int events, int64_t deadline)
+{
+	if (io->e->flags & FD_NO_POLL) {
+		weft_yield();	/* epoll cannot tell: let others run, then retry */
+		return events;
+	}
+	/* one waiter for both tries: it is armed (park.h), and a cancel may
+	 * land on it before it is published */
+	struct weft__waiter w;
+	weft__waiter_init(&w);
+	if (events == WEFT_IN || events == WEFT_OUT) {
+		int r = io_wait(io, events, deadline, &w, NULL);
+		if (r != WOULD_QUEUE)
+			return r;
+	}
+	return io_wait_queued(io, events, deadline, &w);
 }
 
 /* After a syscall failed with errno e: 0 to retry it (EINTR, or EAGAIN and
