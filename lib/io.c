@@ -263,8 +263,8 @@ static int io_park(struct io *io, int events, int64_t deadline)
 		weft_yield();	/* epoll cannot tell: let others run, then retry */
 		return events;
 	}
-	/* one waiter for both tries: it is armed (park.h), and a cancel may
-	 * land on it before it is published */
+	/* one waiter, armed once (park.h), serves both tries: nothing has
+	 * published it when the first gives up */
 	struct weft__waiter w;
 	weft__waiter_init(&w);
 	if (events == WEFT_IN || events == WEFT_OUT) {
