@@ -23,10 +23,8 @@ int weft_lock_thread(void)
 		return weft__err_fail(EPERM);
 	if (co->locks == UINT_MAX)
 		return weft__err_fail(EOVERFLOW);
-	if (co->locks++ == 0) {
-		co->home = w;
-		co->pinned = true;
-	}
+	if (co->locks++ == 0)
+		co->pinned = true;	/* w stays co->worker: only w dispatches it now */
 	return 0;
 }
 
@@ -37,9 +35,7 @@ int weft_unlock_thread(void)
 		return weft__err_fail(EPERM);
 	if (co->locks == 0)
 		return weft__err_fail(EINVAL);
-	if (--co->locks == 0) {
+	if (--co->locks == 0)
 		co->pinned = false;
-		co->home = NULL;
-	}
 	return 0;
 }

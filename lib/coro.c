@@ -240,7 +240,6 @@ static inline __attribute__((always_inline)) int co_new(struct weft_co **out, vo
 	co->nlocals = 0;
 	co->group = NULL;
 	co->pinned = false;
-	co->home = NULL;
 	co->locks = 0;
 	copy_name(co, opts ? opts->name : NULL);
 	at_store_64(&co->park_word, park_word(0, 0, CO_RUNNABLE));

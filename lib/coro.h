@@ -49,12 +49,13 @@ struct weft_co {
 	unsigned cancelled;		/* atomic: weft_cancel was called */
 	uint32_t depth;			/* the most bytes below its top it switched out at */
 	bool guarded;			/* its stack has a guard, not a canary (stack.h) */
-	/* weft_lock_thread (affinity.c): while locks > 0 it runs on home alone,
-	 * and pinned says so in this line, which every wake reads (home is
-	 * read only when it is set).  All three are written by the coroutine
-	 * itself while it runs; a waker reads them only after the park word's
-	 * CAS that makes it runnable, which orders them after the coroutine's
-	 * last write before parking. */
+	/* weft_lock_thread (affinity.c): while locks > 0 only the worker it
+	 * locked on dispatches it, so worker stays that worker, and pinned
+	 * (locks > 0, kept in this line, which every wake reads) sends its
+	 * wakes there.  Both are written by the coroutine itself while it
+	 * runs; a waker reads pinned and worker only after the park word's
+	 * CAS that makes it runnable, which orders them after the
+	 * coroutine's last write before parking. */
 	bool pinned;
 	/* the rest: spawn, exit, join and the rarer calls */
 	struct weft__stack *stack;	/* NULL once finished */
@@ -66,7 +67,6 @@ struct weft_co {
 	struct weft_group *group;	/* the group it is a member of (group.c), or NULL */
 	struct weft__list_link glink;	/* its link among the members, under the group's lock */
 	unsigned live;			/* atomic: spawned and not yet finished (weft__co_each_live) */
-	struct weft__worker *home;
 	unsigned locks;
 	char name[WEFT_NAME_MAX];	/* weft_set_name's copy, "" if none */
 };

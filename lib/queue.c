@@ -53,7 +53,7 @@ static inline bool schedule_pinned(struct weft_co *co)
 {
 	if (__builtin_expect(!co->pinned, 1))
 		return false;
-	push_pinned(co, co->home);
+	push_pinned(co, co->worker);	/* the one worker that runs it */
 	return true;
 }
 
