@@ -227,7 +227,9 @@ static inline __attribute__((always_inline)) int io_wait(struct io *io, int even
 		if (r == WEFT__WAITER_NOT_WOKEN)
 			r = ready ? WEFT__PARK_WAKE_READY | ready : ECANCELED;
 	} else {
-		r = weft__waiter_wait(w, deadline);
+		/* every direction was published by an RMW after the arming (a
+		 * slot's CAS, or the queue lock): the fence the wait needs */
+		r = weft__waiter_wait_fenced(w, deadline);
 		retract(io, parked, w);
 		claimed = queued ? unqueue(io, queued, q) : 0;
 	}
