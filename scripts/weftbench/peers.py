@@ -43,6 +43,9 @@ class Peer:
     program: Optional[Path] = None  # set once built
     # its server runs one thread whatever the worker count (epoll)
     one_thread: bool = False
+    # its servers are the limit of the server rows (the hand-written loop):
+    # the notes give its rate over each other peer's
+    limit: bool = False
 
     def absent(self, bench: "Bench", quick: bool) -> Optional[str]:
         """Why it does not run bench (a note), or None if it does."""
@@ -315,6 +318,6 @@ PEERS.append(Peer(
     "epoll", "hand-written epoll loop (C, one thread)", build_epoll,
     missing={b.name: "a server only: one thread on epoll has no scheduler"
              for b in BENCHMARKS},
-    server=epoll_server, one_thread=True))
+    server=epoll_server, one_thread=True, limit=True))
 
 SUBJECT = PEERS[0].name

@@ -113,6 +113,10 @@ def server_footnote(args, pins: Dict[int, Pins], peers: List[Peer]) -> str:
             f"The slowest connection's echoes as a % of the mean per "
             f"connection: near 100, the server is fair to its clients; near "
             f"0, it starves some (which p50 and p99 can hide).  "
+            f"The limit's rate over the peers': the hand-written loop's "
+            f"rate over each other peer's, the median of run-by-run "
+            f"ratios; where a target asks {SUBJECT} for more than that "
+            f"times a peer's rate, it asks {SUBJECT} to beat the loop.  "
             f"{workers_note(pins, peers, args.quick)}  "
             f"{runs_note(args, servers=True)}.")
 

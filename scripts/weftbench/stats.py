@@ -152,7 +152,7 @@ def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
                    for p in rate}
     s["syscalls"] = syscalls or {}
     notes = [fairness_note(sb, runs, peers), lost_note(runs, peers),
-             load_note(runs, peers)] + [
+             load_note(runs, peers), limit_note(runs, peers)] + [
         f"{p.name}: one thread at any worker count" for p in peers
         if p.one_thread and workers > 1]
     s["notes"] = "; ".join(n for n in notes if n) or None
@@ -170,6 +170,22 @@ def lost_note(runs: Dict[str, List[dict]],
         if xs:
             cells.append(f"{p.name} {statistics.median(xs):g}")
     return "datagrams lost per run: " + ", ".join(cells) if cells else None
+
+
+def limit_note(runs: Dict[str, List[dict]],
+               peers: List[Peer]) -> Optional[str]:
+    """The limit's rate over each other peer's but the subject's (median
+    of run-by-run ratios): where a target asks the subject for N times a
+    peer's rate and the limit itself serves less than N times it, the
+    target asks the subject to beat the limit."""
+    cells = []
+    for lim in (p for p in peers if p.limit):
+        others = [p for p in peers if p.name not in (SUBJECT, lim.name)]
+        ratios = pair_ratios(runs, others, lambda r: server_metrics(r)[0],
+                             subject=lim.name)
+        cells += [f"{lim.name}/{name} {r['median']:.2f}"
+                  for name, r in ratios.items() if r]
+    return "the limit's rate over the peers': " + ", ".join(cells) if cells else None
 
 
 LOAD_BUSY = 0.9  # loadgen CPU per thread (per second) from which it may be the limit

@@ -26,7 +26,8 @@ def serve(peer, ctx, kind, port):
 WEFT = Peer("weft", "weft", build=lambda ctx: None, server=serve,
             env=lambda w: {"WEFT_WORKERS": str(w)})
 EPOLL = Peer("epoll", "epoll", build=lambda ctx: None, server=serve,
-             one_thread=True)
+             one_thread=True, limit=True)
+TOKIO = Peer("tokio", "tokio", build=lambda ctx: None, server=serve)
 SB = ServerBench("echo-100-64", "echo", "t", "echo", "msgs/s", 100, 64)
 PINS = {1: Pins("0", "1", "server on CPU 0, load on CPU 1"),
         2: Pins(None, None, "server and load unpinned, sharing the 2 CPUs",
@@ -122,6 +123,21 @@ class Summaries(unittest.TestCase):
         self.assertEqual(two["notes"],
                          "slowest connection, % of mean: weft 3, epoll 2; "
                          "epoll: one thread at any worker count")
+
+    def test_the_limit_over_the_peers(self):
+        r = runs(2000, 4000)
+        r["tokio"] = [rec("tokio", 1_000_000_000, ops=3200, p50_us=10,
+                          p99_us=40, conn_min=1)]
+        s = summarize_server(SB, r, [WEFT, TOKIO, EPOLL], None, 1)
+        self.assertEqual(s["notes"],
+                         "slowest connection, % of mean: weft 5, tokio 3, "
+                         "epoll 2; the limit's rate over the peers': "
+                         "epoll/tokio 1.25")
+        # no note without a limit, nor with only the subject beside it
+        self.assertNotIn("limit", summarize_server(
+            SB, r, [WEFT, TOKIO], None, 1)["notes"])
+        self.assertNotIn("limit", summarize_server(
+            SB, r, [WEFT, EPOLL], None, 1)["notes"])
 
     def test_sharing_given(self):
         s = summarize_server(SB, runs(1, 1), [WEFT], None, 2, False)
