@@ -185,7 +185,9 @@ def limit_note(runs: Dict[str, List[dict]],
                              subject=lim.name)
         cells += [f"{lim.name}/{name} {r['median']:.2f}"
                   for name, r in ratios.items() if r]
-    return "the limit's rate over the peers': " + ", ".join(cells) if cells else None
+    if not cells:
+        return None
+    return "the limit's rate over the peers': " + ", ".join(cells)
 
 
 LOAD_BUSY = 0.9  # loadgen CPU per thread (per second) from which it may be the limit
