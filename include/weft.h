@@ -11,10 +11,11 @@
  *
  * A coroutine may resume on another worker thread after any call that can
  * suspend (weft_yield, weft_join, weft_read, ...).  Never keep the address of
- * errno or of any __thread variable across such a call; see docs/design.md.
- * glibc lets the compiler reuse &errno computed before such a call, so code
- * that reads errno after calls that suspend should define WEFT_ERRNO_GUARD
- * before including this header (see weft_errno_location below).
+ * any __thread variable across such a call; see docs/design.md.  errno is
+ * safe by default in every file that includes this header: glibc lets the
+ * compiler reuse an &errno computed before such a call, so this header makes
+ * `errno` mean (*weft_errno_location()), which is computed afresh at each use
+ * (see weft_errno_location below).
  */
 #ifndef WEFT_H
 #define WEFT_H
@@ -65,12 +66,18 @@ WEFT_EXPORT const char *weft_version(void);
 /*
  * The calling thread's errno, like glibc's __errno_location but not declared
  * const, so the compiler computes it afresh at every use and never carries
- * one thread's address across a suspension.  With WEFT_ERRNO_GUARD defined
- * before this header is included, `errno` in that file means
- * (*weft_errno_location()).
+ * one thread's address across a suspension.  Every file that includes this
+ * header gets `errno` defined as (*weft_errno_location()): reading errno
+ * after a call that suspended reads the errno of the thread the coroutine
+ * runs on now.  It costs a function call per use of errno.
+ *
+ * A file that never reads or writes errno across a suspension and wants
+ * glibc's own `errno` back defines WEFT_NO_ERRNO_GUARD before including this
+ * header.  WEFT_ERRNO_GUARD, which turned the guard on in earlier versions,
+ * is still accepted and changes nothing.
  */
 WEFT_EXPORT int *weft_errno_location(void);
-#ifdef WEFT_ERRNO_GUARD
+#ifndef WEFT_NO_ERRNO_GUARD
 #include <errno.h>
 #undef errno
 #define errno (*weft_errno_location())

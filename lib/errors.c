@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * errors.c — weft__err_fail, weft__err_get and the public weft_errno_location
- * (errors.h).  WEFT_ERRNO_GUARD is not defined here: `errno` is glibc's.
+ * (errors.h).  `errno` here is glibc's (WEFT_NO_ERRNO_GUARD, lib/meson.build).
  */
 #include "errors.h"
 
