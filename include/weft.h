@@ -7,7 +7,8 @@
  *     on success and -1 with errno set on failure;
  *   - functions returning a pointer return NULL with errno set on failure;
  *   - errno is always set on the thread that returns from the call, after the
- *     call's last suspension (see docs/design.md, "errno and thread-locals across suspension").
+ *     call's last suspension (see docs/design.md, "errno and thread-locals
+ *     across suspension").
  *
  * A coroutine may resume on another worker thread after any call that can
  * suspend (weft_yield, weft_join, weft_read, ...).  Never keep the address of
