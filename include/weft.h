@@ -345,9 +345,18 @@ WEFT_EXPORT int64_t weft_now(void);
 /*
  * Blocking-style I/O for coroutines.  The calling coroutine parks until the
  * fd is ready (its worker runs others meanwhile); the first call on an fd
- * registers it, edge-triggered, in the loop of the worker it runs on, and
- * makes it non-blocking (O_NONBLOCK is a property of the open file
- * description: dup'ed fds and other processes sharing it see it too).
+ * registers it, edge-triggered, with the runtime's poller, and makes it
+ * non-blocking (O_NONBLOCK is a property of the open file description:
+ * dup'ed fds and other processes sharing it see it too).
+ *
+ * An fd belongs to no worker and no coroutine: any coroutine on any worker
+ * may use it, one after another or at once (a pooled upstream connection
+ * handed between coroutines through a channel or under a mutex).  Moving it
+ * costs nothing beyond the cache lines of its entry, which follow the
+ * caller; it is neither re-registered nor re-armed.  The caller that hands
+ * it on must be done with its own calls on it (or have them end by
+ * weft_close): as with read(2), two readers of one stream at once each get
+ * some of its bytes.
  *
  * deadline: absolute, in weft_now() nanoseconds; -1 means none; a deadline
  * already past means "do not block" (the call still succeeds if it can
