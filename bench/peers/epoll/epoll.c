@@ -1,14 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * weft-epoll — the limit the server rows are measured against: the echo and
- * HTTP "hello" servers a careful C programmer writes without coroutines, one
- * thread on epoll, non-blocking sockets, a state struct per connection.
+ * HTTP "hello" servers a careful C programmer writes without coroutines, on
+ * epoll, non-blocking sockets, a state struct per connection.
  *
- *   weft-epoll echo-server|http-server PORT [et|lt]
+ *   weft-epoll echo-server|http-server PORT [et|lt [LOOPS]]
  *
  * It prints "listening on PORT" once it accepts (PORT 0: any free port), as
  * weft's example servers and the other peers do.  Connections are accepted
  * with accept4 until EAGAIN; each gets TCP_NODELAY, as weft's get.
+ *
+ * LOOPS (default 1): that many independent loops, one thread each, each
+ * with its own epoll instance and its own SO_REUSEPORT listener on the same
+ * port, so the kernel spreads the connections over them and nothing is
+ * shared after the accept: the shape of nginx's workers, and what N cores
+ * give a server that needs no scheduler.
  *
  * et (the default): edge-triggered, registered once for input and output.
  * On an event the connection is served until the socket is drained: read,
@@ -22,6 +28,7 @@
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -35,7 +42,7 @@
 
 #include "../../../examples/http_proto.h"
 
-enum { ECHO_BUF = 16 << 10, EVENTS = 256, BACKLOG = 4096 };
+enum { ECHO_BUF = 16 << 10, EVENTS = 256, BACKLOG = 4096, MAX_LOOPS = 1024 };
 
 struct conn {
 	int fd;
@@ -51,7 +58,7 @@ struct conn {
 	};
 };
 
-static int epfd;
+static __thread int epfd;	/* the calling loop's */
 static bool edge = true;
 static bool serving_http;
 
@@ -205,43 +212,36 @@ static void accept_all(int lfd)
 	}
 }
 
+/* A listener on port (0: any) that shares it with the other loops'. */
 static int listener(unsigned port)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
 				 .sin_addr.s_addr = htonl(INADDR_ANY) };
-	socklen_t len = sizeof a;
 	int one = 1;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-	    bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, BACKLOG) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
+	    bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, BACKLOG) != 0)
 		die("listen");
-	printf("listening on %u\n", ntohs(a.sin_port));
-	fflush(stdout);
 	return fd;
 }
 
-int main(int argc, char **argv)
+static unsigned port_of(int fd)
 {
-	bool http = argc > 1 && strcmp(argv[1], "http-server") == 0;
-	char *end;
-	unsigned long port = argc > 2 ? strtoul(argv[2], &end, 10) : 70000;
-	if (argc < 3 || argc > 4 || (!http && strcmp(argv[1], "echo-server") != 0) ||
-	    *end || port > 65535 || (argc == 4 && strcmp(argv[3], "et") && strcmp(argv[3], "lt"))) {
-		fprintf(stderr, "usage: weft-epoll echo-server|http-server PORT [et|lt]\n");
-		return 2;
-	}
-	edge = argc < 4 || strcmp(argv[3], "et") == 0;
-	serving_http = http;
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
+	struct sockaddr_in a;
+	socklen_t len = sizeof a;
+	if (getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+		die("getsockname");
+	return ntohs(a.sin_port);
+}
+
+/* One loop: its own epoll instance serving its own listener. */
+static void *loop_main(void *arg)
+{
+	int lfd = (int)(intptr_t)arg;
 	epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (epfd < 0)
 		die("epoll_create1");
-	int lfd = listener((unsigned)port);
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
 	if (epoll_ctl(epfd, EPOLL_CTL_ADD, lfd, &ev) != 0)
 		die("epoll_ctl");
@@ -260,4 +260,50 @@ int main(int argc, char **argv)
 				conn_close(c);
 		}
 	}
+	return NULL;
+}
+
+static bool parse_uint(const char *s, unsigned long max, unsigned long *v)
+{
+	char *end;
+	errno = 0;
+	*v = strtoul(s, &end, 10);
+	return *s && !*end && !errno && *v <= max;
+}
+
+int main(int argc, char **argv)
+{
+	bool http = argc > 1 && strcmp(argv[1], "http-server") == 0;
+	unsigned long port = 0, loops = 1;
+	if (argc < 3 || argc > 5 || (!http && strcmp(argv[1], "echo-server") != 0) ||
+	    !parse_uint(argv[2], 65535, &port) ||
+	    (argc >= 4 && strcmp(argv[3], "et") && strcmp(argv[3], "lt")) ||
+	    (argc == 5 && (!parse_uint(argv[4], MAX_LOOPS, &loops) || loops == 0))) {
+		fprintf(stderr, "usage: weft-epoll echo-server|http-server PORT [et|lt [LOOPS]] "
+				"(LOOPS 1..%d)\n", MAX_LOOPS);
+		return 2;
+	}
+	edge = argc < 4 || strcmp(argv[3], "et") == 0;
+	serving_http = http;
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	/* Every listener is bound before the port is announced, so no
+	 * connection reaches a port with fewer loops than asked. */
+	int lfds[MAX_LOOPS];
+	lfds[0] = listener((unsigned)port);
+	port = port_of(lfds[0]);
+	for (unsigned long i = 1; i < loops; i++)
+		lfds[i] = listener((unsigned)port);
+	printf("listening on %lu\n", port);
+	fflush(stdout);
+	for (unsigned long i = 1; i < loops; i++) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, loop_main, (void *)(intptr_t)lfds[i]) != 0)
+			die("pthread_create");
+	}
+	loop_main((void *)(intptr_t)lfds[0]);
+	return 0;
 }
