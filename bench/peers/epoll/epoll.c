@@ -4,13 +4,13 @@
  * HTTP "hello" servers a careful C programmer writes without coroutines, on
  * epoll, non-blocking sockets, a state struct per connection.
  *
- *   weft-epoll echo-server|http-server PORT [et|lt [LOOPS]]
+ *   [EPOLL_LOOPS=N] weft-epoll echo-server|http-server PORT [et|lt]
  *
  * It prints "listening on PORT" once it accepts (PORT 0: any free port), as
  * weft's example servers and the other peers do.  Connections are accepted
  * with accept4 until EAGAIN; each gets TCP_NODELAY, as weft's get.
  *
- * LOOPS (default 1): that many independent loops, one thread each, each
+ * EPOLL_LOOPS (1..1024, default 1): that many independent loops, one thread each, each
  * with its own epoll instance and its own SO_REUSEPORT listener on the same
  * port, so the kernel spreads the connections over them and nothing is
  * shared after the accept: the shape of nginx's workers, and what N cores
@@ -275,12 +275,16 @@ int main(int argc, char **argv)
 {
 	bool http = argc > 1 && strcmp(argv[1], "http-server") == 0;
 	unsigned long port = 0, loops = 1;
-	if (argc < 3 || argc > 5 || (!http && strcmp(argv[1], "echo-server") != 0) ||
+	const char *env = getenv("EPOLL_LOOPS");
+	if (env && (!parse_uint(env, MAX_LOOPS, &loops) || loops == 0)) {
+		fprintf(stderr, "weft-epoll: EPOLL_LOOPS=%s: not a number in 1..%d\n", env,
+			MAX_LOOPS);
+		return 2;
+	}
+	if (argc < 3 || argc > 4 || (!http && strcmp(argv[1], "echo-server") != 0) ||
 	    !parse_uint(argv[2], 65535, &port) ||
-	    (argc >= 4 && strcmp(argv[3], "et") && strcmp(argv[3], "lt")) ||
-	    (argc == 5 && (!parse_uint(argv[4], MAX_LOOPS, &loops) || loops == 0))) {
-		fprintf(stderr, "usage: weft-epoll echo-server|http-server PORT [et|lt [LOOPS]] "
-				"(LOOPS 1..%d)\n", MAX_LOOPS);
+	    (argc == 4 && strcmp(argv[3], "et") && strcmp(argv[3], "lt"))) {
+		fprintf(stderr, "usage: [EPOLL_LOOPS=N] weft-epoll echo-server|http-server PORT [et|lt]\n");
 		return 2;
 	}
 	edge = argc < 4 || strcmp(argv[3], "et") == 0;
