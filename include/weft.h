@@ -7,7 +7,8 @@
  *     on success and -1 with errno set on failure;
  *   - functions returning a pointer return NULL with errno set on failure;
  *   - errno is always set on the thread that returns from the call, after the
- *     call's last suspension (see docs/design.md, "errno and thread-locals").
+ *     call's last suspension (see docs/design.md, "errno and thread-locals
+ *     across suspension").
  *
  * A coroutine may resume on another worker thread after any call that can
  * suspend (weft_yield, weft_join, weft_read, ...).  Never keep the address of
@@ -872,7 +873,7 @@ WEFT_EXPORT int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadli
  * of __thread for anything that must follow a coroutine (a request id, a
  * trace span, an arena): coroutines migrate between worker threads, and the
  * compiler may cache a __thread address across a suspension (see
- * docs/design.md, "errno and thread-locals").
+ * docs/design.md, "errno and thread-locals across suspension").
  *
  * Keys are process-wide and independent of weft_init/weft_shutdown; at most
  * 1024 exist at once.  A new coroutine starts with every key unset (no
