@@ -46,6 +46,9 @@ class Peer:
     # its servers are the limit of the server rows (the hand-written loop):
     # the notes give its rate over each other peer's
     limit: bool = False
+    # meson builds it with weft (build only finds it): --build-peers, which
+    # runs beside meson, leaves it out
+    by_meson: bool = False
 
     def absent(self, bench: "Bench", quick: bool) -> Optional[str]:
         """Why it does not run bench (a note), or None if it does."""
@@ -120,7 +123,9 @@ def build_go(ctx: Ctx) -> Path:
         "GOTOOLCHAIN": "local",
         "CGO_ENABLED": "0",
     })
-    build_step("go build", [go, "build", "-trimpath", "-o", str(prog), "."],
+    # no -trimpath: it would rebuild every package of the standard library
+    # instead of reusing those GOROOT/pkg holds precompiled
+    build_step("go build", [go, "build", "-o", str(prog), "."],
                ROOT / "bench" / "peers" / "go", gdir / "build.log", env)
     return prog
 
@@ -294,7 +299,8 @@ PEERS: List[Peer] = [
     # The bench programs take their workers as an argument; the servers from
     # the environment.
     Peer("weft", "weft", build_weft,
-         env=lambda w: {"WEFT_WORKERS": str(w)}, server=weft_server),
+         env=lambda w: {"WEFT_WORKERS": str(w)}, server=weft_server,
+         by_meson=True),
     Peer("go", "Go goroutines", build_go,
          env=lambda w: {"GOMAXPROCS": str(w)},
          missing={"local-get": "Go has no coroutine-local storage"},
@@ -318,6 +324,6 @@ PEERS.append(Peer(
     "epoll", "hand-written epoll loop (C, one thread)", build_epoll,
     missing={b.name: "a server only: one thread on epoll has no scheduler"
              for b in BENCHMARKS},
-    server=epoll_server, one_thread=True, limit=True))
+    server=epoll_server, one_thread=True, limit=True, by_meson=True))
 
 SUBJECT = PEERS[0].name
