@@ -22,7 +22,8 @@ from .floors import (COST_FOOTNOTE, FLOORS, cost_model, cost_table_rows,
                      floor_footnote, floor_steps, floor_table_rows, run_floors)
 from .micro import micro_steps, run_benches
 from .page import write_page
-from .peers import PEERS, SUBJECT, Ctx, Peer, Skip, build_weft
+from .peers import (PEERS, SUBJECT, Ctx, Peer, Skip, build_weft,
+                    meson_targets)
 from .progress import Progress
 from .redis import (REDIS_SECONDS, redis_footnote, redis_steps,
                     redis_table_rows, run_redis)
@@ -92,6 +93,10 @@ def parse_args(argv):
                     help="run nothing: build the peers (at once, each "
                     "beside the others) and exit; scripts/run bench does it "
                     "beside weft's own build")
+    ap.add_argument("--meson-targets", action="store_true",
+                    help="run nothing: print the meson targets the suite "
+                    "needs (lib/, hook/, bench/, examples/; not the tests), "
+                    "for `meson compile` (scripts/run bench)")
     ap.add_argument("--prebuilt", action="store_true",
                     help="build no peer: run the programs an earlier run "
                     "left under BUILD/bench (a suite built on one machine, "
@@ -186,6 +191,9 @@ def build_peers(args, ctx: Ctx, own_only: bool = False) -> List[Peer]:
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.meson_targets:
+        print(" ".join(meson_targets(args.build_dir)))
+        return 0
     if args.build_peers:
         if not (args.page or args.prebuilt):
             out = args.build_dir / "bench"

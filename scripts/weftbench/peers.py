@@ -3,6 +3,7 @@
 subject, weft, that the others are measured against."""
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -93,6 +94,24 @@ def build_step(what: str, cmd: List[str], cwd: Path, log: Path,
                      lines[-1] if lines else "no output")
         raise Skip(f"{what} failed (exit status {p.returncode}): {first} "
                    f"(all of it in {log})")
+
+
+# The directories whose meson targets the suite runs (not test/'s)
+SUITE_DIRS = ("lib", "hook", "bench", "examples")
+
+
+def meson_targets(build_dir: Path) -> List[str]:
+    """The targets of SUITE_DIRS in build_dir's meson project, as
+    `meson compile` takes them (DIR/NAME:TYPE): scripts/run bench builds
+    those alone."""
+    p = subprocess.run(["meson", "introspect", str(build_dir), "--targets"],
+                       stdout=subprocess.PIPE, text=True, check=True)
+    out = []
+    for t in json.loads(p.stdout):
+        d = Path(t["defined_in"]).parent.relative_to(ROOT)
+        if d.parts and d.parts[0] in SUITE_DIRS and t["type"] != "run":
+            out.append(f"{d}/{t['name']}:{t['type'].replace(' ', '_')}")
+    return out
 
 
 def build_weft(ctx: Ctx) -> Path:
