@@ -36,13 +36,16 @@ KINDS = {
     "time": "weft/{peer} time",
     "scaling": "weft speed-up over 1 worker",
     "floor": "weft/floor ({peer})",
-    "extra": "weft/{peer} {key}",
+    "extra": "weft/{peer} {key}",  # key: a RESULT field, as EXTRAS names it
     "rate": "weft/{peer} rate",
     "p99": "weft/{peer} p99",
     "cpu": "weft/{peer} CPU per message",
     "redis-rate": "hooks/{peer} rate",
     "redis-rss": "hooks/{peer} peak RSS",
 }
+
+# the RESULT fields of the "extra:FIELD" kinds, in words
+EXTRAS = {"rss_per_co_b": "RSS per parked coroutine"}
 
 SCHED = ["yield", "spawn", "skynet", "fib", "sleep", "skynet-chan", "parked",
          "chan-pingpong", "chan-pingpong-1000", "mutex"]
@@ -182,7 +185,7 @@ def verdicts(res: dict, targets: List[Target] = TARGETS) -> List[dict]:
 
 def measure_label(t: Target) -> str:
     kind = "extra" if t.kind.startswith("extra:") else t.kind
-    key = t.kind.split(":", 1)[1] if kind == "extra" else ""
+    key = EXTRAS.get(t.kind.split(":", 1)[1], "") if kind == "extra" else ""
     return KINDS[kind].format(peer=t.peer, key=key)
 
 
