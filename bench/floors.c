@@ -53,8 +53,9 @@
  *                  ends TCP_NODELAY): the system calls of an echo message.
  *                  ops: messages; value: the bytes read.
  *   send-recv      the same with recv(2) for the read: the socket layer's
- *                  entry, which weft and the epoll peer use (docs/bench.md,
- *                  "Measurements behind the code": recv).
+ *                  entry, which weft and the epoll peer use
+ *                  (docs/notes/2026-12-06-measurements-behind-the-code.md,
+ *                  "recv").
  *
  * The exit status is 0 when the check passed, 1 when it failed, 2 on a
  * usage or system error.  scripts/bench.py runs every floor once per

@@ -19,7 +19,8 @@ Two kinds of benchmarks (bench/README.md has the list):
   (weft, go, boost, tokio, tokio, boost, go, weft, ...), each its own
   process, each doing its own in-process warm-up before the timed run.  A
   peer without an equivalent of a benchmark (Peer.missing) has "—" in its
-  row, and the notes say why.  --quick runs no warm-up invocation, each
+  row, and the notes say why.  --quick runs a row or two of each family
+  (benches.QUICK, unless --only says otherwise), no warm-up invocation, each
   peer other than weft once per point and only at the largest worker count
   (--peer-runs, --peer-workers change that), the heavy benchmarks (sleep,
   parked: seconds of fresh stacks per process) only at the largest worker
@@ -60,7 +61,7 @@ The code is the package scripts/weftbench/ (its __init__ lists the modules:
 BENCHMARKS and SERVER_BENCHES in benches.py, PEERS in peers.py, FLOORS and
 COST_MODEL in floors.py, CALLGRIND in callgrind.py); its unit tests are in
 scripts/weftbench/tests/ (`meson test --suite benchpy`).  Progress goes to
-stderr, with a line per step: "step k/n: ROW ... about M min left".
+stderr, with a line per step: "[k/n] ROW (about N s left)".
 Python 3 standard library only.
 """
 

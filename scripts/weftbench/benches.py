@@ -149,3 +149,15 @@ REDIS_BENCHES: List[RedisBench] = [
                f"each, or the async API on one libevent loop", c)
     for c in (100, 1000)
 ]
+
+
+# --quick (CI's smoke run, which scripts/run bench --quick keeps within two
+# minutes on 2 CPUs from a fresh clone, the peers' builds included): a row
+# or two of each family, those whose targets move most.  Scheduler: yield,
+# spawn, fib, skynet; memory: skynet's peak RSS and parked's RSS per
+# coroutine; sync: the ping-pongs, mutex, sem, rwlock; servers and their
+# cost per message: 1,000 connections x 64 B and http-hello; clients: 1,000
+# hiredis clients.  --only runs any other row under --quick too.
+QUICK = ["yield", "spawn", "fib", "skynet", "parked", "chan-pingpong",
+         "chan-pingpong-1000", "mutex", "sem", "rwlock", "echo-1000-64",
+         "http-hello", "redis-1000"]

@@ -4,6 +4,7 @@ build the peers, run the floors, the in-process rows, the server rows and
 callgrind, then print and write the tables, results.json and the charts."""
 
 import argparse
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -12,21 +13,24 @@ import time
 from pathlib import Path
 from typing import List, Optional
 
-from .benches import BENCHMARKS, GROUPS, REDIS_BENCHES, SERVER_BENCHES
+from .benches import (BENCHMARKS, GROUPS, QUICK, REDIS_BENCHES,
+                      SERVER_BENCHES)
 from .callgrind import (CALLGRIND_FOOTNOTE, callgrind_lines, callgrind_steps,
                         run_callgrind)
 from .charts import charts
 from .floors import (COST_FOOTNOTE, FLOORS, cost_model, cost_table_rows,
                      floor_footnote, floor_steps, floor_table_rows, run_floors)
 from .micro import micro_steps, run_benches
-from .peers import PEERS, SUBJECT, Ctx, Peer, Skip, build_weft
+from .page import write_page
+from .peers import (PEERS, SUBJECT, Ctx, Peer, Skip, build_weft,
+                    meson_targets)
 from .progress import Progress
 from .redis import (REDIS_SECONDS, redis_footnote, redis_steps,
                     redis_table_rows, run_redis)
 from .report import (BENCH_FOOTNOTE, md_table, metadata, runs_note,
                      server_cost_footnote, server_cost_rows,
                      server_footnote, server_table_rows, table_rows,
-                     text_table, update_docs, write_markdown)
+                     text_table, write_markdown)
 from .server import (ECHO_SECONDS, SYSCALL_SECONDS, WRK_SECONDS, run_servers,
                      server_steps, server_worker_counts, syscalls_wanted)
 from .stats import add_scaling
@@ -35,10 +39,12 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(
         description="weft benchmarks (scheduler, timers, servers) vs peer runtimes")
     ap.add_argument("--quick", action="store_true",
-                    help="3 runs per point instead of 5, and the peers "
-                    "other than weft 1, without a warm-up invocation, only at "
-                    "the largest worker count (same sizes; the server rows "
-                    "run shorter and, without --workers, at 1 worker only)")
+                    help="a row or two of each family (without --only: " +
+                    ", ".join(QUICK) + "), 3 runs per point instead of 5, "
+                    "and the peers other than weft 1, without a warm-up "
+                    "invocation, only at the largest worker count (same "
+                    "sizes; the server rows run shorter and, without "
+                    "--workers, at 1 worker only)")
     ap.add_argument("--only", metavar="NAME[,NAME]",
                     help="only these benchmarks: " +
                     ", ".join(b.name for b in BENCHMARKS) + ", " +
@@ -68,9 +74,13 @@ def parse_args(argv):
     ap.add_argument("--json", type=Path,
                     help="results file (default: BUILD/bench/results.json)")
     ap.add_argument("--docs", action="store_true",
-                    help="also write the tables and charts into "
-                    "docs/bench.md (without --quick, and with valgrind: also "
+                    help="also regenerate docs/bench.md and its charts from "
+                    "this run (without --quick, and with valgrind: also "
                     "callgrind's instructions per yield and per spawn+join)")
+    ap.add_argument("--page", type=Path, metavar="RESULTS.json",
+                    help="run nothing: regenerate docs/bench.md and its "
+                    "charts from the prose of docs/bench.md.in and this "
+                    "results file")
     ap.add_argument("--no-syscalls", action="store_true",
                     help="skip the untimed pass of each server under "
                     "`strace -c -f` that counts its system calls per message "
@@ -79,6 +89,14 @@ def parse_args(argv):
                     help="threads of the server rows' load generators "
                     "(loadgen -t, wrk -t; default 1); on 1 worker they are "
                     "pinned to the N CPUs after the server's")
+    ap.add_argument("--build-peers", action="store_true",
+                    help="run nothing: build the peers (at once, each "
+                    "beside the others) and exit; scripts/run bench does it "
+                    "beside weft's own build")
+    ap.add_argument("--meson-targets", action="store_true",
+                    help="run nothing: print the meson targets the suite "
+                    "needs (lib/, hook/, bench/, examples/; not the tests), "
+                    "for `meson compile` (scripts/run bench)")
     ap.add_argument("--prebuilt", action="store_true",
                     help="build no peer: run the programs an earlier run "
                     "left under BUILD/bench (a suite built on one machine, "
@@ -133,6 +151,8 @@ def parse_args(argv):
                      f"(known: {', '.join(known)})")
         return want
 
+    if args.quick and not args.only:
+        args.only = ",".join(QUICK)
     args.only = pick("--only", args.only, [b.name for b in BENCHMARKS] +
                      GROUPS + [b.name for b in SERVER_BENCHES] +
                      list(dict.fromkeys(b.group for b in REDIS_BENCHES)) +
@@ -145,22 +165,45 @@ def parse_args(argv):
     return args
 
 
-def build_peers(args, ctx: Ctx) -> List[Peer]:
-    peers: List[Peer] = []
-    for p in PEERS:
-        if p.name != SUBJECT and p.name not in args.peers:
-            continue
-        try:
-            p.program = p.build(ctx)
-        except Skip as e:
-            print(f"bench.py: {p.name} peer skipped: {e}")
-            continue
-        peers.append(p)
-    return peers
+def build_one(p: Peer, ctx: Ctx) -> Optional[str]:
+    """Builds peer p (its program in p.program); why not, if it cannot."""
+    try:
+        p.program = p.build(ctx)
+    except Skip as e:
+        return str(e)
+    return None
+
+
+def build_peers(args, ctx: Ctx, own_only: bool = False) -> List[Peer]:
+    """The peers that build, all built at once, each beside the others
+    (their compilers wait on different things), with a line per peer
+    skipped; own_only: only those with a toolchain of their own (not
+    by_meson), and no lines (the run that follows reports)."""
+    want = [p for p in PEERS if (p.name == SUBJECT or p.name in args.peers)
+            and not (own_only and p.by_meson)]
+    with concurrent.futures.ThreadPoolExecutor(len(want)) as pool:
+        why = list(pool.map(lambda p: build_one(p, ctx), want))
+    for p, w in zip(want, why):
+        if w and not own_only:
+            print(f"bench.py: {p.name} peer skipped: {w}")
+    return [p for p, w in zip(want, why) if w is None]
 
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.meson_targets:
+        print(" ".join(meson_targets(args.build_dir)))
+        return 0
+    if args.build_peers:
+        if not (args.page or args.prebuilt):
+            out = args.build_dir / "bench"
+            out.mkdir(parents=True, exist_ok=True)
+            build_peers(args, Ctx(args.build_dir, out, [], False),
+                        own_only=True)
+        return 0
+    if args.page:
+        print(f"updated {write_page(json.loads(args.page.read_text()))}")
+        return 0
     out_dir = args.build_dir / "bench"
     ctx = Ctx(args.build_dir, out_dir, [], args.prebuilt)
 
@@ -258,7 +301,7 @@ def main(argv=None) -> int:
     print(f"wrote {args.json}, {md}" +
           "".join(f", {m}" for m in made))
     if args.docs:
-        update_docs(md, made)
+        print(f"updated {write_page(json.loads(args.json.read_text()))}")
     if failures:
         print(f"bench.py: {len(failures)} failure(s):", file=sys.stderr)
         for x in failures:

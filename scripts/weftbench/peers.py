@@ -3,6 +3,7 @@
 subject, weft, that the others are measured against."""
 
 import dataclasses
+import json
 import os
 import re
 import shutil
@@ -46,6 +47,9 @@ class Peer:
     # its servers are the limit of the server rows (the hand-written loop):
     # the notes give its rate over each other peer's
     limit: bool = False
+    # meson builds it with weft (build only finds it): --build-peers, which
+    # runs beside meson, leaves it out
+    by_meson: bool = False
 
     def absent(self, bench: "Bench", quick: bool) -> Optional[str]:
         """Why it does not run bench (a note), or None if it does."""
@@ -92,6 +96,24 @@ def build_step(what: str, cmd: List[str], cwd: Path, log: Path,
                    f"(all of it in {log})")
 
 
+# The directories whose meson targets the suite runs (not test/'s)
+SUITE_DIRS = ("lib", "hook", "bench", "examples")
+
+
+def meson_targets(build_dir: Path) -> List[str]:
+    """The targets of SUITE_DIRS in build_dir's meson project, as
+    `meson compile` takes them (DIR/NAME:TYPE): scripts/run bench builds
+    those alone."""
+    p = subprocess.run(["meson", "introspect", str(build_dir), "--targets"],
+                       stdout=subprocess.PIPE, text=True, check=True)
+    out = []
+    for t in json.loads(p.stdout):
+        d = Path(t["defined_in"]).parent.relative_to(ROOT)
+        if d.parts and d.parts[0] in SUITE_DIRS and t["type"] != "run":
+            out.append(f"{d}/{t['name']}:{t['type'].replace(' ', '_')}")
+    return out
+
+
 def build_weft(ctx: Ctx) -> Path:
     prog = ctx.build_dir / "bench" / "weft-bench"
     if not os.access(prog, os.X_OK):
@@ -120,7 +142,9 @@ def build_go(ctx: Ctx) -> Path:
         "GOTOOLCHAIN": "local",
         "CGO_ENABLED": "0",
     })
-    build_step("go build", [go, "build", "-trimpath", "-o", str(prog), "."],
+    # no -trimpath: it would rebuild every package of the standard library
+    # instead of reusing those GOROOT/pkg holds precompiled
+    build_step("go build", [go, "build", "-o", str(prog), "."],
                ROOT / "bench" / "peers" / "go", gdir / "build.log", env)
     return prog
 
@@ -294,7 +318,8 @@ PEERS: List[Peer] = [
     # The bench programs take their workers as an argument; the servers from
     # the environment.
     Peer("weft", "weft", build_weft,
-         env=lambda w: {"WEFT_WORKERS": str(w)}, server=weft_server),
+         env=lambda w: {"WEFT_WORKERS": str(w)}, server=weft_server,
+         by_meson=True),
     Peer("go", "Go goroutines", build_go,
          env=lambda w: {"GOMAXPROCS": str(w)},
          missing={"local-get": "Go has no coroutine-local storage"},
@@ -318,6 +343,6 @@ PEERS.append(Peer(
     "epoll", "hand-written epoll loop (C, one thread)", build_epoll,
     missing={b.name: "a server only: one thread on epoll has no scheduler"
              for b in BENCHMARKS},
-    server=epoll_server, one_thread=True, limit=True))
+    server=epoll_server, one_thread=True, limit=True, by_meson=True))
 
 SUBJECT = PEERS[0].name

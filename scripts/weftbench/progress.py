@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Progress on stderr: a status line per invocation (overwritten on a
-terminal), lines that stay, and, on long runs, a line per step:
+terminal), lines that stay, and a line per step:
 
-    step 3/14: [spawn w=2] ... about 4 min left
+    [3/14] [spawn w=2] (about 40 s left)
 
 the time left being the mean time per invocation so far times the
 invocations the plan has left."""
@@ -13,12 +13,13 @@ from typing import Callable, List, Optional, TextIO, Tuple
 
 
 def format_left(seconds: Optional[float]) -> str:
-    """"about M min left" (M rounded, at least 1), "under 1 min left", or
-    "time left unknown" (None: nothing measured yet)."""
+    """"about N s left" under 2 minutes (N rounded to 5 s, at least 5),
+    "about M min left" from there, or "time left unknown" (None: nothing
+    measured yet)."""
     if seconds is None:
         return "time left unknown"
-    if seconds < 60:
-        return "under 1 min left"
+    if seconds < 120:
+        return f"about {max(5, 5 * round(seconds / 5))} s left"
     return f"about {round(seconds / 60)} min left"
 
 
@@ -31,7 +32,7 @@ def estimate_left(elapsed: float, done: int, left: int) -> Optional[float]:
 
 
 def step_line(k: int, n: int, label: str, left_s: Optional[float]) -> str:
-    return f"step {k}/{n}: {label} ... {format_left(left_s)}"
+    return f"[{k}/{n}] {label} ({format_left(left_s)})"
 
 
 class Progress:

@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: MIT
 """The report: the tables (text and Markdown), their footnotes,
-results.md, the run's metadata, and the generated section of docs/bench.md."""
+results.md and the run's metadata (docs/bench.md: page.py)."""
 
 import datetime
 import os
 import platform
-import shutil
 import socket
 import sys
 from pathlib import Path
@@ -285,43 +284,3 @@ def metadata(args, peers: List[Peer], ctx: Ctx) -> dict:
         "peers": [p.name for p in peers],
         "argv": sys.argv[1:],
     }
-
-
-DOCS = ROOT / "docs" / "bench.md"
-BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
-
-
-def replace_section(text: str, body: str) -> str:
-    """text with what lies between the BEGIN and END markers replaced by
-    body (the markers and the prose around them kept); ValueError if a
-    marker is missing."""
-    if BEGIN not in text or END not in text:
-        raise ValueError(f"lacks the {BEGIN} / {END} markers")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    return head + BEGIN + "\n" + body + END + tail
-
-
-def chart_links(body: str, charts_made) -> str:
-    """body with a Markdown image line per chart, under bench/."""
-    for chart in charts_made:
-        chart = Path(chart)
-        body += f"\n![{chart.stem}](bench/{chart.name})\n"
-    return body
-
-
-def update_docs(md: Path, charts_made, docs: Path = DOCS) -> None:
-    """Replaces the generated section of docs/bench.md with this run's table
-    and copies the charts to docs/bench/; the prose around it is kept."""
-    text = docs.read_text()
-    try:
-        replace_section(text, "")
-    except ValueError as e:
-        raise SystemExit(f"bench.py: {docs} {e}")
-    img_dir = docs.parent / "bench"
-    img_dir.mkdir(exist_ok=True)
-    for chart in charts_made:
-        shutil.copy(chart, img_dir / Path(chart).name)
-    docs.write_text(replace_section(text, chart_links(md.read_text(),
-                                                      charts_made)))
-    print(f"updated {docs}")

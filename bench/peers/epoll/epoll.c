@@ -24,7 +24,7 @@
  * and stops reading (back-pressure) until the output edge.
  * lt: level-triggered, one read per input event, and output interest only
  * while a write is pending (an epoll_ctl to add it and one to drop it).
- * docs/bench.md says which measured faster here; the suite runs the default.
+ * The suite runs the default.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -115,8 +115,8 @@ static int write_out(struct conn *c)
 
 /* Reads once into the connection's buffer: bytes read, 0 at EOF, -1 for
  * EAGAIN (nothing there), -2 failed.  recv, not read: the socket layer's
- * entry is the cheaper one (docs/bench.md, "Measurements behind the code":
- * recv). */
+ * entry is the cheaper one
+ * (docs/notes/2026-12-06-measurements-behind-the-code.md, "recv"). */
 static ssize_t read_in(struct conn *c, size_t *room)
 {
 	char *to = c->http ? c->h.in + c->h.in_len : c->buf;

@@ -21,9 +21,10 @@ class Clock:
 class Formatting(unittest.TestCase):
     def test_format_left(self):
         self.assertEqual(format_left(None), "time left unknown")
-        self.assertEqual(format_left(0), "under 1 min left")
-        self.assertEqual(format_left(59.9), "under 1 min left")
-        self.assertEqual(format_left(60), "about 1 min left")
+        self.assertEqual(format_left(0), "about 5 s left")
+        self.assertEqual(format_left(41), "about 40 s left")
+        self.assertEqual(format_left(119), "about 120 s left")
+        self.assertEqual(format_left(120), "about 2 min left")
         self.assertEqual(format_left(170), "about 3 min left")
         self.assertEqual(format_left(3600), "about 60 min left")
 
@@ -34,7 +35,7 @@ class Formatting(unittest.TestCase):
 
     def test_step_line(self):
         self.assertEqual(step_line(3, 14, "[spawn w=2]", 250),
-                         "step 3/14: [spawn w=2] ... about 4 min left")
+                         "[3/14] [spawn w=2] (about 4 min left)")
 
 
 class Steps(unittest.TestCase):
@@ -55,9 +56,9 @@ class Steps(unittest.TestCase):
 
     def test_lines(self):
         self.assertEqual([x for x in self.run_plan() if x != "run"], [
-            "step 1/3: [floors] ... time left unknown",
-            "step 2/3: [yield w=1] ... under 1 min left",
-            "step 3/3: [spawn w=1] ... about 5 min left",
+            "[1/3] [floors] (time left unknown)",
+            "[2/3] [yield w=1] (about 30 s left)",
+            "[3/3] [spawn w=1] (about 5 min left)",
         ])
 
     def test_a_skipped_step_is_passed_over(self):
@@ -65,7 +66,7 @@ class Steps(unittest.TestCase):
         prog = Progress(stream=out, clock=Clock())
         prog.plan([("a", 1), ("b", 1), ("c", 1)])
         prog.step("c")
-        self.assertEqual(out.getvalue(), "step 3/3: c ... time left unknown\n")
+        self.assertEqual(out.getvalue(), "[3/3] c (time left unknown)\n")
 
     def test_micro_plan(self):
         go = Peer("go", "go", build=None, missing={"local-get": "none"})

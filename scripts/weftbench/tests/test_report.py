@@ -2,9 +2,7 @@
 import unittest
 
 from weftbench.fmt import fmt_mr, fmt_num, fmt_ratio
-from weftbench.report import (BEGIN, END, chart_links, md_table,
-                              replace_section, runs_note, table_rows,
-                              text_table)
+from weftbench.report import md_table, runs_note, table_rows, text_table
 
 from .helpers import args, peer
 
@@ -95,27 +93,3 @@ class Notes(unittest.TestCase):
     def test_runs_note_plain(self):
         self.assertEqual(runs_note(args(runs=5, peer_runs=5)),
                          "5 runs per point")
-
-
-class Docs(unittest.TestCase):
-    def test_the_section_is_replaced_and_the_prose_kept(self):
-        text = f"# Bench\nintro\n{BEGIN}\nold table\n{END}\noutro\n"
-        self.assertEqual(replace_section(text, "new table\n"),
-                         f"# Bench\nintro\n{BEGIN}\nnew table\n{END}\noutro\n")
-
-    def test_idempotent(self):
-        text = f"a\n{BEGIN}\nx\n{END}\nb\n"
-        once = replace_section(text, "y\n")
-        self.assertEqual(replace_section(once, "y\n"), once)
-
-    def test_missing_marker(self):
-        with self.assertRaises(ValueError):
-            replace_section(f"a\n{BEGIN}\nno end\n", "y\n")
-        with self.assertRaises(ValueError):
-            replace_section("no markers\n", "y\n")
-
-    def test_chart_links(self):
-        self.assertEqual(chart_links("t\n", ["/b/bench/ratios.png",
-                                             "servers.png"]),
-                         "t\n\n![ratios](bench/ratios.png)\n"
-                         "\n![servers](bench/servers.png)\n")

@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: MIT
+"""The issues' targets as data, and their verdicts computed from one run's
+results.json: a figure per target and row, met or not met, or "not
+measured" when the run has no such figure (never an older one).
+
+A Target names the issue, the row (benchmark) and the worker count (None:
+every count the run measured), what is compared (KINDS), the peer (or
+mode, or floor) it is compared against, and the comparison with its
+threshold.  Each verdict is one line of docs/bench.md's targets table."""
+
+import dataclasses
+import operator
+import statistics
+from typing import Dict, List, Optional, Tuple
+
+SUBJECT = "weft"
+REDIS_SUBJECT = "hooks"
+OPS = {"<": operator.lt, "<=": operator.le, ">=": operator.ge,
+       ">": operator.gt}
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    issue: int
+    what: str  # the target in the issue's words
+    row: str  # the benchmark row
+    peer: str  # what weft is compared against: a peer, a mode, a floor
+    kind: str  # what figure (KINDS)
+    comparison: str  # a key of OPS: figure OP threshold is met
+    threshold: float
+    workers: Optional[int] = None  # None: every count the run measured
+
+
+# What each kind of figure is, as the targets table says it.
+KINDS = {
+    "time": "weft/{peer} time",
+    "scaling": "weft speed-up over 1 worker",
+    "floor": "weft/floor ({peer})",
+    "extra": "weft/{peer} {key}",  # key: a RESULT field, as EXTRAS names it
+    "rate": "weft/{peer} rate",
+    "p99": "weft/{peer} p99",
+    "cpu": "weft/{peer} CPU per message",
+    "redis-rate": "hooks/{peer} rate",
+    "redis-rss": "hooks/{peer} peak RSS",
+}
+
+# the RESULT fields of the "extra:FIELD" kinds, in words
+EXTRAS = {"rss_per_co_b": "RSS per parked coroutine"}
+
+SCHED = ["yield", "spawn", "skynet", "fib", "sleep", "skynet-chan", "parked",
+         "chan-pingpong", "chan-pingpong-1000", "mutex"]
+MULTI = [b for b in SCHED if b != "yield"] + ["sem", "rwlock"]
+ECHO = [f"echo-{c}-{n}" for c in (100, 1000) for n in (64, 4096)]
+PEERS = ("go", "boost", "tokio")
+
+TARGETS: List[Target] = (
+    [Target(5, "every scheduler benchmark faster than each peer at the same "
+            "worker count", b, p, "time", "<", 1.0)
+     for b in SCHED for p in PEERS]
+    + [Target(5, "a yield within 2x of the raw switch floor", "yield",
+              "switch", "floor", "<=", 2.0, 1)]
+    + [Target(5, "speed-up from 1 to 2 workers at least 1.7x", b, "", "scaling",
+              ">=", 1.7, 2) for b in MULTI]
+    + [Target(2, "spawn+join, skynet, fib at most half of Go's time", b, "go",
+              "time", "<=", 0.5) for b in ("spawn", "skynet", "fib")]
+    + [Target(4, "channels at most 0.7x Go's time", b, "go", "time", "<=", 0.7)
+       for b in ("chan-pingpong", "chan-pingpong-1000", "skynet-chan")]
+    + [Target(23, "semaphore and rwlock faster than each peer at 1 and 2 "
+               "workers", b, p, "time", "<", 1.0)
+       for b in ("sem", "rwlock") for p in ("go", "tokio")]
+    + [Target(5, "RSS per parked coroutine no more than Go's", "parked", "go",
+              "extra:rss_per_co_b", "<=", 1.0)]
+    + [Target(5, "echo at least 1.1x Go's messages/s (server on 1 core)", b,
+              "go", "rate", ">=", 1.1, 1) for b in ECHO]
+    + [Target(5, "echo p99 no worse than Go's (server on 1 core)", b, "go",
+              "p99", "<=", 1.0, 1) for b in ECHO]
+    + [Target(25, "echo at least 0.97x the epoll loop's messages/s", b,
+              "epoll", "rate", ">=", 0.97) for b in ECHO]
+    + [Target(25, "echo CPU per message at most 1.05x the epoll loop's", b,
+              "epoll", "cpu", "<=", 1.05) for b in ECHO]
+    + [Target(25, "echo at least 1.1x Tokio's messages/s", b, "tokio", "rate",
+              ">=", 1.1) for b in ECHO]
+    + [Target(25, "echo at least 1.25x Go's messages/s", b, "go", "rate", ">=",
+              1.25) for b in ECHO]
+    + [Target(25, "echo p99 no worse than any peer's", b, p, "p99", "<=", 1.0)
+       for b in ECHO for p in ("epoll", "go", "tokio")]
+    + [Target(25, "http-hello at least 0.95x the epoll loop's requests/s",
+              "http-hello", "epoll", "rate", ">=", 0.95),
+       Target(25, "http-hello at least 2x Go's requests/s", "http-hello",
+              "go", "rate", ">=", 2.0)]
+    + [Target(22, "HTTPS hello at least 1.3x Go's requests/s, 1 worker",
+              "https-hello", "go", "rate", ">=", 1.3, 1),
+       Target(22, "UDP echo at least 1.2x Go's messages/s, 1 worker",
+              "udp-100-64", "go", "rate", ">=", 1.2, 1)]
+    + [Target(24, "hiredis through the hooks: at least 1.5x the threads' "
+               "requests/s at 1,000 clients", "redis-1000", "threads",
+               "redis-rate", ">=", 1.5),
+       Target(24, "... with at most 1/5 of their peak RSS", "redis-1000",
+              "threads", "redis-rss", "<=", 0.2),
+       Target(24, "at least 0.9x the async API's requests/s", "redis-100",
+              "async", "redis-rate", ">=", 0.9),
+       Target(24, "at least 0.9x the async API's requests/s", "redis-1000",
+              "async", "redis-rate", ">=", 0.9)]
+)
+
+
+def _median(mr: Optional[dict]) -> Optional[float]:
+    return mr["median"] if mr else None
+
+
+def _rows(res: dict, section: Optional[str], bench: str) -> List[dict]:
+    summary = res.get(section, {}).get("summary", []) if section else \
+        res.get("summary", [])
+    return [s for s in summary or [] if s.get("bench") == bench]
+
+
+def _extra_ratio(res: dict, t: Target, key: str, workers: int
+                 ) -> Optional[float]:
+    """weft's median of RESULT field key over the peer's, at workers."""
+    def med(peer: str) -> Optional[float]:
+        xs = [float(r["extra"][key]) for pt in res.get("points", [])
+              if pt["bench"] == t.row and pt["workers"] == workers
+              for r in pt["runs"].get(peer, [])
+              if r.get("ok") and key in r.get("extra", {})]
+        return statistics.median(xs) if xs else None
+    a, b = med(SUBJECT), med(t.peer)
+    return a / b if a is not None and b else None
+
+
+def _floor_ratio(res: dict, t: Target, workers: int) -> Optional[float]:
+    """weft's median over the floor the cost model gives its row, when the
+    model is that floor alone."""
+    for c in res.get("cost_model") or []:
+        if (c["bench"] == t.row and c["workers"] == workers
+                and c.get("model") == t.peer):
+            return c["ratio"]
+    return None
+
+
+def figures(res: dict, t: Target) -> List[Tuple[Optional[int], Optional[float]]]:
+    """(workers, figure) for each worker count at which the run measured
+    the target's figure; [(t.workers, None)] when it measured none."""
+    out: List[Tuple[Optional[int], Optional[float]]] = []
+    if t.kind.startswith("redis-"):
+        for s in _rows(res, "redis", t.row):
+            r = (s.get("ratios") or {}).get(t.peer) or {}
+            x = _median(r.get(t.kind[len("redis-"):]))
+            if x is not None:
+                out.append((None, x))
+        return out or [(t.workers, None)]
+    server = t.kind in ("rate", "p99", "cpu")
+    for s in _rows(res, "servers" if server else None, t.row):
+        w = s["workers"]
+        if t.workers is not None and w != t.workers:
+            continue
+        if server:
+            x = _median(((s.get("ratios") or {}).get(t.peer) or {}).get(t.kind))
+        elif t.kind == "time":
+            x = _median((s.get("ratios") or {}).get(t.peer))
+        elif t.kind == "scaling":
+            x = (s.get("scaling") or {}).get(SUBJECT) if w > 1 else None
+        elif t.kind == "floor":
+            x = _floor_ratio(res, t, w)
+        elif t.kind.startswith("extra:"):
+            x = _extra_ratio(res, t, t.kind.split(":", 1)[1], w)
+        else:
+            raise ValueError(f"unknown kind {t.kind!r}")
+        if x is not None:
+            out.append((w, x))
+    return out or [(t.workers, None)]
+
+
+def verdicts(res: dict, targets: List[Target] = TARGETS) -> List[dict]:
+    """One verdict per target and worker count: the target, the workers
+    (None: not measured at any), the figure (None: not measured) and met
+    (True, False, or None: not measured)."""
+    out = []
+    for t in targets:
+        for w, x in figures(res, t):
+            out.append({"target": t, "workers": w, "figure": x,
+                        "met": None if x is None else
+                        OPS[t.comparison](x, t.threshold)})
+    return out
+
+
+def measure_label(t: Target) -> str:
+    kind = "extra" if t.kind.startswith("extra:") else t.kind
+    key = EXTRAS.get(t.kind.split(":", 1)[1], "") if kind == "extra" else ""
+    return KINDS[kind].format(peer=t.peer, key=key)
+
+
+def met_cell(v: dict) -> str:
+    if v["met"] is None:
+        return "not measured"
+    return "met" if v["met"] else "**not met**"
+
+
+def figure_cell(v: dict) -> str:
+    return "not measured" if v["figure"] is None else f"{v['figure']:.2f}"
+
+
+def table(res: dict, targets: List[Target] = TARGETS
+          ) -> Tuple[List[str], List[List[str]]]:
+    """The targets table: (head, rows), one row per verdict."""
+    head = ["issue", "target", "row", "measure", "wanted", "this run", "met?"]
+    rows = []
+    for v in verdicts(res, targets):
+        t = v["target"]
+        row = t.row + (f" @{v['workers']}" if v["workers"] else "")
+        rows.append([str(t.issue), t.what, row, measure_label(t),
+                     f"{t.comparison} {t.threshold:g}", figure_cell(v),
+                     met_cell(v)])
+    return head, rows
+
+
+def tally(res: dict, targets: List[Target] = TARGETS) -> Dict[str, int]:
+    """How many verdicts are met, not met and not measured."""
+    vs = verdicts(res, targets)
+    return {"met": sum(v["met"] is True for v in vs),
+            "not met": sum(v["met"] is False for v in vs),
+            "not measured": sum(v["met"] is None for v in vs)}
+
