@@ -65,11 +65,12 @@
  * number, whose calls must neither be cancelled by a close that was not
  * theirs nor register anything before it).  No call can register the file
  * being closed after its unregistration, so close(2) never drops a
- * registration that the entry still records.  A call reads gen before it takes its reference and checks it
- * again after (its increment and the closer's bump are ordered the Dekker
- * way, both seq_cst), and registers the fd only under that checked
- * reference: a close that overlaps a call's start is either seen by the
- * call (ECANCELED) or waits for it.  A call that parks checks gen after its
+ * registration that the entry still records.  A call reads gen before it
+ * takes its reference and checks it again after (its increment and the
+ * closer's bump are ordered the Dekker way, both seq_cst), and registers
+ * the fd only under that checked reference: a close that overlaps a
+ * call's start is either seen by the call (ECANCELED) or waits for it.
+ * A call that parks checks gen after its
  * slot CAS or its queueing: the closer's gen bump and its claim are ordered
  * the other way (Dekker, both seq_cst; for the queue, qlock, which the
  * closer takes after its bump to claim every queued node), so either the

@@ -70,7 +70,7 @@ static inline void ref_drop(struct weft__fd *e)
 static unsigned gen_settled(struct weft__fd *e, unsigned gen)
 {
 	while ((gen & FD_GEN_PHASE) == FD_GEN_CLOSED) {
-		weft_yield();	/* close(2) is quick; the closer is running it */
+		weft_yield();	/* the closer is in close(2): let others run */
 		gen = at_load_uint(&e->gen);
 	}
 	return gen;
@@ -84,7 +84,7 @@ static unsigned gen_settled(struct weft__fd *e, unsigned gen)
  *
  * The generation is read first and checked again once the reference is
  * held, so a weft_close anywhere in between is seen: one that ran to the
- * end left gen two higher, one still running left it odd.  A close that
+ * end left gen FD_GEN_STEP higher, one still running left it odd.  A close that
  * bumps gen after our increment finds the reference and waits for it: we
  * increment refs then load gen, weft_close increments gen then loads refs,
  * each RMW seq_cst (fenced on both sides, atomic.h: the first load of gen
