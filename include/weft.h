@@ -501,7 +501,8 @@ WEFT_EXPORT int weft_listen(const char *host, const char *service, int backlog, 
  * waits for the calls in flight on fd to return, takes fd out of its loop,
  * then calls close(2) and returns its result.  A later fd with the same
  * number starts clean.  A call started on fd while weft_close runs gets
- * ECANCELED or runs before the close; after it, fd is just a number.
+ * ECANCELED or runs before the close, or, started as its close(2) runs,
+ * waits for it; after it, fd is just a number.
  * Errors: EPERM outside a coroutine; those of close(2).
  */
 WEFT_EXPORT int weft_close(int fd);

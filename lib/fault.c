@@ -10,7 +10,7 @@
 
 static unsigned every;		/* atomic */
 static uint64_t asks, injected;	/* atomic */
-static void (*io_begin_hook)(int fd);	/* atomic: release store, acquire load */
+static void (*pause_fn[WEFT__FAULT_POINTS])(int fd);	/* atomic: release store, acquire load */
 
 /* Fails about one ask in n, at pseudo-random (but reproducible) asks: a
  * strict "every nth" would fail the same allocation of a retried operation
@@ -37,16 +37,16 @@ uint64_t weft__fault_every(unsigned n)
 	return at_load_64(&injected);
 }
 
-/* Acquire pairs with the release in weft__fault_on_io_begin: a hook seen is
+/* Acquire pairs with the release in weft__fault_on: a function seen is
  * seen with everything the test set up before installing it. */
-void weft__fault_io_begin(int fd)
+void weft__fault_pause(enum weft__fault_point point, int fd)
 {
-	void (*fn)(int) = __atomic_load_n(&io_begin_hook, __ATOMIC_ACQUIRE);
+	void (*fn)(int) = __atomic_load_n(&pause_fn[point], __ATOMIC_ACQUIRE);
 	if (fn)
 		fn(fd);
 }
 
-void weft__fault_on_io_begin(void (*fn)(int fd))
+void weft__fault_on(enum weft__fault_point point, void (*fn)(int fd))
 {
-	__atomic_store_n(&io_begin_hook, fn, __ATOMIC_RELEASE);
+	__atomic_store_n(&pause_fn[point], fn, __ATOMIC_RELEASE);
 }

@@ -15,22 +15,40 @@
 #include <stdint.h>
 
 /*
- * A pause point for race tests: io_begin (io.c) calls weft__fault_io_begin
- * with the fd after it has read the fd's generation and before it holds a
- * reference on the entry, the window in which a weft_close must still be
- * noticed.  A test sets the function run there (NULL: none); it may run
- * weft_close(fd) to completion.  Normal builds call nothing.
+ * Pause points for race tests: the library calls weft__fault_pause(point,
+ * fd) where a test may need a thread held or a race forced; a test sets the
+ * function run there (NULL: none).  Normal builds call nothing.
+ *   WEFT__FAULT_IO_BEGIN  io_begin (io.c), after it has read the fd's
+ *                         generation and before it holds a reference on
+ *                         the entry: the function may run weft_close(fd)
+ *                         to completion, which the call must notice.
+ *   WEFT__FAULT_CLOSE     weft_close, between its bookkeeping (waiters
+ *                         woken, calls drained, fd unregistered) and its
+ *                         close(2): the function may park the closer while
+ *                         other coroutines start calls on fd.
+ *   WEFT__FAULT_CLOSED    weft_close, after its close(2), before the entry
+ *                         is the number's next file's: the function may
+ *                         park the closer while a new file takes the
+ *                         number and a coroutine starts a call on it.
  */
+enum weft__fault_point {
+	WEFT__FAULT_IO_BEGIN,
+	WEFT__FAULT_CLOSE,
+	WEFT__FAULT_CLOSED,
+	WEFT__FAULT_POINTS
+};
+
 #ifdef WEFT_FAULT_INJECTION
 bool weft__fault(void);
 /* Makes one ask in n fail from now on (0: none); returns the faults
  * injected so far. */
 __attribute__((visibility("default"))) uint64_t weft__fault_every(unsigned n);
-void weft__fault_io_begin(int fd);
-__attribute__((visibility("default"))) void weft__fault_on_io_begin(void (*fn)(int fd));
+void weft__fault_pause(enum weft__fault_point point, int fd);
+__attribute__((visibility("default"))) void weft__fault_on(enum weft__fault_point point,
+							  void (*fn)(int fd));
 #else
 static inline bool weft__fault(void) { return false; }
-static inline void weft__fault_io_begin(int fd) { (void)fd; }
+static inline void weft__fault_pause(enum weft__fault_point point, int fd) { (void)point; (void)fd; }
 #endif
 
 #endif

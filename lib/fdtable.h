@@ -53,15 +53,24 @@
  * one waiter; a waiter that does not use it up lets the next one try.
  *
  * Closing (io.c): weft_close (and weft_release, which leaves out the
- * close(2)) makes gen odd, wakes every waiter of both directions (queued
- * or in the slot: weft__fd_close_wake) with ECANCELED,
+ * close(2)) makes gen odd (FD_GEN_CLOSING), wakes every waiter of both
+ * directions (queued or in the slot: weft__fd_close_wake) with ECANCELED,
  * waits until refs (the I/O calls in flight: each holds one from start to
- * return) drops to 0, unregisters, makes gen even again and only then calls
- * close(2).  A call reads gen before it takes its reference and checks it
- * again after (its increment and the closer's bump are ordered the Dekker
- * way, both seq_cst), and registers the fd only under that checked
- * reference: a close that overlaps a call's start is either seen by the
- * call (ECANCELED) or waits for it.  A call that parks checks gen after its
+ * return) drops to 0 and unregisters, which clears the entry; a close then
+ * marks gen FD_GEN_CLOSED, calls close(2), and only then gives the entry
+ * to the number's next file (gen a multiple of FD_GEN_STEP again).  A call
+ * that finds FD_GEN_CLOSED waits for that and starts afresh: it came as
+ * close(2) ran, so it is a call on whatever the number names afterwards
+ * (nothing, or a file another thread opened the moment close(2) freed the
+ * number, whose calls must neither be cancelled by a close that was not
+ * theirs nor register anything before it).  No call can register the file
+ * being closed after its unregistration, so close(2) never drops a
+ * registration that the entry still records.  A call reads gen before it
+ * takes its reference and checks it again after (its increment and the
+ * closer's bump are ordered the Dekker way, both seq_cst), and registers
+ * the fd only under that checked reference: a close that overlaps a
+ * call's start is either seen by the call (ECANCELED) or waits for it.
+ * A call that parks checks gen after its
  * slot CAS or its queueing: the closer's gen bump and its claim are ordered
  * the other way (Dekker, both seq_cst; for the queue, qlock, which the
  * closer takes after its bump to claim every queued node), so either the
@@ -89,7 +98,8 @@ struct weft__fd {
 	struct weft__waitq queue[2];	/* under qlock: waiters behind the slot's */
 	struct weft__lock qlock;
 	unsigned owner;		/* atomic: 0 none, FD_OWNER_BUSY, or worker index + 1 */
-	unsigned gen;		/* atomic: odd while weft_close runs; names stale events */
+	unsigned gen;		/* atomic: odd while weft_close runs (FD_GEN_*); names
+				 * stale events */
 	unsigned refs;		/* atomic: I/O calls in flight on the fd */
 	unsigned flags;		/* FD_SOCKET, FD_NO_POLL; set by the registrar */
 	unsigned drained;	/* atomic: the last read came back short (a hint;
@@ -97,6 +107,12 @@ struct weft__fd {
 	bool blocking;		/* registration set O_NONBLOCK (weft_release clears it) */
 	unsigned hangup;	/* atomic: an event said RDHUP/HUP/ERR (sticky) */
 };
+
+/* gen's low bits: a multiple of FD_GEN_STEP while the fd is open, plus
+ * FD_GEN_CLOSING while weft_close or weft_release forgets it (a call
+ * that starts gets ECANCELED), plus FD_GEN_CLOSED while weft_close's
+ * close(2) runs (a call that starts waits for it; see above). */
+enum { FD_GEN_CLOSING = 1, FD_GEN_CLOSED = 3, FD_GEN_PHASE = 3, FD_GEN_STEP = 4 };
 
 enum {
 	FD_OWNER_BUSY = ~0u,	/* being registered right now */

@@ -62,6 +62,21 @@ static inline void ref_drop(struct weft__fd *e)
 }
 
 /*
+ * gen, read from e; or, while a weft_close's close(2) runs (FD_GEN_CLOSED),
+ * the generation of the number's next file, once it has one: a call that
+ * comes as close(2) runs is a call on whatever the number names after it,
+ * and that file's entry must be clean and its first call not cancelled.
+ */
+static unsigned gen_settled(struct weft__fd *e, unsigned gen)
+{
+	while ((gen & FD_GEN_PHASE) == FD_GEN_CLOSED) {
+		weft_yield();	/* the closer is in close(2): let others run */
+		gen = at_load_uint(&e->gen);
+	}
+	return gen;
+}
+
+/*
  * Starts a call on fd: takes a reference on its entry, notes the generation
  * the call runs in, and registers fd in a loop if it is in none; -1 with
  * errno when fd is being or has been closed since the call started
@@ -69,14 +84,15 @@ static inline void ref_drop(struct weft__fd *e)
  *
  * The generation is read first and checked again once the reference is
  * held, so a weft_close anywhere in between is seen: one that ran to the
- * end left gen two higher, one still running left it odd.  A close that
+ * end left gen FD_GEN_STEP higher, one still running left it odd.  A close that
  * bumps gen after our increment finds the reference and waits for it: we
  * increment refs then load gen, weft_close increments gen then loads refs,
  * each RMW seq_cst (fenced on both sides, atomic.h: the first load of gen
  * cannot move below our increment either), so (Dekker) either it sees our
  * reference or we see its bump.  Registering only under a checked
  * reference means no registration lands between a close's unregister and
- * its close(2), where it would outlive the fd.
+ * its close(2), where it would outlive the fd: gen stays odd until
+ * close(2) has returned (weft_close).
  */
 static int io_begin(struct io *io, int fd)
 {
@@ -91,8 +107,9 @@ static int io_begin(struct io *io, int fd)
 	if (r < 0)
 		return weft__err_fail(-r);
 	unsigned gen = at_load_uint(&e->gen);
-	weft__fault_io_begin(fd);	/* tests: a close may run here */
-	if (gen & 1)			/* weft_close is running */
+	weft__fault_pause(WEFT__FAULT_IO_BEGIN, fd);	/* tests: a close may run here */
+	gen = gen_settled(e, gen);
+	if (gen & FD_GEN_CLOSING)	/* weft_close is running */
 		return weft__err_fail(ECANCELED);
 	at_faa_uint(&e->refs, 1);
 	if (at_load_uint(&e->gen) != gen) {
@@ -565,16 +582,21 @@ int weft_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int64_t
  * weft_close's protocol up to the close(2), which weft_release shares: wakes
  * the fd's waiters with ECANCELED, waits for its calls in flight, takes it
  * out of its loop (with restore, back to the blocking mode it had before
- * weft registered it).  Returns whether it was registered.  Every entry
- * that exists goes through the protocol, registered or not: a call holding
- * a reference may be about to register fd (io_begin).
+ * weft registered it), which clears the entry.  Returns whether it was
+ * registered.  gen is left odd (FD_GEN_CLOSING): the caller hands the
+ * entry on.  Every entry that exists goes through the protocol, registered
+ * or not: a call holding a reference may be about to register fd
+ * (io_begin).
  */
 static bool forget(struct weft__fd *e, int fd, bool restore)
 {
+	/* a close(2) of the number's last file may still be finishing: the
+	 * entry is ours once it has handed the entry on */
+	gen_settled(e, at_load_uint(&e->gen));
 	/* gen is odd only inside weft_close or weft_release (two at once on
 	 * one fd are a caller's double close, which this would catch). */
-	unsigned gen = at_faa_uint(&e->gen, 1);	/* odd: closing */
-	WEFT__ASSERT((gen & 1) == 0);
+	unsigned gen = at_faa_uint(&e->gen, FD_GEN_CLOSING);
+	WEFT__ASSERT((gen & FD_GEN_PHASE) == 0);
 	weft__fd_close_wake(e, FD_SLOT_IN);
 	weft__fd_close_wake(e, FD_SLOT_OUT);
 	while (at_load_uint(&e->refs) != 0)
@@ -588,42 +610,63 @@ static bool forget(struct weft__fd *e, int fd, bool restore)
 	}
 	if (registered)
 		weft__loop_unregister(e, fd);
-	gen = at_faa_uint(&e->gen, 1);	/* even: the next fd with this number */
-	WEFT__ASSERT((gen & 1) == 1);
 	return registered;
 }
 
+/* Moves e's generation on from phase `from` (FD_GEN_CLOSING or
+ * FD_GEN_CLOSED) to `to` of the same close, FD_GEN_STEP being the next
+ * file's: seq_cst, so a call that sees the new value sees the entry as
+ * forget left it. */
+static void gen_move(struct weft__fd *e, unsigned from, unsigned to)
+{
+	unsigned gen = at_faa_uint(&e->gen, to - from);
+	WEFT__ASSERT((gen & FD_GEN_PHASE) == from);
+}
+
 /* For an fd that is open: 0, and its entry in *e (NULL if none was ever
- * made); else -1 with EPERM outside a coroutine, EBADF.  A number that is
- * not open is only a number: its entry is left alone (a call racing on it
- * gets EBADF from its own registration, not ECANCELED from a close that
- * closes nothing). */
-static int open_entry(int fd, struct weft__fd **e)
+ * made, or, with make, none could be); else -1 with EPERM outside a
+ * coroutine, EBADF.  A number that is not open is only a number: its entry
+ * is left alone (a call racing on it gets EBADF from its own registration,
+ * not ECANCELED from a close that closes nothing). */
+static int open_entry(int fd, struct weft__fd **e, bool make)
 {
 	if (!weft_self())
 		return weft__err_fail(EPERM);
 	if (fcntl(fd, F_GETFD) < 0)
 		return weft__err_fail(EBADF);
-	*e = weft__fd_find(fd);
+	if (!make || weft__fd_get(fd, e) != 0)
+		*e = weft__fd_find(fd);
 	return 0;
 }
 
+/* The entry is made if need be: a call starting now may be making it. */
 int weft_close(int fd)
 {
 	struct weft__fd *e;
-	if (open_entry(fd, &e) != 0)
+	if (open_entry(fd, &e, true) != 0)
 		return -1;
-	if (e)
-		forget(e, fd, false);
-	return close(fd);
+	if (!e)
+		return close(fd);
+	forget(e, fd, false);
+	/* from here a call that starts waits for the close(2) (io_begin) */
+	gen_move(e, FD_GEN_CLOSING, FD_GEN_CLOSED);
+	weft__fault_pause(WEFT__FAULT_CLOSE, fd);	/* tests: calls may start here */
+	int r = close(fd) == 0 ? 0 : weft__err_get();
+	weft__fault_pause(WEFT__FAULT_CLOSED, fd);	/* tests: the number may be reused here */
+	gen_move(e, FD_GEN_CLOSED, FD_GEN_STEP);
+	return r ? weft__err_fail(r) : 0;
 }
 
 int weft_release(int fd)
 {
 	struct weft__fd *e;
-	if (open_entry(fd, &e) != 0)
+	if (open_entry(fd, &e, false) != 0)
 		return -1;
-	return e && forget(e, fd, true) ? 0 : weft__err_fail(EBADF);
+	if (!e)
+		return weft__err_fail(EBADF);
+	bool registered = forget(e, fd, true);
+	gen_move(e, FD_GEN_CLOSING, FD_GEN_STEP);
+	return registered ? 0 : weft__err_fail(EBADF);
 }
 
 int weft_sleep(int64_t deadline)

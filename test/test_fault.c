@@ -182,7 +182,7 @@ static struct begin_race race;
  * puts another pipe's read end, with a byte in it, at the same number. */
 static void close_and_reuse(int fd)
 {
-	weft__fault_on_io_begin(NULL);	/* once */
+	weft__fault_on(WEFT__FAULT_IO_BEGIN, NULL);	/* once */
 	CHECK(weft_close(fd) == 0);
 	int p[2];
 	CHECK(pipe2(p, O_CLOEXEC) == 0);
@@ -199,7 +199,7 @@ static void read_while_closed(void *unused)
 	(void)unused;
 	int p[2];
 	CHECK(pipe2(p, O_CLOEXEC) == 0);
-	weft__fault_on_io_begin(close_and_reuse);
+	weft__fault_on(WEFT__FAULT_IO_BEGIN, close_and_reuse);
 	char b = 0;
 	race.first = weft_read(p[0], &b, 1, -1);
 	race.first_errno = errno;
@@ -217,4 +217,173 @@ Test(fault, a_close_during_a_calls_start_is_noticed)
 		  "weft_read in the window returned %zd (errno %d): it read the reused number",
 		  race.first, race.first_errno);
 	cr_assert(race.again == 1 && race.got == 'x', "the next read: %zd", race.again);
+}
+
+/* ---- a call that starts while weft_close is between its bookkeeping and
+ * its close(2) */
+
+struct close_race {
+	int fd;			/* the number raced on */
+	weft_sem *closing, *go;	/* the closer is in its window; it may go on */
+	unsigned begun;		/* atomic: the racer's io_begin read the generation */
+	int racer_result, racer_errno;
+	int nonblocking;	/* the next file's flag after its first weft call */
+	ssize_t read;		/* the next file's parked read */
+	int read_errno;
+	char got;
+};
+
+static struct close_race cl;
+
+/* WEFT__FAULT_IO_BEGIN: the racer has read the generation of its call. */
+static void note_begun(int fd)
+{
+	if (fd == cl.fd)
+		__atomic_store_n(&cl.begun, 1, __ATOMIC_RELEASE);
+}
+
+/* WEFT__FAULT_CLOSE or _CLOSED: holds the closer in its window until told
+ * to go. */
+static void hold_closer(int fd)
+{
+	(void)fd;
+	weft__fault_on(WEFT__FAULT_CLOSE, NULL);	/* once */
+	weft__fault_on(WEFT__FAULT_CLOSED, NULL);
+	CHECK(weft_sem_release(cl.closing) == 0);
+	CHECK(weft_sem_acquire(cl.go, -1) == 0);
+}
+
+static void closer(void *unused)
+{
+	(void)unused;
+	CHECK(weft_close(cl.fd) == 0);
+}
+
+static void racer(void *unused)
+{
+	(void)unused;
+	cl.racer_result = weft_wait(cl.fd, WEFT_IN, 0);
+	cl.racer_errno = errno;
+}
+
+static void next_reader(void *unused)
+{
+	(void)unused;
+	cl.read = weft_read(cl.fd, &cl.got, 1, -1);
+	cl.read_errno = errno;
+}
+
+/* One worker: a coroutine runs until it parks, yields or returns. */
+static void call_during_close(void *unused)
+{
+	(void)unused;
+	int p[2];
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	cl.fd = p[0];
+	CHECK(weft_wait(cl.fd, WEFT_IN, 0) == -1 && errno == ETIMEDOUT);	/* registered */
+	CHECK((cl.closing = weft_sem_new(0)) && (cl.go = weft_sem_new(0)));
+	weft__fault_on(WEFT__FAULT_CLOSE, hold_closer);
+	weft__fault_on(WEFT__FAULT_IO_BEGIN, note_begun);
+	weft_co *c = go(closer, NULL);
+	CHECK(weft_sem_acquire(cl.closing, -1) == 0);
+	/* The racer starts inside the closer's window.  The main coroutine
+	 * runs again once the racer has read the generation and then parked,
+	 * yielded (waiting for the close) or returned: whatever it registers,
+	 * it has registered before the close(2).  It is joined before the
+	 * number is reused (a call racing that is a race of the caller's). */
+	weft_co *r = go(racer, NULL);
+	while (!__atomic_load_n(&cl.begun, __ATOMIC_ACQUIRE))
+		weft_yield();
+	weft__fault_on(WEFT__FAULT_IO_BEGIN, NULL);
+	CHECK(weft_sem_release(cl.go) == 0);
+	join(c);
+	join(r);
+	CHECK(close(p[1]) == 0);
+	/* the next file at the number: a blocking pipe, as pipe(2) makes it */
+	int q[2];
+	CHECK(pipe2(q, O_CLOEXEC) == 0);
+	if (q[0] != cl.fd) {
+		CHECK(dup2(q[0], cl.fd) == cl.fd);
+		CHECK(close(q[0]) == 0);
+	}
+	CHECK(weft_wait(cl.fd, WEFT_IN, 0) == -1 && errno == ETIMEDOUT);
+	int fl = fcntl(cl.fd, F_GETFL);
+	CHECK(fl >= 0);
+	cl.nonblocking = (fl & O_NONBLOCK) != 0;
+	if (cl.nonblocking) {	/* else its read would block the one worker */
+		weft_co *n = go(next_reader, NULL);
+		weft_yield();	/* it parks: the pipe is empty */
+		CHECK(write(q[1], "y", 1) == 1);
+		join(n);
+	}
+	CHECK(weft_close(cl.fd) == 0 && close(q[1]) == 0);
+	weft_sem_free(cl.closing);
+	weft_sem_free(cl.go);
+}
+
+/* A call that starts between weft_close's bookkeeping and its close(2)
+ * must not register the file being closed: close(2) would drop the
+ * kernel's registration behind the entry's back, and the next file with
+ * the number would inherit an entry that says registered (fdtable.h). */
+Test(fault, a_call_during_closes_close_leaves_no_state)
+{
+	run(1, call_during_close, NULL);
+	cr_assert(cl.nonblocking, "the next file at the number is still blocking: its first "
+				  "weft call found the entry registered and skipped registration");
+	cr_assert(cl.read == 1 && cl.got == 'y', "the next file's read: %zd", cl.read);
+	/* it started as close(2) was about to run: it comes after the close,
+	 * on a number that names nothing */
+	cr_assert(cl.racer_result == -1 && cl.racer_errno == EBADF, "the racer: %d (errno %d)",
+		  cl.racer_result, cl.racer_errno);
+}
+
+/* The closer held after its close(2): the number is free, and taken at once
+ * by a new pipe, on which a coroutine starts a read. */
+static void call_after_closes_close(void *unused)
+{
+	(void)unused;
+	int p[2];
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	cl.fd = p[0];
+	CHECK(weft_wait(cl.fd, WEFT_IN, 0) == -1 && errno == ETIMEDOUT);	/* registered */
+	CHECK((cl.closing = weft_sem_new(0)) && (cl.go = weft_sem_new(0)));
+	__atomic_store_n(&cl.begun, 0, __ATOMIC_RELAXED);
+	weft__fault_on(WEFT__FAULT_CLOSED, hold_closer);
+	weft_co *c = go(closer, NULL);
+	CHECK(weft_sem_acquire(cl.closing, -1) == 0);
+	CHECK(close(p[1]) == 0);
+	int q[2];
+	CHECK(pipe2(q, O_CLOEXEC) == 0);
+	if (q[0] != cl.fd) {
+		CHECK(dup2(q[0], cl.fd) == cl.fd);
+		CHECK(close(q[0]) == 0);
+	}
+	weft__fault_on(WEFT__FAULT_IO_BEGIN, note_begun);
+	weft_co *n = go(next_reader, NULL);
+	while (!__atomic_load_n(&cl.begun, __ATOMIC_ACQUIRE))
+		weft_yield();	/* the reader has started, and parked or yielded */
+	weft__fault_on(WEFT__FAULT_IO_BEGIN, NULL);
+	CHECK(weft_sem_release(cl.go) == 0);
+	join(c);
+	weft_yield();	/* the reader parks: the pipe is empty */
+	CHECK(write(q[1], "z", 1) == 1);
+	join(n);
+	int fl = fcntl(cl.fd, F_GETFL);
+	CHECK(fl >= 0);
+	cl.nonblocking = (fl & O_NONBLOCK) != 0;
+	CHECK(weft_close(cl.fd) == 0 && close(q[1]) == 0);
+	weft_sem_free(cl.closing);
+	weft_sem_free(cl.go);
+}
+
+/* A file that takes the number the moment weft_close's close(2) frees it
+ * belongs to someone else: its calls are not cancelled by that close, and
+ * they start from a clean entry. */
+Test(fault, a_call_on_the_next_file_during_closes_end_is_its_own)
+{
+	cl.read = 0;
+	run(1, call_after_closes_close, NULL);
+	cr_assert(cl.read == 1 && cl.got == 'z', "the next file's read: %zd (errno %d)", cl.read,
+		  cl.read_errno);
+	cr_assert(cl.nonblocking, "the next file was not registered");
 }

@@ -510,6 +510,83 @@ Test(io, an_fd_number_reused_after_close_starts_clean)
 	run(2, fd_reuse, NULL);
 }
 
+/* A coroutine calling weft_wait on fd without pause, from the other worker
+ * while it can. */
+struct close_racer {
+	int fd;
+	unsigned stop, calls;	/* atomic */
+};
+
+static void close_racer_main(void *arg)
+{
+	struct close_racer *r = arg;
+	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+		if (weft_wait(r->fd, WEFT_IN, 0) < 0)
+			CHECK(errno == ETIMEDOUT || errno == ECANCELED || errno == EBADF);
+		__atomic_fetch_add(&r->calls, 1, __ATOMIC_RELEASE);
+	}
+}
+
+struct byte_read {
+	int fd;
+	ssize_t result;
+	char got;
+};
+
+static void one_byte_reader(void *arg)
+{
+	struct byte_read *b = arg;
+	b->result = weft_read(b->fd, &b->got, 1, -1);
+}
+
+static void close_races(void *arg)
+{
+	(void)arg;
+	unsigned rounds = scaled(1000, 100, 10);
+	for (unsigned i = 0; i < rounds; i++) {
+		int p[2], q[2];
+		CHECK(pipe2(p, O_CLOEXEC) == 0);
+		int num = p[0];
+		CHECK(weft_wait(num, WEFT_IN, 0) == -1 && errno == ETIMEDOUT);	/* registered */
+		struct close_racer r = { .fd = num };
+		weft_co *co = go(close_racer_main, &r);
+		while (!__atomic_load_n(&r.calls, __ATOMIC_ACQUIRE))
+			weft_yield();
+		CHECK(weft_close(num) == 0);
+		/* before the number is reused: a call on a number while another
+		 * thread opens a file there is a race of the caller's (TSan) */
+		__atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
+		join(co);
+		/* the next file at the number: a blocking pipe, as pipe(2) makes it */
+		CHECK(pipe2(q, O_CLOEXEC) == 0);
+		if (q[0] != num) {
+			CHECK(dup2(q[0], num) == num);
+			CHECK(close(q[0]) == 0);
+		}
+		CHECK(weft_wait(num, WEFT_IN, 0) == -1 && errno == ETIMEDOUT);
+		int fl = fcntl(num, F_GETFL);
+		CHECK(fl >= 0 && (fl & O_NONBLOCK));	/* registered by weft, not inherited */
+		struct byte_read b = { .fd = num };
+		weft_co *reader = go(one_byte_reader, &b);
+		weft_yield();	/* it parks, as a rule: the pipe is empty */
+		CHECK(write(q[1], "n", 1) == 1);
+		join(reader);
+		CHECK(b.result == 1 && b.got == 'n');
+		CHECK(weft_close(num) == 0 && close(p[1]) == 0 && close(q[1]) == 0);
+	}
+}
+
+/* Calls racing weft_close from another worker, round after round: each
+ * gets ECANCELED or runs before the close, or comes after it (EBADF); the
+ * next file at the number is registered by its first call (non-blocking)
+ * and its read parks and wakes.  The window
+ * before close(2) is a few instructions wide here: the fault suite holds
+ * the closer in it (fault::a_call_during_closes_close_leaves_no_state). */
+Test(io, calls_racing_close_leave_the_number_clean, .timeout = 300)
+{
+	run(2, close_races, NULL);
+}
+
 /* ------------------------------------------------------ many waiters */
 
 /*

@@ -110,7 +110,9 @@
  *                          READY (wake lost) or NULL.
  *  weft_close              FAA gen (odd); weft__fd_slot_wake(ECANCELED, false):
  *                          claim (no READY), wake, release NULL; wait refs == 0;
- *                          weft__loop_unregister: store slot NULL; FAA gen.
+ *                          weft__loop_unregister: store slot NULL; the gen
+ *                          moves around close(2) (one FAA here; the close(2)
+ *                          phase and the next file: fdclose.pml).
  *  weft_cancel             FAA cancelled; weft__park_cancel = wake_co(any_gen).
  *  weft__timers_fire       lock; pop w (heap entry: in_heap/heap_inc); wake_ready
  *                          (ETIMEDOUT) under the lock; unlock.
@@ -644,7 +646,7 @@ active proctype closer()
 	busy--;
 	refs == 0;			/* not an end label: a stuck call is an error */
 	slot = S_NULL;			/* weft__loop_unregister */
-	d_step { fd_gen++; unregistered = 1 }	/* even; then close(2) */
+	d_step { fd_gen++; unregistered = 1 }	/* gen moves on; close(2) */
 }
 #endif
 
