@@ -1354,10 +1354,8 @@ Test(io, accept_survives_emfile_then_recovers, .timeout = 60)
 	/* Valgrind only emulates RLIMIT_NOFILE: the kernel's accept4 succeeds,
 	 * then valgrind closes the new fd and reports EMFILE, which drops the
 	 * pending connection this test needs. */
-	if (RUNNING_ON_VALGRIND) {
-		fprintf(stderr, "io::accept_survives_emfile_then_recovers: skipped under valgrind\n");
-		return;
-	}
+	if (RUNNING_ON_VALGRIND)
+		cr_skip_test("valgrind's own fds answer EMFILE before the kernel's limit");
 	/* A forked child with a low fd limit, so the rest of the suite keeps
 	 * its fds. */
 	pid_t pid = fork();
@@ -1894,8 +1892,7 @@ static void fair_fini(struct fair *f)
 static void check_fair(unsigned workers)
 {
 #ifdef WEFT_TEST_TSAN
-	fprintf(stderr, "io::a_thousand_connections...: skipped under ThreadSanitizer (%u workers)\n", workers);
-	return;
+	cr_skip_test("not run under ThreadSanitizer (%u workers)", workers);
 #endif
 	struct fair f;
 	fair_init(&f, scaled(1000, 1000, 200), scaled(40, 30, 30));

@@ -253,11 +253,8 @@ Test(sched, yielders_spread_to_an_idle_worker, .timeout = 60)
 	 * getting one of the yielders (WEFT_STATS), and the library before
 	 * the budget failed alike, 2 runs of 2.  Natively it takes them at
 	 * once. */
-	if (RUNNING_ON_VALGRIND) {
-		fprintf(stderr, "sched::yielders_spread_to_an_idle_worker: not judged under valgrind "
-				"(ran on workers %#x)\n", spread_mask);
-		return;
-	}
+	if (RUNNING_ON_VALGRIND)
+		cr_skip_test("not judged under valgrind (ran on workers %#x)", spread_mask);
 	cr_assert_eq(spread_mask, 3u, "ran on workers %#x only", spread_mask);
 }
 
@@ -482,11 +479,8 @@ Test(sched, errno_survives_migration)
 	/* Under valgrind on a busy host the yielders may not spread at all
 	 * (yielders_spread_to_an_idle_worker): errno was checked across
 	 * every yield all the same, on one worker. */
-	if (RUNNING_ON_VALGRIND && migrations == 0) {
-		fprintf(stderr, "sched::errno_survives_migration: no migration under valgrind, "
-				"checked on one worker\n");
-		return;
-	}
+	if (RUNNING_ON_VALGRIND && migrations == 0)
+		cr_skip_test("no migration under valgrind: errno checked on one worker only");
 	cr_assert_gt(migrations, 0, "coroutines never moved between workers");
 }
 
@@ -795,11 +789,8 @@ Test(sched, deadlines_are_served_beside_long_dispatches, .timeout = 120)
 		if (m < median)
 			median = m, worst = w;
 	}
-	if (RUNNING_ON_VALGRIND) {
-		fprintf(stderr, "sched::deadlines_are_served_beside_long_dispatches: not judged under valgrind "
-				"(median oversleep %lld us)\n", (long long)median / 1000);
-		return;
-	}
+	if (RUNNING_ON_VALGRIND)
+		cr_skip_test("not judged under valgrind (median oversleep %lld us)", (long long)median / 1000);
 	cr_assert_lt(median, 10 * LONG_LINK_NS, "median oversleep %lld us (worst %lld us), the best of 3 runs",
 		     (long long)median / 1000, (long long)worst / 1000);
 }
