@@ -100,13 +100,16 @@ static void cancel_each_kind(void *arg)
 				    .wg = weft_wg_new(), .ch = weft_chan_new(sizeof(int), 0) };
 		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, v.sv) == 0);
 		CHECK(weft_wg_add(v.wg, 1) == 0);
+		uint64_t parks = stats_now().total.parks;
 		v.target = go(forever, NULL);
+		wait_parks(parks, 1);	/* the target, for good */
 		if (k == MUTEX)
 			CHECK(weft_mutex_lock(v.m) == 0);	/* held by us */
+		parks = stats_now().total.parks;
 		weft_co *co = go(victim, &v);
 		while (!__atomic_load_n(&v.parked, __ATOMIC_ACQUIRE))
 			weft_yield();
-		CHECK(weft_sleep(weft_now() + 10 * MS) == 0);	/* it is parked by now */
+		wait_parks(parks, 1);	/* the victim, in its blocking call */
 		CHECK(weft_cancel(co) == 0);
 		CHECK(weft_join(co) == 0);
 		CHECK(v.result == -1 && v.err == ECANCELED);

@@ -243,12 +243,6 @@ static const char *dual_host(int *first)
 	return host;
 }
 
-/* A bound on a duration that valgrind stretches. */
-static int64_t slack(int64_t ms)
-{
-	return (RUNNING_ON_VALGRIND ? 10 * ms : ms) * MS;
-}
-
 static const char *loopback_name(int family)
 {
 	return family == AF_INET ? "127.0.0.1" : "::1";
@@ -349,7 +343,7 @@ static void fallback_main(void *arg)
 		/* the best of up to 3 dials: a worker kept off its CPU can
 		 * spoil one, while the wait spoils them all */
 		int64_t best = INT64_MAX;
-		for (int tries = 0; tries < (pass == 0 ? 3 : 1) && best >= slack(200); tries++) {
+		for (int tries = 0; tries < (pass == 0 ? 3 : 1) && best >= slack(200 * MS); tries++) {
 			int l = weft_listen(loopback_name(family), "0", 16, 0);
 			CHECK(l >= 0);
 			int64_t took = dial_and_check(host, l, family);
@@ -357,7 +351,7 @@ static void fallback_main(void *arg)
 			CHECK(weft_close(l) == 0);
 		}
 		if (pass == 0)
-			CHECK(best < slack(200));	/* no 250 ms wait after a refusal */
+			CHECK(best < slack(200 * MS));	/* no 250 ms wait after a refusal */
 	}
 	/* no listener on either family: the last attempt's errno */
 	int l = weft_listen("::1", "0", 16, 0);
@@ -398,7 +392,7 @@ static void hung_main(void *arg)
 	}
 	int64_t took = dial_and_check(host, l, other(first));	/* the hung attempt closed */
 	CHECK(took >= 250 * MS);
-	CHECK(took < slack(900));
+	CHECK(took < slack(900 * MS));
 	CHECK(weft_close(l) == 0);
 	blackhole_close(&b);
 }
@@ -459,7 +453,7 @@ static void deadline_main(void *arg)
 	errno = 0;
 	CHECK(weft_dial("127.0.0.1", port, t0 + 200 * MS) == -1 && errno == ETIMEDOUT);
 	int64_t took = weft_now() - t0;
-	CHECK(took >= 200 * MS && took < slack(2000));
+	CHECK(took >= 200 * MS && took < slack(2000 * MS));
 	CHECK(fd_count() == before);
 
 	t0 = weft_now();
@@ -474,7 +468,7 @@ static void deadline_main(void *arg)
 	CHECK(weft_dial("127.0.0.1", port, 0) == -1 && errno == ETIMEDOUT);
 	errno = 0;
 	CHECK(weft_dial(SLOW_HOST, port, 0) == -1 && errno == ETIMEDOUT);
-	CHECK(weft_now() - t0 < slack(250));	/* the lookup would take 300 ms */
+	CHECK(weft_now() - t0 < slack(250 * MS));	/* the lookup would take 300 ms */
 	CHECK(fd_count() == before);
 	blackhole_close(&b);
 
@@ -525,7 +519,7 @@ static void cancel_dial(const char *host, unsigned port, int64_t after)
 	CHECK(weft_cancel(co) == 0);
 	join(co);
 	CHECK(d.fd == -1 && d.err == ECANCELED);
-	CHECK(d.returned - cancelled < slack(200));
+	CHECK(d.returned - cancelled < slack(200 * MS));
 	CHECK(fd_count() == before);
 }
 

@@ -496,7 +496,7 @@ static void spin_main(void *arg)
 	r->before = get_stats(NULL, 0);
 	for (int i = 0; i < r->rounds; i++) {
 		weft_co *a = go(spin_child, r), *b = go(spin_child, r);
-		int64_t give_up = weft_now() + 10 * 1000 * MS;
+		int64_t give_up = weft_now() + slack(10000 * MS);
 		while (atomic_load(&r->ran) < 2 * (i + 1))	/* run by the other worker */
 			CHECK(weft_now() < give_up);
 		weft_detach(a);
@@ -523,7 +523,8 @@ Test(stats, an_idle_worker_spins_through_short_gaps_instead_of_sleeping, .timeou
 		fprintf(stderr, "sleeps: %llu in %d rounds\n", (unsigned long long)sleeps, r.rounds);
 		fewest = sleeps < fewest ? sleeps : fewest;
 	}
-	if (checked)
-		cr_assert_lt(fewest, SPIN_ROUNDS / 2, "the idle worker slept %llu times in %d rounds",
-			     (unsigned long long)fewest, SPIN_ROUNDS);
+	if (!checked)
+		cr_skip_test("the scene ran; its sleeps are not judged under valgrind or a sanitizer");
+	cr_assert_lt(fewest, SPIN_ROUNDS / 2, "the idle worker slept %llu times in %d rounds",
+		     (unsigned long long)fewest, SPIN_ROUNDS);
 }
