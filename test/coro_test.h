@@ -2,7 +2,8 @@
 /*
  * coro_test.h — what the coroutine-level suites (io, sync, cancel) share:
  * checks that work inside coroutines, runtime start-up, sizes scaled for
- * sanitizers and valgrind, channel operations in coroutines, loopback
+ * sanitizers and valgrind, the one slack factor of wall-clock bounds, a
+ * wait for coroutines to park, channel operations in coroutines, loopback
  * sockets, checks outside coroutines, and weft programs run in a child
  * (fatal paths).
  * Include after harness.h.
@@ -47,6 +48,17 @@ static const int64_t MS = 1000 * 1000;
 #define SANITIZED 0
 #endif
 
+/* An upper bound on a wall-clock duration, scaled by the one factor the
+ * suite has for its instrumented runs: valgrind runs one thread at a time,
+ * the sanitizers slow every access.  Every such bound goes through it; a
+ * check that can wait for a state instead does. */
+static inline int64_t slack(int64_t ns)
+{
+	if (RUNNING_ON_VALGRIND)
+		return 10 * ns;
+	return SANITIZED ? 5 * ns : ns;
+}
+
 /* A size for plain builds, sanitizer builds and runs under valgrind. */
 static inline unsigned scaled(unsigned plain, unsigned sanitized, unsigned valgrind)
 {
@@ -67,6 +79,17 @@ static inline weft_stats stats_now(void)
 static inline void run(unsigned workers, void (*fn)(void *), void *arg)
 {
 	cr_assert_eq(weft_main(fn, arg, &WEFT_CONFIG(.workers = workers)), 0, "errno %d", errno);
+}
+
+/* Yields until n more parks than `parks` (a weft_stats total.parks read
+ * earlier) have happened: coroutines that switched out to wait, each
+ * registered where its waker finds it.  A test waits for that state before
+ * it acts on the waiters, rather than sleeping and assuming it; the caller
+ * must know which coroutines can park meanwhile (a yield is no park). */
+static inline void wait_parks(uint64_t parks, uint64_t n)
+{
+	while (stats_now().total.parks < parks + n)
+		weft_yield();
 }
 
 static inline weft_co *go(void (*fn)(void *), void *arg)

@@ -5,9 +5,14 @@
  * Normally this is Criterion itself.  Under ThreadSanitizer Criterion cannot
  * start: its sandbox maps a shared arena at a random address in a range that
  * TSan's shadow memory reserves whole (Snaipe/Criterion#274).  TSan builds
- * therefore use the small stand-in below (harness.c): the same Test() and
- * cr_assert_*() spellings, each test run in a forked child, with the
- * .timeout and .signal options the suite uses.
+ * therefore use the small stand-in below (harness.c): the same Test(),
+ * cr_assert_*() and cr_skip_test() spellings, each test run in a forked
+ * child, with the .timeout and .signal options the suite uses.
+ *
+ * A test that cannot run here calls cr_skip_test(reason): both runners then
+ * print "[SKIP] suite::name: reason" (Criterion with --verbose, as
+ * test/meson.build runs it), which scripts/check-skips reads.  A skipped
+ * test never counts as a pass.
  */
 #ifndef WEFT_TEST_HARNESS_H
 #define WEFT_TEST_HARNESS_H
@@ -30,6 +35,7 @@ struct harness_test {
 void harness_register(struct harness_test *t);
 void harness_check(bool ok, const char *expr, const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
+_Noreturn void harness_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define Test(suite_, name_, ...)                                                        \
 	static void suite_##_##name_##_fn(void);                                         \
@@ -51,6 +57,7 @@ void harness_check(bool ok, const char *expr, const char *file, int line, const 
 #define cr_assert_null(p, ...) HARNESS_CHECK((p) == NULL, #p " == NULL", __VA_ARGS__)
 #define cr_assert_not_null(p, ...) HARNESS_CHECK((p) != NULL, #p " != NULL", __VA_ARGS__)
 #define cr_assert_str_eq(a, b, ...) HARNESS_CHECK(strcmp((a), (b)) == 0, #a " == " #b, __VA_ARGS__)
+#define cr_skip_test(...) harness_skip(__VA_ARGS__)
 
 #endif
 #endif

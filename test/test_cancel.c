@@ -100,13 +100,16 @@ static void cancel_each_kind(void *arg)
 				    .wg = weft_wg_new(), .ch = weft_chan_new(sizeof(int), 0) };
 		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, v.sv) == 0);
 		CHECK(weft_wg_add(v.wg, 1) == 0);
+		uint64_t parks = stats_now().total.parks;
 		v.target = go(forever, NULL);
+		wait_parks(parks, 1);	/* the target, for good */
 		if (k == MUTEX)
 			CHECK(weft_mutex_lock(v.m) == 0);	/* held by us */
+		parks = stats_now().total.parks;
 		weft_co *co = go(victim, &v);
 		while (!__atomic_load_n(&v.parked, __ATOMIC_ACQUIRE))
 			weft_yield();
-		CHECK(weft_sleep(weft_now() + 10 * MS) == 0);	/* it is parked by now */
+		wait_parks(parks, 1);	/* the victim, in its blocking call */
 		CHECK(weft_cancel(co) == 0);
 		CHECK(weft_join(co) == 0);
 		CHECK(v.result == -1 && v.err == ECANCELED);
@@ -133,24 +136,40 @@ Test(cancel, every_blocking_call_returns_ecanceled)
 	run(2, cancel_each_kind, NULL);
 }
 
+/* How often quick ran, and what its one call returned: ECANCELED had the
+ * cancel come before it returned. */
+static int quick_runs, quick_result;
+
 static void quick(void *arg)
 {
 	(void)arg;
+	quick_runs++;
+	quick_result = weft_sleep(weft_now()) == 0 ? 0 : errno;	/* a deadline past */
 }
 
+/* On one worker: quick is cancelled once its return is counted, and the
+ * cancel changes nothing: quick is not run again (weft_yield runs every
+ * runnable coroutine first), the cancel did not reach its call, the
+ * caller's calls are not cancelled, and the join succeeds. */
 static void cancel_finished(void *arg)
 {
 	(void)arg;
+	uint64_t finished = stats_now().total.finished;
 	weft_co *co = go(quick, NULL);
-	CHECK(weft_sleep(weft_now() + 5 * MS) == 0);	/* it has finished */
+	while (stats_now().total.finished == finished)
+		weft_yield();
+	CHECK(quick_runs == 1 && quick_result == 0);
 	CHECK(weft_cancel(co) == 0);
+	weft_yield();
+	CHECK(quick_runs == 1);
+	CHECK(weft_sleep(weft_now()) == 0);
 	CHECK(weft_join(co) == 0);
 	CHECK(weft_cancel(NULL) == -1 && errno == EINVAL);
 }
 
 Test(cancel, a_finished_coroutine_is_a_no_op)
 {
-	run(2, cancel_finished, NULL);
+	run(1, cancel_finished, NULL);
 }
 
 Test(cancel, from_a_plain_thread)

@@ -50,7 +50,7 @@ enum { READERS = 64 };
 
 struct readers {
 	int sv[READERS][2];
-	atomic_uint started, cancelled, other;
+	atomic_uint cancelled, other;
 	atomic_uint next;
 };
 
@@ -59,7 +59,6 @@ static void reader(void *arg)
 	struct readers *r = arg;
 	unsigned i = atomic_fetch_add(&r->next, 1);
 	char b;
-	atomic_fetch_add(&r->started, 1);
 	ssize_t n = weft_read(r->sv[i][0], &b, 1, -1);
 	if (n == -1 && errno == ECANCELED)
 		atomic_fetch_add(&r->cancelled, 1);
@@ -75,11 +74,10 @@ static void cancel_mid_io(void *arg)
 		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r.sv[i]) == 0);
 	weft_group *g = weft_group_new();
 	CHECK(g);
+	uint64_t parks = stats_now().total.parks;
 	for (unsigned i = 0; i < READERS; i++)
 		CHECK(weft_group_spawn(g, reader, &r) != NULL);
-	while (atomic_load(&r.started) < READERS)
-		CHECK(weft_sleep(weft_now() + MS) == 0);
-	CHECK(weft_sleep(weft_now() + 10 * MS) == 0);	/* all parked in weft_read by now */
+	wait_parks(parks, READERS);	/* all parked in weft_read */
 	CHECK(weft_group_wait(g, weft_now() + MS) == -1 && errno == ETIMEDOUT);
 	CHECK(weft_group_cancel(g) == 0);
 	CHECK(weft_group_wait(g, -1) == 0);

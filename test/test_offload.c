@@ -224,7 +224,7 @@ static void batch_with_pingpong_main(void *unused)
 	/* Behaviour, not speed: the bound (1 s) only catches a round trip
 	 * that waited for blocking calls. */
 	fprintf(stderr, "offload batch: %u calls, worst round trip %.3f ms\n", b.n, worst / 1e6);
-	CHECK(worst < 1000 * MS);
+	CHECK(worst < slack(1000 * MS));
 	CHECK(stats_now().offload_calls == b.n);
 }
 

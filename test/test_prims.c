@@ -21,7 +21,7 @@
 /* Yields until *flag reaches want, or fails the test after 10 s. */
 static void await_at_least(atomic_uint *flag, unsigned want)
 {
-	int64_t end = weft_now() + 10000 * MS;
+	int64_t end = weft_now() + slack(10000 * MS);
 	while (atomic_load(flag) < want) {
 		CHECK(weft_now() < end);
 		if (weft_self())
@@ -121,7 +121,7 @@ static void bound_root(void *arg)
 
 Test(prims, sem_bounds_1000_coroutines_to_10, .timeout = 120)
 {
-	struct bound b = { .s = weft_sem_new(10), .deadline = weft_now() + 10000 * MS };
+	struct bound b = { .s = weft_sem_new(10), .deadline = weft_now() + slack(10000 * MS) };
 	cr_assert_not_null(b.s);
 	run(2, bound_root, &b);
 	cr_assert_eq(atomic_load(&b.done), 1000);
@@ -196,8 +196,9 @@ static void sem_deadlines(void *arg)
 	CHECK(weft_sem_release(s) == 0);
 	CHECK(weft_sem_acquire(s, 0) == 0);	/* past deadline, but free */
 	/* a cancelled waiter returns ECANCELED; the next release is free */
+	uint64_t parks = stats_now().total.parks;
 	weft_co *c = go(sem_cancelled, s);
-	CHECK(weft_sleep(weft_now() + 2 * MS) == 0);
+	wait_parks(parks, 1);
 	CHECK(weft_cancel(c) == 0);
 	join(c);
 	CHECK(weft_sem_release(s) == 0);
@@ -497,7 +498,7 @@ Test(prims, rwlock_deadlines_ownership_and_errors)
  * worker can be kept off its CPU for longer). */
 static void await_queued_writer(weft_rwlock *l)
 {
-	int64_t end = weft_now() + 10000 * MS;
+	int64_t end = weft_now() + slack(10000 * MS);
 	while (weft_rwlock_rdlock(l, 0) == 0) {
 		CHECK(weft_rwlock_unlock(l) == 0);
 		CHECK(weft_now() < end);

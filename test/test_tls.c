@@ -277,8 +277,9 @@ static void handshake_cancelled(void *unused)
 
 	pair_open(&p, fx.client, "localhost");
 	struct side s = { &p.s, -1 };
+	uint64_t parks = stats_now().total.parks;
 	weft_co *co = go(server_handshake_forever, &s);
-	weft_sleep(weft_now() + 20 * MS);
+	wait_parks(parks, 1);	/* waiting for the client's hello */
 	CHECK(weft_cancel(co) == 0);
 	join(co);
 	CHECK(s.err == ECANCELED);
