@@ -11,6 +11,7 @@
 static unsigned every;		/* atomic */
 static uint64_t asks, injected;	/* atomic */
 static void (*io_begin_hook)(int fd);	/* atomic: release store, acquire load */
+static void (*unlock_hook)(const void *obj);	/* atomic: likewise */
 
 /* Fails about one ask in n, at pseudo-random (but reproducible) asks: a
  * strict "every nth" would fail the same allocation of a retried operation
@@ -49,4 +50,16 @@ void weft__fault_io_begin(int fd)
 void weft__fault_on_io_begin(void (*fn)(int fd))
 {
 	__atomic_store_n(&io_begin_hook, fn, __ATOMIC_RELEASE);
+}
+
+void weft__fault_unlock(const void *obj)
+{
+	void (*fn)(const void *) = __atomic_load_n(&unlock_hook, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn(obj);
+}
+
+void weft__fault_on_unlock(void (*fn)(const void *obj))
+{
+	__atomic_store_n(&unlock_hook, fn, __ATOMIC_RELEASE);
 }

@@ -20,6 +20,14 @@
  * reference on the entry, the window in which a weft_close must still be
  * noticed.  A test sets the function run there (NULL: none); it may run
  * weft_close(fd) to completion.  Normal builds call nothing.
+ *
+ * A pause point for the unlock paths (docs/design.md, "Unlock paths"): the
+ * contended unlocks of the mutex and the rwlock call weft__fault_unlock with
+ * the object just before they release its internal lock, the window in
+ * which an unlock that had already published "free" would still write the
+ * object.  A test's function run there may wait for another thread to
+ * lock, unlock and free the object, and must return by itself: in a
+ * correct unlock that thread cannot get the object until the pause is over.
  */
 #ifdef WEFT_FAULT_INJECTION
 bool weft__fault(void);
@@ -28,9 +36,12 @@ bool weft__fault(void);
 __attribute__((visibility("default"))) uint64_t weft__fault_every(unsigned n);
 void weft__fault_io_begin(int fd);
 __attribute__((visibility("default"))) void weft__fault_on_io_begin(void (*fn)(int fd));
+void weft__fault_unlock(const void *obj);
+__attribute__((visibility("default"))) void weft__fault_on_unlock(void (*fn)(const void *obj));
 #else
 static inline bool weft__fault(void) { return false; }
 static inline void weft__fault_io_begin(int fd) { (void)fd; }
+static inline void weft__fault_unlock(const void *obj) { (void)obj; }
 #endif
 
 #endif
