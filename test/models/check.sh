@@ -79,6 +79,8 @@ runs=(
 	"unlock.pml|bug|-DSTORE_BEFORE_RELEASE||mutex: unlocked state stored before the release"
 	"unlock.pml|bug|-DRW_READER -DSTORE_BEFORE_RELEASE||rwlock: last reader's hold dropped before the lock"
 	"unlock.pml|bug|-DRW_WRITER -DSTORE_BEFORE_RELEASE||rwlock: writer stores 0 before the release"
+	"unlock.pml|ok|-DSEM||semaphore: a release racing a waiter's give-up"
+	"unlock.pml|bug|-DSEM -DSTORE_BEFORE_RELEASE||semaphore: permit added under the lock"
 )
 
 one_run() {	# index

@@ -21,11 +21,17 @@
  *                  (read_unlock, last_reader_out, wrlock, writer_gave_up)
  *   -DRW_WRITER    the rwlock: U holds the write lock, C and P are writers
  *                  (write_unlock, write_hand_over)
+ *   -DSEM          the semaphore (sem.c), count 0: U releases one permit,
+ *                  C acquires (and releases what it got) or is cancelled,
+ *                  P acquires and frees once C's call has returned
+ *                  (weft_sem_release, add_permit, hand_over, gave_up)
  *   -DSTORE_BEFORE_RELEASE   today's order before the fix, seeded: the
  *                  mutex's unlock stores the unlocked state under its
  *                  internal lock, then releases that lock; the rwlock's
  *                  writer stores state 0 under the lock, then releases it;
- *                  its last reader gives its hold back, then takes the lock
+ *                  its last reader gives its hold back, then takes the lock;
+ *                  the semaphore's release, its waiters gone, adds the
+ *                  permit under the lock, then releases it
  *
  * Steps: each C atomic access to the object is one step (assert, then
  * the access).  A section under the internal lock is one step where it
@@ -77,6 +83,9 @@ bool woken[NP];		/* its claimer's wake: touches the node only */
 #ifdef RWLOCK
 byte rd;		/* rwlock state word: readers ... */
 bool whel, wwait;	/* ... W_HELD, W_WAIT */
+#elif defined(SEM)
+byte count;		/* semaphore state word: the count ... */
+bool swait;		/* ... and WAITERS */
 #else
 byte state;		/* mutex state word */
 #endif
@@ -182,7 +191,95 @@ inline park(res_claimed)
 	fi
 }
 
-#ifndef RWLOCK
+#ifdef SEM
+/* ------------------------------------------------------------ semaphore */
+
+/* gave_up (sem.c): the last waiter clears WAITERS (the count is 0). */
+inline gave_up()
+{
+	if
+	:: qlen == 0 -> swait = false
+	:: else -> skip
+	fi
+}
+
+/* weft_sem_acquire: take, else acquire_slow (queue). */
+inline lock()
+{
+	got = false;
+	atomic {
+		touch();
+		if
+		:: count > 0 -> count--; got = true
+		:: else -> skip
+		fi
+	};
+	if
+	:: got ->
+		skip
+	:: else ->
+		lock_acquire();
+		atomic {
+			touch();
+			if
+			:: count > 0 -> count--; got = true
+			:: else -> swait = true; enqueue()
+			fi
+		};
+		lock_release();
+		if
+		:: got -> skip
+		:: else -> park(OK); got = (r == OK)
+		fi
+	fi
+}
+
+/* weft_sem_release: add_permit's CAS while WAITERS is clear, else the
+ * permit handed to the oldest waiter under the lock. */
+inline unlock()
+{
+	do
+	:: atomic {
+		touch();
+		if
+		:: !swait -> count++; done = true
+		:: else -> done = false
+		fi
+	   };
+		if
+		:: done -> break
+		:: else -> skip
+		fi;
+		lock_acquire();
+		atomic {
+			touch();
+			if
+			:: swait ->
+				claim(n);
+				add_wake(n);
+				done = (n != NONE);
+				if
+				:: qlen == 0 -> swait = false
+				:: else -> skip
+				fi
+			:: else ->
+#ifdef STORE_BEFORE_RELEASE
+				count++; done = true	/* add_permit under the lock */
+#else
+				done = false	/* nobody waits: the CAS after the release */
+#endif
+			fi
+		};
+		lock_release();
+		if
+		:: done -> break
+		:: else -> skip
+		fi
+	od;
+	wakes_run()
+}
+
+#elif !defined(RWLOCK)
 /* ------------------------------------------------------------ mutex */
 
 inline gave_up()
@@ -442,6 +539,25 @@ proctype user(byte me)
 	byte r, s, n, wk, i;
 	bool got, marked, done, last;
 
+#ifdef SEM
+	/* U releases; C acquires (and gives back what it got) or is
+	 * cancelled; P acquires and frees once C's call has returned */
+	if
+	:: me == U ->
+		unlock()
+	:: me == C ->
+		lock();
+		if
+		:: got -> unlock()
+		:: else -> skip
+		fi;
+		cdone = true
+	:: me == P ->
+		lock();
+		cdone;
+		freed = true
+	fi
+#else
 	if
 	:: me == U ->
 		got = true	/* holds the lock from the start */
@@ -469,6 +585,7 @@ proctype user(byte me)
 	:: last -> cdone; freed = true
 	:: else -> skip
 	fi
+#endif
 }
 
 init
@@ -479,6 +596,8 @@ init
 	rd = 1;
 #elif defined(RW_WRITER)
 	whel = true;
+#elif defined(SEM)
+	skip;	/* count 0 */
 #else
 	state = LOCKED;
 #endif
