@@ -10,7 +10,7 @@
 
 static unsigned every;		/* atomic */
 static uint64_t asks, injected;	/* atomic */
-static void (*pause_fn[WEFT__FAULT_POINTS])(int fd);	/* atomic: release store, acquire load */
+static void (*pause_fn[WEFT__FAULT_POINTS])(uintptr_t what);	/* atomic: release store, acquire load */
 
 /* Fails about one ask in n, at pseudo-random (but reproducible) asks: a
  * strict "every nth" would fail the same allocation of a retried operation
@@ -39,14 +39,14 @@ uint64_t weft__fault_every(unsigned n)
 
 /* Acquire pairs with the release in weft__fault_on: a function seen is
  * seen with everything the test set up before installing it. */
-void weft__fault_pause(enum weft__fault_point point, int fd)
+void weft__fault_pause(enum weft__fault_point point, uintptr_t what)
 {
-	void (*fn)(int) = __atomic_load_n(&pause_fn[point], __ATOMIC_ACQUIRE);
+	void (*fn)(uintptr_t) = __atomic_load_n(&pause_fn[point], __ATOMIC_ACQUIRE);
 	if (fn)
-		fn(fd);
+		fn(what);
 }
 
-void weft__fault_on(enum weft__fault_point point, void (*fn)(int fd))
+void weft__fault_on(enum weft__fault_point point, void (*fn)(uintptr_t what))
 {
 	__atomic_store_n(&pause_fn[point], fn, __ATOMIC_RELEASE);
 }

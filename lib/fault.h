@@ -16,8 +16,9 @@
 
 /*
  * Pause points for race tests: the library calls weft__fault_pause(point,
- * fd) where a test may need a thread held or a race forced; a test sets the
- * function run there (NULL: none).  Normal builds call nothing.
+ * what) where a test may need a thread held or a race forced, `what` being
+ * the fd or the object concerned; a test sets the function run there
+ * (NULL: none).  Normal builds call nothing.
  *   WEFT__FAULT_IO_BEGIN  io_begin (io.c), after it has read the fd's
  *                         generation and before it holds a reference on
  *                         the entry: the function may run weft_close(fd)
@@ -30,11 +31,21 @@
  *                         is the number's next file's: the function may
  *                         park the closer while a new file takes the
  *                         number and a coroutine starts a call on it.
+ *   WEFT__FAULT_UNLOCK    the contended unlocks of the mutex and the rwlock
+ *                         (what: the object), just before they release its
+ *                         internal lock: the window in which an unlock that
+ *                         had already published "free" would still write
+ *                         the object (docs/design.md, "Unlock paths").  The
+ *                         function may wait for another thread to lock,
+ *                         unlock and free the object, and must return by
+ *                         itself: in a correct unlock that thread cannot
+ *                         get the object until the pause is over.
  */
 enum weft__fault_point {
 	WEFT__FAULT_IO_BEGIN,
 	WEFT__FAULT_CLOSE,
 	WEFT__FAULT_CLOSED,
+	WEFT__FAULT_UNLOCK,
 	WEFT__FAULT_POINTS
 };
 
@@ -43,12 +54,16 @@ bool weft__fault(void);
 /* Makes one ask in n fail from now on (0: none); returns the faults
  * injected so far. */
 __attribute__((visibility("default"))) uint64_t weft__fault_every(unsigned n);
-void weft__fault_pause(enum weft__fault_point point, int fd);
+void weft__fault_pause(enum weft__fault_point point, uintptr_t what);
 __attribute__((visibility("default"))) void weft__fault_on(enum weft__fault_point point,
-							  void (*fn)(int fd));
+							  void (*fn)(uintptr_t what));
 #else
 static inline bool weft__fault(void) { return false; }
-static inline void weft__fault_pause(enum weft__fault_point point, int fd) { (void)point; (void)fd; }
+static inline void weft__fault_pause(enum weft__fault_point point, uintptr_t what)
+{
+	(void)point;
+	(void)what;
+}
 #endif
 
 #endif

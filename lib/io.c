@@ -107,7 +107,7 @@ static int io_begin(struct io *io, int fd)
 	if (r < 0)
 		return weft__err_fail(-r);
 	unsigned gen = at_load_uint(&e->gen);
-	weft__fault_pause(WEFT__FAULT_IO_BEGIN, fd);	/* tests: a close may run here */
+	weft__fault_pause(WEFT__FAULT_IO_BEGIN, (uintptr_t)fd);	/* tests: a close may run here */
 	gen = gen_settled(e, gen);
 	if (gen & FD_GEN_CLOSING)	/* weft_close is running */
 		return weft__err_fail(ECANCELED);
@@ -650,9 +650,9 @@ int weft_close(int fd)
 	forget(e, fd, false);
 	/* from here a call that starts waits for the close(2) (io_begin) */
 	gen_move(e, FD_GEN_CLOSING, FD_GEN_CLOSED);
-	weft__fault_pause(WEFT__FAULT_CLOSE, fd);	/* tests: calls may start here */
+	weft__fault_pause(WEFT__FAULT_CLOSE, (uintptr_t)fd);	/* tests: calls may start here */
 	int r = close(fd) == 0 ? 0 : weft__err_get();
-	weft__fault_pause(WEFT__FAULT_CLOSED, fd);	/* tests: the number may be reused here */
+	weft__fault_pause(WEFT__FAULT_CLOSED, (uintptr_t)fd);	/* tests: the number may be reused here */
 	gen_move(e, FD_GEN_CLOSED, FD_GEN_STEP);
 	return r ? weft__err_fail(r) : 0;
 }

@@ -14,10 +14,14 @@
  *     lock and nobody waits, else queues.
  *   unlock: a reader's is one CAS (readers - 1), no lock, unless it is the
  *     last reader out while a writer waits: it then hands the lock to the
- *     oldest writer.  A writer's is one CAS (W_HELD -> 0) unless someone
- *     waits: it then hands the lock to every reader queued meanwhile (a
- *     batch, as Go's RWMutex does: nor can a stream of writers starve
- *     readers), else to the next writer.  A writer that gives up its wait
+ *     oldest writer, under the lock, its own hold going in the same add.
+ *     A writer's is one CAS (W_HELD -> 0) unless someone waits: it then
+ *     hands the lock to every reader queued meanwhile (a batch, as Go's
+ *     RWMutex does: nor can a stream of writers starve readers), else to
+ *     the next writer.  An unlock that finds, under the lock, nobody left
+ *     to hand over to releases the lock and tries its CAS again: it never
+ *     gives its hold back before its last access to the object
+ *     (design.md, "Unlock paths").  A writer that gives up its wait
  *     (deadline, cancel) lets the queued readers in if it was the last
  *     writer in their way.
  * R_WAIT and W_WAIT say whether rq and wq hold anyone; they are set and
@@ -51,6 +55,7 @@
 #include "clock.h"
 #include "coro.h"
 #include "errors.h"
+#include "fault.h"
 #include "invariant.h"
 #include "park.h"
 #include "waitq.h"
@@ -230,46 +235,53 @@ int weft_rwlock_wrlock(weft_rwlock *l, int64_t deadline)
 	return lock(l, true, deadline);
 }
 
-/* Under the lock, after the last reader left while a writer waited: the
- * oldest writer enters, unless someone got there first (a writer that gave
- * up let readers in; a newer last reader handed over). */
-static void last_reader_out(weft_rwlock *l, struct weft__wakes *ws)
+/* Under the lock, the caller the last reader and a writer queued: the
+ * oldest writer enters, and the caller's hold goes with the same add.
+ * False (nothing done) if the word says otherwise now. */
+static bool last_reader_out(weft_rwlock *l, struct weft__wakes *ws)
 {
 	uint64_t s = at_load_64(&l->state);
-	if (s >= READER || (s & W_HELD) || weft__waitq_empty(&l->wq))
-		return;
+	if (s / READER != 1 || !(s & W_WAIT))
+		return false;
 	admit_writer(l, ws);
-	update(l, (uint64_t)W_HELD - (weft__waitq_empty(&l->wq) ? W_WAIT : 0));
+	update(l, (uint64_t)W_HELD - READER - (weft__waitq_empty(&l->wq) ? W_WAIT : 0));
+	return true;
 }
 
-/* Gives back one read hold: EPERM if there is none. */
+/* Gives back one read hold: EPERM if there is none.  The last reader out
+ * while a writer waits hands the lock over under the lock, its hold given
+ * back by the hand-over's add: it never lets go of the lock before it is
+ * done with the object (design.md, "Unlock paths"). */
 static int read_unlock(weft_rwlock *l)
 {
-	uint64_t s = at_load_64(&l->state);
 	for (;;) {
+		uint64_t s = at_load_64(&l->state);
 		if (s < READER)	/* not read-held (W_HELD: the writer is another) */
 			return EPERM;
-		/* seq_cst, so release: our reads happen before the next
-		 * writer's entering CAS or hand-over */
-		if (at_cas_64(&l->state, s, s - READER))
-			break;
-		s = at_load_64(&l->state);
+		if (s >= 2 * READER || !(s & W_WAIT)) {
+			/* seq_cst, so release: our reads happen before the
+			 * next writer's entering CAS or hand-over */
+			if (at_cas_64(&l->state, s, s - READER))
+				return 0;
+			continue;
+		}
+		struct weft__wakes ws = { NULL };
+		weft__lock_acquire(&l->lock);
+		bool handed = last_reader_out(l, &ws);
+		weft__fault_pause(WEFT__FAULT_UNLOCK, (uintptr_t)l);
+		weft__lock_release(&l->lock);
+		if (handed) {
+			weft__wakes_run(&ws);
+			return 0;
+		}
 	}
-	/* the last reader out, a writer waiting: it hands the lock over */
-	if (s >= 2 * READER || !(s & W_WAIT))
-		return 0;
-	struct weft__wakes ws = { NULL };
-	weft__lock_acquire(&l->lock);
-	last_reader_out(l, &ws);
-	weft__lock_release(&l->lock);
-	weft__wakes_run(&ws);
-	return 0;
 }
 
-/* Under the lock, the caller's write hold given back and someone having
- * waited: the queued readers enter if any, else the oldest writer, else
- * (the waiters gave up meanwhile) nobody. */
-static void write_hand_over(weft_rwlock *l, struct weft__wakes *ws)
+/* Under the lock, the caller's write hold to give back and someone waiting:
+ * the queued readers enter if any, else the oldest writer.  False if
+ * nobody waits any more (they gave up): the caller then gives its hold back
+ * with its own CAS, after the lock's release. */
+static bool write_hand_over(weft_rwlock *l, struct weft__wakes *ws)
 {
 	uint64_t s = at_load_64(&l->state);
 	if (s & R_WAIT) {
@@ -279,26 +291,30 @@ static void write_hand_over(weft_rwlock *l, struct weft__wakes *ws)
 		if (weft__waitq_empty(&l->wq))
 			update(l, -(uint64_t)W_WAIT);
 	} else {
-		/* a lone W_HELD: nobody else writes it (see the top).
-		 * Relaxed, yet a release: the lock's acquire before it is
-		 * a full fence (atomic.h) */
-		at_store_64(&l->state, 0);
+		return false;
 	}
+	return true;
 }
 
 static void write_unlock(weft_rwlock *l)
 {
 	/* relaxed, ordered before the releasing CAS by its full fence */
 	at_store_ptr(&l->writer, NULL);
-	/* seq_cst, so release: our accesses happen before the next holder's
-	 * (tried only on a word without waiters, as lock's) */
-	if (at_load_64(&l->state) == W_HELD && at_cas_64(&l->state, W_HELD, 0))
-		return;
-	struct weft__wakes ws = { NULL };
-	weft__lock_acquire(&l->lock);
-	write_hand_over(l, &ws);
-	weft__lock_release(&l->lock);
-	weft__wakes_run(&ws);
+	for (;;) {
+		/* seq_cst, so release: our accesses happen before the next
+		 * holder's (tried only on a word without waiters, as lock's) */
+		if (at_load_64(&l->state) == W_HELD && at_cas_64(&l->state, W_HELD, 0))
+			return;
+		struct weft__wakes ws = { NULL };
+		weft__lock_acquire(&l->lock);
+		bool handed = write_hand_over(l, &ws);
+		weft__fault_pause(WEFT__FAULT_UNLOCK, (uintptr_t)l);
+		weft__lock_release(&l->lock);
+		if (handed) {
+			weft__wakes_run(&ws);
+			return;
+		}
+	}
 }
 
 int weft_rwlock_unlock(weft_rwlock *l)

@@ -128,29 +128,38 @@ static int add_permit(weft_sem *s)
 	}
 }
 
-/* Under the lock, WAITERS set: the permit goes to the oldest waiter. */
-static int hand_over(weft_sem *s, struct weft__wakes *ws)
+/* Under the lock: the permit goes to the oldest waiter, if any (false:
+ * nobody waits, WAITERS is clear). */
+static bool hand_over(weft_sem *s, struct weft__wakes *ws)
 {
+	if (!(at_load_64(&s->state) & WAITERS))
+		return false;
 	struct weft__wnode *n = weft__waitq_claim(&s->q);
 	if (n)
 		weft__wakes_add(ws, n, 0);
 	if (weft__waitq_empty(&s->q))
-		at_store_64(&s->state, n ? 0 : ONE);
-	return 0;
+		at_store_64(&s->state, 0);
+	return n != NULL;
 }
 
+/* A permit is published lock-free (add_permit's CAS, the last access to s:
+ * a taker may free s at once), or handed to a waiter under the lock; if the
+ * waiters gave up before the lock was taken, the lock is released first
+ * and the CAS tried again (design.md, "Unlock paths"). */
 int weft_sem_release(weft_sem *s)
 {
 	if (!s)
 		return weft__err_fail(EINVAL);
-	int r = add_permit(s);
-	if (r == WAITERS) {
+	int r;
+	while ((r = add_permit(s)) == WAITERS) {
 		struct weft__wakes ws = { NULL };
 		weft__lock_acquire(&s->lock);
-		/* WAITERS changes only under the lock: look again */
-		r = at_load_64(&s->state) & WAITERS ? hand_over(s, &ws) : add_permit(s);
+		bool handed = hand_over(s, &ws);
 		weft__lock_release(&s->lock);
-		weft__wakes_run(&ws);
+		if (handed) {
+			weft__wakes_run(&ws);
+			return 0;
+		}
 	}
 	return r ? weft__err_fail(r) : 0;
 }

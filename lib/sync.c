@@ -36,6 +36,7 @@
 #include "clock.h"
 #include "coro.h"
 #include "errors.h"
+#include "fault.h"
 #include "waitq.h"
 #include "weft.h"
 #include "worker.h"
@@ -177,44 +178,54 @@ static int lock_contended(weft_mutex *m, void *self)
 	return acquired(m, self);
 }
 
-/* Unlock with waiters or in starving mode, under m->lock.  Only the owner
- * and holders of m->lock write the state while it is locked, and try_take
- * cannot succeed while M_LOCKED is set, so plain stores suffice here. */
-static void unlock_contended(weft_mutex *m)
+/* Unlock with waiters or in starving mode: under m->lock, claims the oldest
+ * waiter, if any, into ws.  In starving mode it hands m over, still locked
+ * (true: done).  Otherwise it leaves M_LOCKED set (false): the caller's
+ * CAS clears it after the lock's release, so that the CAS that publishes
+ * "free" is the unlock's last access to m (design.md, "Unlock paths").
+ * Only the owner and holders of m->lock write the state while it is
+ * locked, and try_take cannot succeed while M_LOCKED is set, so plain
+ * stores suffice here. */
+static bool unlock_contended(weft_mutex *m, struct weft__wakes *ws)
 {
-	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(&m->lock);
 	bool starving = at_load_uint(&m->state) & M_STARVING;
 	struct weft__wnode *n = weft__waitq_claim(&m->q);
 	bool more = n && !weft__waitq_empty(&m->q);	/* plain waits: waitq.h */
 	if (n && starving) {
 		at_store_uint(&m->state, M_LOCKED | (more ? M_WAITERS | M_STARVING : 0));
-		weft__wakes_add(&ws, n, 0);
+		weft__wakes_add(ws, n, 0);
 	} else {
-		at_store_uint(&m->state, (more ? M_WAITERS : 0) | (n ? M_WOKEN : 0));
+		at_store_uint(&m->state, M_LOCKED | (more ? M_WAITERS : 0) | (n ? M_WOKEN : 0));
 		if (n)
-			weft__wakes_add(&ws, n, WEFT__PARK_WAKE_RETRY);
+			weft__wakes_add(ws, n, WEFT__PARK_WAKE_RETRY);
 	}
+	weft__fault_pause(WEFT__FAULT_UNLOCK, (uintptr_t)m);
 	weft__lock_release(&m->lock);
-	weft__wakes_run(&ws);
+	return n && starving;
 }
 
 /* Unlock when the state is more than M_LOCKED.  While a woken waiter is on
  * its way back (M_WOKEN) nobody else is woken, as in Go: every unlock
  * waking one more waiter that would mostly lose to a barger and queue again
  * turned contention into a stream of park/wake pairs; the woken waiter
- * clears the bit when it is back, so the next unlock wakes the next one. */
+ * clears the bit when it is back, so the next unlock wakes the next one.
+ * M_LOCKED is cleared only by the CAS here, after m->lock's release; the
+ * wakes run after it and read only the claimed nodes. */
 static void unlock_slow(weft_mutex *m)
 {
+	struct weft__wakes ws = { NULL };
 	for (;;) {
 		unsigned s = at_load_uint(&m->state);
 		if ((s & M_STARVING) || ((s & M_WAITERS) && !(s & M_WOKEN))) {
-			unlock_contended(m);
-			return;
+			if (unlock_contended(m, &ws))
+				break;
+			continue;
 		}
 		if (at_cas_uint(&m->state, s, s & ~M_LOCKED))
-			return;
+			break;
 	}
+	weft__wakes_run(&ws);
 }
 
 int weft_mutex_lock(weft_mutex *m)

@@ -180,8 +180,9 @@ static struct begin_race race;
 
 /* Run by io_begin in its window (fault.h): closes fd with weft_close, then
  * puts another pipe's read end, with a byte in it, at the same number. */
-static void close_and_reuse(int fd)
+static void close_and_reuse(uintptr_t what)
 {
+	int fd = (int)what;
 	weft__fault_on(WEFT__FAULT_IO_BEGIN, NULL);	/* once */
 	CHECK(weft_close(fd) == 0);
 	int p[2];
@@ -236,17 +237,17 @@ struct close_race {
 static struct close_race cl;
 
 /* WEFT__FAULT_IO_BEGIN: the racer has read the generation of its call. */
-static void note_begun(int fd)
+static void note_begun(uintptr_t what)
 {
-	if (fd == cl.fd)
+	if ((int)what == cl.fd)
 		__atomic_store_n(&cl.begun, 1, __ATOMIC_RELEASE);
 }
 
 /* WEFT__FAULT_CLOSE or _CLOSED: holds the closer in its window until told
  * to go. */
-static void hold_closer(int fd)
+static void hold_closer(uintptr_t what)
 {
-	(void)fd;
+	(void)what;
 	weft__fault_on(WEFT__FAULT_CLOSE, NULL);	/* once */
 	weft__fault_on(WEFT__FAULT_CLOSED, NULL);
 	CHECK(weft_sem_release(cl.closing) == 0);

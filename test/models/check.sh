@@ -77,6 +77,14 @@ runs=(
 	"deque.pml|bug|-DBUG_NO_CAS||last element taken without the CAS"
 	"deque.pml|bug|-DBUG_READ_AFTER_CAS||thief reads the slot after its CAS"
 	"deque.pml|bug|-DBUG_NO_STORE_LOAD||take reads top before bottom is stored"
+	"unlock.pml|ok|||mutex: unlocker, cancelled waiter, last user frees"
+	"unlock.pml|ok|-DRW_READER||rwlock: the last reader hands over to a writer"
+	"unlock.pml|ok|-DRW_WRITER||rwlock: the writer hands over or gives back"
+	"unlock.pml|bug|-DSTORE_BEFORE_RELEASE||mutex: unlocked state stored before the release"
+	"unlock.pml|bug|-DRW_READER -DSTORE_BEFORE_RELEASE||rwlock: last reader's hold dropped before the lock"
+	"unlock.pml|bug|-DRW_WRITER -DSTORE_BEFORE_RELEASE||rwlock: writer stores 0 before the release"
+	"unlock.pml|ok|-DSEM||semaphore: a release racing a waiter's give-up"
+	"unlock.pml|bug|-DSEM -DSTORE_BEFORE_RELEASE||semaphore: permit added under the lock"
 )
 
 one_run() {	# index
