@@ -275,6 +275,28 @@ WEFT_EXPORT int weft_detach(weft_co *co);
 WEFT_EXPORT int weft_cancel(weft_co *co);
 
 /*
+ * Interrupts co: its current blocking call (the calls weft_cancel ends,
+ * but offload's and weft_group_free's waits, which an interrupt leaves
+ * waiting) returns -1/EINTR, once; if co is not waiting, its next wait
+ * does, as a pending signal would.  Unlike weft_cancel nothing is sticky:
+ * the calls after that one run as usual, so a coroutine can be told to
+ * look up from a wait (a keep-alive read, a channel receive) and then write
+ * a last answer or close cleanly.  A call that is ready does not wait and
+ * is not interrupted: the interrupt stays pending for the next wait.  A
+ * wait that completes at the same moment (its channel element arrived,
+ * its mutex was handed over, its join target finished, its fd became
+ * ready) succeeds, and the interrupt stays pending likewise.  Nothing is
+ * lost: an interrupted read leaves the data in the socket, an interrupted
+ * send leaves the element with the sender; weft_write may have written a
+ * prefix, as on any error.  Interrupts do not queue: interrupting co twice
+ * before a wait takes the first is one interrupt.  The lifetime rules of the objects waited on are those of
+ * weft_cancel.  From any thread; never blocks.  co must not have been
+ * joined or detached (an interrupt of a finished coroutine does nothing).
+ * Errors: EINVAL for NULL.
+ */
+WEFT_EXPORT int weft_interrupt(weft_co *co);
+
+/*
  * Lets every other runnable coroutine of this worker run before the caller
  * runs again.  Outside a coroutine it is sched_yield(2).
  */

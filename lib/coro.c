@@ -209,7 +209,7 @@ weft_co *weft_spawn(void (*fn)(void *), void *arg)
 
 /* weft__co_new's body, inline in weft_spawn_with (a spawn's fast path).
  * The fields that weft__co_each_live's callback may read or write while the
- * stack is being reused (cancelled, park_word, id, fn) are stored
+ * stack is being reused (signals, park_word, id, fn) are stored
  * atomically here (relaxed: plain moves). */
 static inline __attribute__((always_inline)) int co_new(struct weft_co **out, void (*fn)(void *),
 							 void *arg, const weft_spawn_opts *opts)
@@ -235,7 +235,7 @@ static inline __attribute__((always_inline)) int co_new(struct weft_co **out, vo
 	co->worker = w;
 	co->saved_errno = 0;
 	/* a weft_shutdown_until past its deadline cancels every spawn */
-	at_store_uint(&co->cancelled, at_load_uint(&weft__rt.cancel_all));
+	at_store_uint(&co->signals, at_load_uint(&weft__rt.cancel_all) ? CO_CANCELLED : 0);
 	co->locals = NULL;
 	co->nlocals = 0;
 	co->group = NULL;
@@ -337,7 +337,7 @@ int weft__co_take_entry(bool valid)
 	if (!w || !w->current)	/* a plain thread */
 		return 0;
 	w = weft__worker_spend(w);	/* its budget (worker.h) */
-	return at_load_uint(&w->current->cancelled) ? weft__err_fail(ECANCELED) : 0;
+	return at_load_uint(&w->current->signals) & CO_CANCELLED ? weft__err_fail(ECANCELED) : 0;
 }
 
 int weft_cancel(weft_co *co)
@@ -346,8 +346,16 @@ int weft_cancel(weft_co *co)
 		return weft__err_fail(EINVAL);
 	/* The flag first (a full fence): a wait armed after this sees it in
 	 * weft__waiter_wait; one armed before is woken here. */
-	at_faa_uint(&co->cancelled, 1);
+	weft__co_signal_set(co, CO_CANCELLED);
 	weft__park_cancel(co);	/* not parked: it will see the flag */
+	return 0;
+}
+
+int weft_interrupt(weft_co *co)
+{
+	if (!co)
+		return weft__err_fail(EINVAL);
+	weft__park_interrupt(co);
 	return 0;
 }
 

@@ -46,7 +46,7 @@ struct weft_co {
 	uint64_t id;			/* weft_co_id; each dispatch publishes it and */
 	void (*fn)(void *);		/* fn for the monitor's stall report */
 	int saved_errno;		/* errno follows the coroutine across workers */
-	unsigned cancelled;		/* atomic: weft_cancel was called */
+	unsigned signals;		/* atomic: CO_CANCELLED, CO_INTERRUPTED (below) */
 	uint32_t depth;			/* the most bytes below its top it switched out at */
 	bool guarded;			/* its stack has a guard, not a canary (stack.h) */
 	/* weft_lock_thread (affinity.c): while locks > 0 only the worker it
@@ -91,13 +91,46 @@ void weft__co_start(struct weft_co *co);
  * harmless then.  For weft_shutdown_until (runtime.c). */
 void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg);
 
+/*
+ * A coroutine's signals word: CO_CANCELLED, set by weft_cancel and never
+ * cleared (every later call fails); CO_INTERRUPTED, weft_interrupt's
+ * pending interrupt, which one wait takes and ends with EINTR (park.c).
+ * Both in one word so that a wait reads them with one load, on the line
+ * every park touches.
+ */
+enum { CO_CANCELLED = 1u, CO_INTERRUPTED = 2u };
+
+/* Sets bit in co's signals: false if it was set already. */
+static inline bool weft__co_signal_set(struct weft_co *co, unsigned bit)
+{
+	unsigned s = at_load_uint(&co->signals);
+	while (!(s & bit)) {
+		if (at_cas_uint(&co->signals, s, s | bit))
+			return true;
+		s = at_load_uint(&co->signals);
+	}
+	return false;
+}
+
+/* Clears bit in co's signals: true if this call cleared it. */
+static inline bool weft__co_signal_take(struct weft_co *co, unsigned bit)
+{
+	unsigned s = at_load_uint(&co->signals);
+	while (s & bit) {
+		if (at_cas_uint(&co->signals, s, s & ~bit))
+			return true;
+		s = at_load_uint(&co->signals);
+	}
+	return false;
+}
+
 /* True when the calling coroutine has been cancelled (false on a thread):
  * every call that could block checks it first and fails with ECANCELED.
  * weft__co_cancelled_of takes weft_self(), for a caller that has it anyway
  * (a mutex lock: its holder id too). */
 static inline bool weft__co_cancelled_of(const struct weft_co *co)
 {
-	return co && at_load_uint(&co->cancelled);
+	return co && (at_load_uint(&co->signals) & CO_CANCELLED);
 }
 bool weft__co_cancelled(void);
 /* The first checks of a public call that may wait, in this order: EINVAL

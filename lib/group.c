@@ -83,7 +83,7 @@ weft_co *weft_group_spawn(weft_group *g, void (*fn)(void *), void *arg)
 	co->group = g;
 	weft__lock_acquire(&g->lock);
 	if (g->cancelled)
-		at_store_uint(&co->cancelled, 1);
+		weft__co_signal_set(co, CO_CANCELLED);
 	link_member(g, co);
 	weft__lock_release(&g->lock);
 	weft__co_start(co);
@@ -104,8 +104,8 @@ void weft__group_leave(struct weft_co *co)
 }
 
 /* Waits until g has no member: 0, or the wait's failure (ETIMEDOUT,
- * ECANCELED if cancellable; a stray cancel wake of an uncancellable wait
- * also returns ECANCELED, and the caller waits again). */
+ * ECANCELED or EINTR if cancellable; a stray cancel or interrupt wake of
+ * an uncancellable wait also returns, and the caller waits again). */
 static int wait_empty(weft_group *g, int64_t deadline, bool cancellable)
 {
 	return weft__wait_zero(&g->lock, &g->count, &g->waiters, deadline, cancellable);
@@ -148,7 +148,7 @@ int weft_group_free(weft_group *g)
 		return weft__err_fail(EDEADLK);
 	weft_group_cancel(g);
 	while (wait_empty(g, -1, false) != 0)
-		;	/* a stray cancel wake: not cancellable, wait again */
+		;	/* a stray cancel or interrupt wake: wait again */
 	free(g);
 	return 0;
 }

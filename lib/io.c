@@ -100,7 +100,7 @@ static int io_begin(struct io *io, int fd)
 	if (!w || !w->current)
 		return weft__err_fail(EPERM);
 	w = weft__worker_spend(w);	/* its budget (worker.h) */
-	if (at_load_uint(&w->current->cancelled))
+	if (at_load_uint(&w->current->signals) & CO_CANCELLED)
 		return weft__err_fail(ECANCELED);
 	struct weft__fd *e;
 	int r = weft__fd_get(fd, &e);
@@ -259,9 +259,10 @@ static inline __attribute__((always_inline)) int io_wait(struct io *io, int even
 		io->leave |= (unsigned char)(r & FD_WAKE_TURN(events));
 	}
 	io->leave |= (unsigned char)(ready & ~(io->leave >> 4));	/* readiness without a turn */
-	if (io_closed(io))
-		return -ECANCELED;
-	return ready || (r & WEFT__PARK_WAKE_READY) ? ready : -r;
+	int got = io_closed(io) ? -ECANCELED : ready || (r & WEFT__PARK_WAKE_READY) ? ready : -r;
+	if (got != -EINTR)	/* ready or closed all the same */
+		weft__park_interrupt_unused(w->co, r);
+	return got;
 }
 
 /* io_wait with queue nodes: out of line, so that the common park (one

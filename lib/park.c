@@ -75,6 +75,14 @@ static int thread_wait(struct weft__waiter *w, int64_t deadline)
 	return (int)(v & 0xffff);
 }
 
+/* A wait that took its coroutine's pending interrupt ends with EINTR,
+ * unless a waker came first: the interrupt then waits for the next wait. */
+static void interrupt_self(struct weft__waiter *w)
+{
+	if (!weft__waiter_wake(w, EINTR))
+		weft__park_interrupt_unused(w->co, EINTR);
+}
+
 /* The coroutine side: a deadline is one more waker, the worker's heap. */
 static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 {
@@ -87,8 +95,11 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 	 * that published w with an RMW (a full fence, atomic.h) has one. */
 	if (!fenced)
 		at_fence_store_load();
-	if (w->cancellable && at_load_uint(&co->cancelled))
+	unsigned signals = w->cancellable ? at_load_uint(&co->signals) : 0;
+	if (signals & CO_CANCELLED)
 		weft__waiter_wake(w, ECANCELED);
+	else if ((signals & CO_INTERRUPTED) && weft__co_signal_take(co, CO_INTERRUPTED))
+		interrupt_self(w);
 	else if (weft__clock_deadline_passed(deadline))
 		weft__waiter_wake(w, ETIMEDOUT);
 	else if (deadline >= 0) {
@@ -106,6 +117,8 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 	uint64_t done = at_load_64(&co->park_word);
 	/* Resumed once, by a wake of this wait (enter() made it RUNNING). */
 	WEFT__ASSERT(park_gen(done) == w->gen && park_state(done) == CO_RUNNING);
+	if (!w->cancellable)	/* an interrupt does not end it: keep it */
+		weft__park_interrupt_unused(co, park_result(done));
 	return park_result(done);
 }
 
@@ -169,6 +182,43 @@ static bool wake(struct weft__waiter *w, int result, struct weft__worker *ready_
 bool weft__park_cancel(struct weft_co *co)
 {
 	return wake_co(co, 0, true, ECANCELED, NULL);
+}
+
+/*
+ * The pending interrupt is one bit, CO_INTERRUPTED, which only its taker
+ * turns into a wake: this side takes it back and wakes the wait it saw, by
+ * its generation; a wait that starts takes it itself (co_wait).  So one
+ * interrupt ends one wait: a wait that took it cannot be woken for it again
+ * here, since this side wakes only with the bit in hand.  A wake that fails
+ * (that wait ended otherwise meanwhile) puts the bit back and looks again,
+ * so the next wait gets it; if another interrupt set the bit meanwhile,
+ * the two are one.  Orderings: the bit's RMWs are full fences, before the
+ * load of the park word here; a wait loads the bit after its arming store
+ * and its StoreLoad fence (Dekker, as weft_cancel's flag): either the wait
+ * sees the bit or this side sees it waiting.  test/models/interrupt.pml.
+ */
+void weft__park_interrupt(struct weft_co *co)
+{
+	if (!weft__co_signal_set(co, CO_INTERRUPTED))
+		return;	/* one is pending: the two are one */
+	for (;;) {
+		uint64_t word = at_load_64(&co->park_word);
+		unsigned st = park_state(word);
+		if (st != CO_PARKING && st != CO_PARKED)
+			return;	/* not waiting: its next wait takes the bit */
+		if (!weft__co_signal_take(co, CO_INTERRUPTED))
+			return;	/* a wait took it */
+		if (wake_co(co, park_gen(word), false, EINTR, NULL))
+			return;
+		if (!weft__co_signal_set(co, CO_INTERRUPTED))
+			return;	/* another is pending: the two are one */
+	}
+}
+
+void weft__park_interrupt_unused(struct weft_co *co, int r)
+{
+	if (co && r == EINTR)
+		weft__co_signal_set(co, CO_INTERRUPTED);
 }
 
 bool weft__waiter_wake(struct weft__waiter *w, int result)
@@ -247,15 +297,18 @@ int weft__completion_wait(void **word, bool cancellable, int64_t deadline)
 			continue;
 		}
 		int r = weft__waiter_wait(&w, deadline);
-		/* Taken back: resumed by a cancel or the deadline, not claimed
-		 * (the completer's only wake, result 0, comes after its claim). */
+		/* Taken back: resumed by a cancel, an interrupt or the deadline,
+		 * not claimed (the completer's only wake, result 0, comes after
+		 * its claim). */
 		bool complete = !weft__slot_retract(word, &w);
 		if (cancellable && r == ECANCELED)
 			return ECANCELED;
-		if (complete)
+		if (complete) {
+			weft__park_interrupt_unused(w.co, r);
 			return 0;
-		if (r == ETIMEDOUT)
-			return ETIMEDOUT;
-		/* not cancellable: a stray cancel wake; wait again */
+		}
+		if (r == ETIMEDOUT || (cancellable && r == EINTR))
+			return r;
+		/* not cancellable: a stray cancel or interrupt wake; wait again */
 	}
 }

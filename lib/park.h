@@ -138,6 +138,14 @@ static inline uintptr_t weft__park_context_id(void)
 /* weft_cancel's wake: whatever co is parked on now (no waiter needed: the
  * waiter retracts itself from wherever it waits once resumed). */
 bool weft__park_cancel(struct weft_co *co);
+/* weft_interrupt: ends co's current wait with EINTR, or leaves the
+ * interrupt pending for its next one (park.c). */
+void weft__park_interrupt(struct weft_co *co);
+/* For a wait whose result r was an interrupt's EINTR but which succeeded
+ * anyway (a claimer completed it, readiness came) or which an interrupt
+ * does not end (it is not cancellable): the interrupt is left pending for
+ * the next wait of co (NULL: a plain thread, nothing to do). */
+void weft__park_interrupt_unused(struct weft_co *co, int r);
 
 /*
  * A completion: an event that happens once (a coroutine finishing, an

@@ -1,0 +1,356 @@
+/* SPDX-License-Identifier: MIT */
+/* weft_interrupt: every kind of blocking call returns EINTR, once, and the
+ * calls after it run as usual; an interrupt that finds no wait waits for
+ * the next one; a finished coroutine ignores it; from plain threads; racing
+ * wakes, where nothing is lost and no interrupt is delivered twice; the
+ * waits an interrupt does not end (offload) keep it for the next one. */
+#include "weft.h"
+
+#include "harness.h"
+#include "coro_test.h"
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* The objects a victim blocks on, one kind per test round. */
+enum kind { READ, SLEEP, JOIN, MUTEX, COND, SEM, RWLOCK, WG, RECV, SEND, SELECT, NKINDS };
+
+struct victim {
+	enum kind kind;
+	int sv[2];
+	weft_mutex *m;
+	weft_cond *c;
+	weft_sem *s;
+	weft_rwlock *rw;
+	weft_wg *wg;
+	weft_chan *ch;
+	weft_co *target;
+	unsigned parked;	/* atomic: about to block */
+	int result, err;
+	bool cond_mutex_held;
+};
+
+static void forever(void *arg)
+{
+	(void)arg;
+	while (weft_sleep(-1) == 0 || errno == EINTR)
+		;
+}
+
+static int block(struct victim *v)
+{
+	char b;
+	int x = 0;
+	weft_chan_case cs[1] = { { v->ch, WEFT_CHAN_RECV, &x, 0 } };
+	switch (v->kind) {
+	case READ:
+		return (int)weft_read(v->sv[0], &b, 1, -1);
+	case SLEEP:
+		return weft_sleep(-1);
+	case JOIN:
+		return weft_join(v->target);
+	case MUTEX:
+		return weft_mutex_lock(v->m);
+	case COND: {	/* v->m is held (victim) */
+		int r = weft_cond_wait(v->c, v->m, -1);
+		int e = errno;
+		v->cond_mutex_held = weft_mutex_unlock(v->m) == 0;
+		errno = e;
+		return r;
+	}
+	case SEM:
+		return weft_sem_acquire(v->s, -1);
+	case RWLOCK:	/* write-held by the root */
+		return weft_rwlock_rdlock(v->rw, -1);
+	case WG:
+		return weft_wg_wait(v->wg, -1);
+	case RECV:
+		return weft_chan_recv(v->ch, &x, -1);
+	case SEND:
+		return weft_chan_send(v->ch, &x, -1);
+	case SELECT:
+		return weft_chan_select(cs, 1, -1);
+	default:
+		abort();
+	}
+}
+
+static void victim(void *arg)
+{
+	struct victim *v = arg;
+	if (v->kind == COND)
+		CHECK(weft_mutex_lock(v->m) == 0);
+	__atomic_store_n(&v->parked, 1, __ATOMIC_RELEASE);
+	v->result = block(v);
+	v->err = errno;
+	/* nothing is sticky: the calls after it run as usual */
+	char b;
+	CHECK(weft_write(v->sv[1], "x", 1, -1) == 1);
+	CHECK(weft_read(v->sv[0], &b, 1, -1) == 1 && b == 'x');
+	CHECK(weft_sleep(weft_now() + MS / 10) == 0);
+}
+
+static void interrupt_each_kind(void *arg)
+{
+	(void)arg;
+	for (int k = 0; k < NKINDS; k++) {
+		struct victim v = { .kind = k, .m = weft_mutex_new(), .c = weft_cond_new(),
+				    .s = weft_sem_new(0), .rw = weft_rwlock_new(),
+				    .wg = weft_wg_new(), .ch = weft_chan_new(sizeof(int), 0) };
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, v.sv) == 0);
+		CHECK(weft_wg_add(v.wg, 1) == 0);
+		uint64_t parks = stats_now().total.parks;
+		v.target = go(forever, NULL);
+		wait_parks(parks, 1);
+		if (k == MUTEX)
+			CHECK(weft_mutex_lock(v.m) == 0);
+		if (k == RWLOCK)
+			CHECK(weft_rwlock_wrlock(v.rw, -1) == 0);
+		parks = stats_now().total.parks;
+		weft_co *co = go(victim, &v);
+		while (!__atomic_load_n(&v.parked, __ATOMIC_ACQUIRE))
+			weft_yield();
+		wait_parks(parks, 1);	/* the victim, in its blocking call */
+		CHECK(weft_interrupt(co) == 0);
+		CHECK(weft_join(co) == 0);
+		CHECK(v.result == -1 && v.err == EINTR);
+		if (k == COND)
+			CHECK(v.cond_mutex_held);
+		if (k == MUTEX)
+			CHECK(weft_mutex_unlock(v.m) == 0);
+		if (k == RWLOCK)
+			CHECK(weft_rwlock_unlock(v.rw) == 0);
+		/* the objects are as they were: nobody waits on them */
+		CHECK(weft_mutex_trylock(v.m) == 0 && weft_mutex_unlock(v.m) == 0);
+		CHECK(weft_rwlock_wrlock(v.rw, 0) == 0 && weft_rwlock_unlock(v.rw) == 0);
+		CHECK(weft_sem_release(v.s) == 0 && weft_sem_acquire(v.s, 0) == 0);
+		/* the joiner's target stays joinable, and was not interrupted */
+		CHECK(weft_cancel(v.target) == 0);
+		CHECK(weft_join(v.target) == 0);
+		CHECK(weft_close(v.sv[0]) == 0 && weft_close(v.sv[1]) == 0);
+		weft_mutex_free(v.m);
+		weft_cond_free(v.c);
+		weft_sem_free(v.s);
+		weft_rwlock_free(v.rw);
+		weft_wg_free(v.wg);
+		weft_chan_free(v.ch);
+	}
+}
+
+Test(interrupt, every_blocking_call_returns_eintr_once)
+{
+	run(2, interrupt_each_kind, NULL);
+}
+
+/* Interrupted while it runs: the ready calls before its next wait are not
+ * interrupted, and that wait is, at once; the one after waits as usual. */
+struct pending {
+	weft_chan *ch;
+	unsigned interrupted;	/* atomic */
+	int ready_results, wait_result, wait_err, next_result;
+};
+
+static void pending_victim(void *arg)
+{
+	struct pending *p = arg;
+	while (!__atomic_load_n(&p->interrupted, __ATOMIC_ACQUIRE))
+		;	/* running, on its own worker */
+	int x = 7;
+	p->ready_results = weft_chan_send(p->ch, &x, -1);	/* room: ready */
+	p->ready_results |= weft_chan_recv(p->ch, &x, -1);	/* an element: ready */
+	p->ready_results |= weft_sleep(weft_now() - 1);		/* past: no wait */
+	p->wait_result = weft_chan_recv(p->ch, &x, -1);		/* would wait */
+	p->wait_err = errno;
+	p->next_result = weft_chan_recv(p->ch, &x, weft_now() + MS);	/* waits, times out */
+	CHECK(errno == ETIMEDOUT);
+}
+
+static void interrupt_before_waiting(void *arg)
+{
+	(void)arg;
+	struct pending p = { .ch = weft_chan_new(sizeof(int), 1) };
+	weft_co *co = go(pending_victim, &p);
+	CHECK(weft_interrupt(co) == 0);
+	CHECK(weft_interrupt(co) == 0);	/* two before a wait are one */
+	__atomic_store_n(&p.interrupted, 1, __ATOMIC_RELEASE);
+	CHECK(weft_join(co) == 0);
+	CHECK(p.ready_results == 0);
+	CHECK(p.wait_result == -1 && p.wait_err == EINTR);
+	CHECK(p.next_result == -1);
+	weft_chan_free(p.ch);
+}
+
+Test(interrupt, before_the_wait_it_waits_for_the_wait)
+{
+	run(2, interrupt_before_waiting, NULL);
+}
+
+static int quick_runs, quick_result;
+
+static void quick(void *arg)
+{
+	(void)arg;
+	quick_runs++;
+	quick_result = weft_sleep(weft_now()) == 0 ? 0 : errno;
+}
+
+/* On one worker: a finished coroutine's interrupt changes nothing, the
+ * caller's calls are not interrupted, the join succeeds. */
+static void interrupt_finished(void *arg)
+{
+	(void)arg;
+	uint64_t finished = stats_now().total.finished;
+	weft_co *co = go(quick, NULL);
+	while (stats_now().total.finished == finished)
+		weft_yield();
+	CHECK(weft_interrupt(co) == 0);
+	weft_yield();
+	CHECK(quick_runs == 1 && quick_result == 0);
+	CHECK(weft_sleep(weft_now() + MS / 10) == 0);
+	CHECK(weft_join(co) == 0);
+	CHECK(weft_interrupt(NULL) == -1 && errno == EINVAL);
+}
+
+Test(interrupt, a_finished_coroutine_ignores_it)
+{
+	run(1, interrupt_finished, NULL);
+}
+
+/* From a plain thread: the sleeper wakes with EINTR and sleeps again. */
+static unsigned sleeper_eintr;
+
+static void sleeper(void *arg)
+{
+	(void)arg;
+	CHECK(weft_sleep(-1) == -1 && errno == EINTR);
+	CHECK(weft_sleep(weft_now() + MS / 10) == 0);	/* not sticky */
+	__atomic_store_n(&sleeper_eintr, 1, __ATOMIC_RELEASE);
+	CHECK(weft_sleep(-1) == -1 && errno == ECANCELED);
+}
+
+Test(interrupt, from_a_plain_thread)
+{
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
+	uint64_t parks = 0;
+	weft_stats st = { .size = sizeof st };
+	cr_assert_eq(weft_stats_get(&st), 0);
+	parks = st.total.parks;
+	weft_co *co = weft_spawn(sleeper, NULL);
+	cr_assert_not_null(co);
+	do {	/* until it parks */
+		sched_yield();
+		cr_assert_eq(weft_stats_get(&st), 0);
+	} while (st.total.parks == parks);
+	cr_assert_eq(weft_interrupt(co), 0);
+	while (!__atomic_load_n(&sleeper_eintr, __ATOMIC_ACQUIRE))
+		sched_yield();
+	cr_assert_eq(weft_cancel(co), 0);
+	cr_assert_eq(weft_join(co), 0);
+	cr_assert_eq(weft_shutdown(), 0);
+}
+
+/*
+ * Interrupts racing a channel hand-off, thousands of times: the receiver
+ * gets the element or EINTR; an EINTR leaves the element in the channel,
+ * and an interrupt the hand-off beat is delivered to the receiver's next
+ * wait.  So each round sees exactly one EINTR, never two, and never loses
+ * the element.
+ */
+#ifdef WEFT_TEST_TSAN
+enum { RACE_ROUNDS = 300 };
+#else
+enum { RACE_ROUNDS = 2000 };
+#endif
+
+struct chan_race {
+	weft_chan *ch;
+	int64_t at;
+	int got, eintrs;
+};
+
+static void race_receiver(void *arg)
+{
+	struct chan_race *r = arg;
+	int x = 0;
+	if (weft_chan_recv(r->ch, &x, -1) == 0)
+		r->got = x;
+	else
+		CHECK(errno == EINTR && ++r->eintrs);
+	/* the interrupt, delivered or pending, ends exactly one wait */
+	if (r->eintrs == 0)
+		CHECK(weft_chan_recv(r->ch, &x, -1) == -1 && errno == EINTR && ++r->eintrs);
+	/* and no other: this wait runs to its deadline */
+	CHECK(weft_sleep(weft_now() + MS / 10) == 0);
+}
+
+static void race_sender(void *arg)
+{
+	struct chan_race *r = arg;
+	while (weft_now() < r->at)
+		;
+	int v = 42;
+	CHECK(weft_chan_send(r->ch, &v, -1) == 0);
+}
+
+static void chan_race_root(void *arg)
+{
+	unsigned *seen = arg;
+	for (int i = 0; i < RACE_ROUNDS; i++) {
+		struct chan_race r = { .ch = weft_chan_new(sizeof(int), 1),
+				       .at = weft_now() + 100000 };
+		weft_co *a = go(race_receiver, &r), *b = go(race_sender, &r);
+		while (weft_now() < r.at + (i % 10) * 1000)
+			;
+		CHECK(weft_interrupt(a) == 0);
+		CHECK(weft_join(a) == 0 && weft_join(b) == 0);
+		CHECK(r.eintrs == 1);
+		int x = 0;
+		bool left = weft_chan_recv(r.ch, &x, 0) == 0;
+		CHECK(left != (r.got == 42));	/* received, or still there */
+		seen[left]++;
+		weft_chan_free(r.ch);
+	}
+}
+
+Test(interrupt, racing_a_hand_off_loses_nothing_and_counts_once, .timeout = 120)
+{
+	unsigned seen[2] = { 0, 0 };
+	run(2, chan_race_root, seen);
+	cr_assert_eq(seen[0] + seen[1], RACE_ROUNDS);
+	fprintf(stderr, "interrupt races: %u received, %u left in the channel\n", seen[0], seen[1]);
+}
+
+/* An offloaded call's wait is not interrupted (its argument must outlive
+ * the call); the interrupt waits for the next wait. */
+static void slow_call(void *arg)
+{
+	usleep(20000);
+	*(int *)arg = 1;
+}
+
+static void offload_victim(void *arg)
+{
+	int *result = arg;
+	CHECK(weft_offload(slow_call, result) == 0 && *result == 1);
+	*result = weft_sleep(-1) == -1 ? errno : 0;
+}
+
+static void interrupt_offload(void *arg)
+{
+	(void)arg;
+	int result = 0;
+	uint64_t parks = stats_now().total.parks;
+	weft_co *co = go(offload_victim, &result);
+	wait_parks(parks, 1);
+	CHECK(weft_interrupt(co) == 0);
+	CHECK(weft_join(co) == 0);
+	CHECK(result == EINTR);
+}
+
+Test(interrupt, an_offload_wait_keeps_it_for_the_next_wait)
+{
+	run(2, interrupt_offload, NULL);
+}
