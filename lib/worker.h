@@ -92,6 +92,8 @@ struct weft__worker {
 	void *sched_sp;			/* the scheduler context, while a coroutine runs */
 	struct weft__san sched_san;
 	int64_t last_poll;		/* when it last harvested the shared epfd */
+	uint64_t poll_served;		/* c.ready_pops by which what that harvest
+					 * woke has left the ready FIFO (worker.c) */
 	int64_t backlog_since;		/* its ready FIFO has held a slept harvest since (loop.c) */
 	bool harvesting;		/* in its own harvest: wakes defer their notify (loop.c) */
 	bool harvest_full;		/* its last harvest filled its batch (loop.c) */
