@@ -400,10 +400,15 @@ WEFT_EXPORT ssize_t weft_write(int fd, const void *buf, size_t len, int64_t dead
 
 /*
  * Accepts a connection on the listening socket fd, as accept4(2); the new fd
- * is non-blocking and close-on-exec.  When the process or system is out of
- * fds or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) it backs off (1 ms,
- * doubling to 100 ms; the coroutine sleeps, the worker serves others) and
- * retries until the deadline, which then fails with that errno.
+ * is non-blocking and close-on-exec.  A TCP one has TCP_NODELAY set, as Go's
+ * connections have: a small write goes out at once instead of waiting for
+ * the peer's ACK of the last one (Nagle's algorithm).  To keep Nagle's
+ * algorithm, set the option back to 0 after the call: setsockopt(fd,
+ * IPPROTO_TCP, TCP_NODELAY, &zero, sizeof zero).  Other sockets (Unix ones)
+ * are left as they are.  When the process or system is out of fds or
+ * memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) it backs off (1 ms, doubling to
+ * 100 ms; the coroutine sleeps, the worker serves others) and retries until
+ * the deadline, which then fails with that errno.
  * ECONNABORTED is retried.  Errors: those of accept4(2), ETIMEDOUT, ECANCELED.
  */
 WEFT_EXPORT int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline);
@@ -447,10 +452,11 @@ WEFT_EXPORT int weft_connect(int fd, const struct sockaddr *addr, socklen_t addr
  * past still tries what needs no waiting (a numeric address's first
  * attempt, checked once), then fails with ETIMEDOUT.  However it ends,
  * every attempt's socket but the winner's is closed before it returns.
- * Errors: EPERM outside a coroutine; EINVAL for a NULL host or service;
- * the resolution failures above; ETIMEDOUT; ECANCELED; when every attempt
- * failed, the errno of the one that failed last (ECONNREFUSED,
- * ENETUNREACH, ...); ENOMEM, EMFILE.
+ * The socket has TCP_NODELAY set, as weft_accept's have (which says how to
+ * keep Nagle's algorithm).  Errors: EPERM outside a coroutine; EINVAL for a
+ * NULL host or service; the resolution failures above; ETIMEDOUT;
+ * ECANCELED; when every attempt failed, the errno of the one that failed
+ * last (ECONNREFUSED, ENETUNREACH, ...); ENOMEM, EMFILE.
  */
 WEFT_EXPORT int weft_dial(const char *host, const char *service, int64_t deadline);
 
@@ -464,7 +470,8 @@ enum {
 /*
  * Returns a listening TCP socket bound to host:service with backlog
  * (listen(2)'s: capped by net.core.somaxconn): non-blocking, close-on-exec,
- * SO_REUSEADDR (a restarted server rebinds at once), for weft_accept.
+ * SO_REUSEADDR (a restarted server rebinds at once), for weft_accept
+ * (whose connections have TCP_NODELAY set).
  * host NULL is any address, dual-stack: IPv6's "::" with IPV6_V6ONLY off,
  * which IPv4 clients reach too, or IPv4's 0.0.0.0 where the system has no
  * IPv6; "::" is dual-stack too.  A name binds the first of its addresses

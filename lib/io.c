@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -455,6 +457,15 @@ static int back_off(int64_t *step, int64_t deadline, int e)
 	return weft_sleep(until) == 0 ? 0 : -weft__err_get();
 }
 
+int weft__io_nodelay(int fd)
+{
+	int one = 1;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0)
+		return 0;
+	int e = weft__err_get();
+	return e == EOPNOTSUPP ? 0 : -e;	/* EOPNOTSUPP: not TCP (a Unix socket) */
+}
+
 int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline)
 {
 	struct io io;
@@ -463,8 +474,12 @@ int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadl
 	int64_t step = BACKOFF_MIN_NS;
 	for (;;) {
 		int c = accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (c >= 0)
-			return (int)io_return(&io, c, 0);
+		if (c >= 0) {
+			int r = weft__io_nodelay(c);
+			if (r < 0)
+				close(c);
+			return (int)io_return(&io, r < 0 ? -1 : c, -r);
+		}
 		int e = weft__err_get();
 		if (out_of_resources(e)) {
 			e = -back_off(&step, deadline, e);
