@@ -229,6 +229,23 @@ WEFT_EXPORT weft_group *weft_group_new(void);
 WEFT_EXPORT weft_co *weft_group_spawn(weft_group *g, void (*fn)(void *), void *arg);
 
 /*
+ * weft_group_spawn with weft_spawn_with's options (a name, a stack size;
+ * opts may be NULL: weft_group_spawn).  Errors: those of weft_group_spawn;
+ * EINVAL for a stack_size above 1 GiB.
+ */
+WEFT_EXPORT weft_co *weft_group_spawn_with(weft_group *g, void (*fn)(void *), void *arg,
+					   const weft_spawn_opts *opts);
+
+/*
+ * The number of members of g that have not returned yet: spawned, and not
+ * yet finished (a member counts from its spawn until its function and its
+ * coroutine-locals' destructors have returned).  From any thread; a
+ * snapshot, which members spawning or returning meanwhile may change.
+ * Errors: EINVAL if g is NULL (-1).
+ */
+WEFT_EXPORT ssize_t weft_group_count(weft_group *g);
+
+/*
  * Waits until every member of g has returned (the members spawned while it
  * waits included): 0.  Errors: EINVAL if g is NULL; ETIMEDOUT at deadline
  * (absolute weft_now() ns, -1 none), the members left running; ECANCELED if
