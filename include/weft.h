@@ -291,9 +291,10 @@ WEFT_EXPORT void weft_yield(void);
 
 /*
  * Spends one unit of the calling coroutine's budget, as every fd call and
- * channel operation of weft does: the 128th such call of one run of a
- * coroutine (between two of its switches) first lets its worker fire due
- * timers, harvest readiness and run the others, as weft_yield does.  So a
+ * channel operation of weft does (an fd call one more per 4 KiB it moved):
+ * the 128th unit of one run of a coroutine (between two of its switches)
+ * first lets its worker fire due timers, harvest readiness and run the
+ * others, as weft_yield does.  So a
  * loop whose calls never have to wait (an accept loop under a flood of
  * connections, a reader whose peer keeps its socket full, a receiver whose
  * channel is never empty) cannot keep the rest of its worker waiting.

@@ -51,6 +51,7 @@ struct io {
 	int fd;
 	unsigned gen;
 	struct weft__fd *e;
+	struct weft__worker *w;	/* the caller's worker, until the call parks */
 	unsigned char leave;
 };
 
@@ -109,8 +110,18 @@ static int io_begin(struct io *io, int fd)
 	io->fd = fd;
 	io->gen = gen;
 	io->e = e;
+	io->w = w;
 	io->leave = 0;
 	return 0;
+}
+
+/* The call moved n bytes (n >= 0): they count against the budget too
+ * (worker.h), unless it parked, which gave the worker back.  A transfer
+ * under a unit's worth costs one compare. */
+static inline void io_moved(struct io *io, ssize_t n)
+{
+	if (n >= WEFT__WORKER_BUDGET_BYTES && io->w)
+		weft__worker_spend_bytes(io->w, (size_t)n);
 }
 
 /* A call holding a turn is returning, having not parked again: it did
@@ -263,6 +274,7 @@ static __attribute__((noinline)) int io_wait_queued(struct io *io, int events, i
 /* io_wait, or the wait-until-ready of a file epoll cannot watch. */
 static int io_park(struct io *io, int events, int64_t deadline)
 {
+	io->w = NULL;	/* it may go on on another worker, in another dispatch */
 	if (io->e->flags & FD_NO_POLL) {
 		weft_yield();	/* epoll cannot tell: let others run, then retry */
 		return events;
@@ -345,6 +357,7 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 		if (n >= 0) {
 			if (reads)
 				at_store_uint(&io.e->drained, hint && n > 0 && (size_t)n < op->asked);
+			io_moved(&io, n);
 			return io_return(&io, n, 0);
 		}
 		e = io_retry(&io, weft__err_get(), events, deadline);
@@ -413,6 +426,7 @@ IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, 
 		if (e)
 			return io_return(&io, -1, e);
 	}
+	io_moved(&io, (ssize_t)op->done);
 	return io_return(&io, (ssize_t)op->done, 0);
 }
 
