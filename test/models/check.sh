@@ -73,6 +73,9 @@ runs=(
 	"deque.pml|bug|-DBUG_NO_CAS||last element taken without the CAS"
 	"deque.pml|bug|-DBUG_READ_AFTER_CAS||thief reads the slot after its CAS"
 	"deque.pml|bug|-DBUG_NO_STORE_LOAD||take reads top before bottom is stored"
+	"harvest.pml|ok|||default: 4 sleepers' deadlines beside a reader"
+	"harvest.pml|ok|-DN=6||6 sleepers"
+	"harvest.pml|bug|-DBUG_EMPTY_FIFO_ONLY||turns harvest only an empty ready FIFO"
 )
 
 one_run() {	# index
