@@ -255,7 +255,8 @@ static int harvest(struct weft__worker *w)
 static bool count_harvest(struct weft__worker *w, int64_t now, int events)
 {
 	w->last_poll = now;
-	w->poll_served = w->c.ready_pops + (events > 0 ? at_load_64(&w->ready.len) : 0);
+	uint64_t queued = events > 0 ? at_load_64(&w->ready.len) : 0;
+	w->poll_served = at_load_64(&w->c.ready_pops) + queued;
 	weft__count(&w->c.polls);
 	weft__count_n(&w->c.ready_events, (uint64_t)events);
 	return events > 0;

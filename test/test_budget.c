@@ -157,7 +157,8 @@ static void big_transfers(void *arg)
 {
 	(void)arg;
 	long within = (BUDGET + BIG_UNITS - 1) / BIG_UNITS + 1;
-	int null = open("/dev/null", O_WRONLY | O_CLOEXEC), zero = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	int zero = open("/dev/zero", O_RDONLY | O_CLOEXEC);
 	CHECK(null >= 0 && zero >= 0);
 	calls_let_the_other_run_within(4 * BUDGET, within, write_big, &null, BIG);
 	calls_let_the_other_run_within(4 * BUDGET, within, read_big, &zero, BIG);
