@@ -85,6 +85,9 @@ runs=(
 	"unlock.pml|bug|-DRW_WRITER -DSTORE_BEFORE_RELEASE||rwlock: writer stores 0 before the release"
 	"unlock.pml|ok|-DSEM||semaphore: a release racing a waiter's give-up"
 	"unlock.pml|bug|-DSEM -DSTORE_BEFORE_RELEASE||semaphore: permit added under the lock"
+	"harvest.pml|ok|||default: 4 sleepers' deadlines beside a reader"
+	"harvest.pml|ok|-DN=6||6 sleepers"
+	"harvest.pml|bug|-DBUG_EMPTY_FIFO_ONLY||turns harvest only an empty ready FIFO"
 )
 
 one_run() {	# index
