@@ -16,6 +16,13 @@
  * directories stay allocated (chained), since a reader may still hold one.
  * Records are recycled, never freed, so a racing reader of a closing fd
  * never touches freed memory.
+ *
+ * Two callers never write the table, since its writers take a mutex: a
+ * signal handler (it may have interrupted the holder; close and dup2 there
+ * leave the record as a close behind the hooks' back does), and a forked
+ * child, which does not even read it: another thread may have held the
+ * mutex at the fork, and no fd of the child is the hooks' (they pass every
+ * call through there, so an inherited fd shows its real O_NONBLOCK).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -54,7 +61,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct entry *find(int fd)
 {
 	struct dir *d = LOAD(&table);
-	if (fd < 0 || !d || (size_t)fd / CHUNK >= d->n)
+	if (fd < 0 || !d || (size_t)fd / CHUNK >= d->n || weft__hook_forked())
 		return NULL;
 	struct entry *c = LOAD(&d->chunk[fd / CHUNK]);
 	return c ? &c[fd % CHUNK] : NULL;
@@ -172,6 +179,8 @@ int weft__hook_fd_track(int fd)
 
 void weft__hook_fd_share(int from, int to)
 {
+	if (weft__hook_in_handler())
+		return;
 	struct weft__hook_ofd *o = weft__hook_ofd(from);
 	struct entry *e = o ? get(to) : find(to);
 	if (!e)
@@ -184,7 +193,7 @@ void weft__hook_fd_share(int from, int to)
 bool weft__hook_fd_forget(int fd)
 {
 	struct entry *e = find(fd);
-	if (!e || (!LOAD(&e->ofd) && !LOAD(&e->registered)))
+	if (!e || (!LOAD(&e->ofd) && !LOAD(&e->registered)) || weft__hook_in_handler())
 		return false;
 	__atomic_fetch_add(&e->gen, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&lock);
