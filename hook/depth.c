@@ -7,14 +7,15 @@
  * raised it is parked, and other coroutines' calls would pass through.
  *
  * Two callers are plain whatever weft_self() says: a signal handler
- * (signal.c), which must never park or yield, and a child forked after the
- * hooks were loaded.  The child copied the forking thread's thread-locals,
- * so weft_self() still names the coroutine that forked, but it has no
+ * (signal.c), which must never park or yield, and a child forked while a
+ * runtime ran.  The child copied the forking thread's thread-locals, so
+ * weft_self() may still name the coroutine that forked, but it has no
  * workers: weft's calls there would act on the parent's epoll instance
  * (shared across fork) and on locks some other thread may have held at
- * the fork.  A pthread_atfork handler marks the child; a raw clone or
- * vfork runs no handler (a vfork child shares our memory: marking it would
- * mark the parent).
+ * the fork.  pthread_atfork handlers mark the child (a child of a process
+ * without a runtime may start its own) and hold the fd table's lock across
+ * the fork (fdstate.c).  A raw clone or vfork runs no handler (a vfork
+ * child shares our memory: marking it would mark the parent).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -23,16 +24,31 @@
 
 static weft_key *depth_key;
 static pthread_once_t depth_once = PTHREAD_ONCE_INIT;
+static bool running_at_fork;	/* a runtime ran when fork was called */
 static bool forked;		/* written in the child only */
+
+static void before_fork(void)
+{
+	weft_stats st = { .size = sizeof st };
+	__atomic_store_n(&running_at_fork, weft_stats_get(&st) == 0, __ATOMIC_RELAXED);
+	weft__hook_fd_fork_prepare();
+}
+
+static void in_parent(void)
+{
+	weft__hook_fd_fork_done();
+}
 
 static void in_child(void)
 {
-	__atomic_store_n(&forked, true, __ATOMIC_RELAXED);
+	weft__hook_fd_fork_done();
+	if (__atomic_load_n(&running_at_fork, __ATOMIC_RELAXED))
+		__atomic_store_n(&forked, true, __ATOMIC_RELAXED);
 }
 
 __attribute__((constructor)) static void watch_fork(void)
 {
-	pthread_atfork(NULL, NULL, in_child);
+	pthread_atfork(before_fork, in_parent, in_child);
 }
 
 bool weft__hook_forked(void)

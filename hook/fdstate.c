@@ -17,12 +17,13 @@
  * Records are recycled, never freed, so a racing reader of a closing fd
  * never touches freed memory.
  *
- * Two callers never write the table, since its writers take a mutex: a
- * signal handler (it may have interrupted the holder; close and dup2 there
- * leave the record as a close behind the hooks' back does), and a forked
- * child, which does not even read it: another thread may have held the
- * mutex at the fork, and no fd of the child is the hooks' (they pass every
- * call through there, so an inherited fd shows its real O_NONBLOCK).
+ * A signal handler never writes the table, since its writers take a
+ * mutex the handler may have interrupted the holder of (close and dup2
+ * there leave the record as a close behind the hooks' back does).  A child
+ * forked while a runtime ran does not even read it: no fd of the child is
+ * the hooks' (they pass every call through there, so an inherited fd shows
+ * its real O_NONBLOCK).  The mutex is held across every fork, so that a
+ * child has it unlocked whatever the other threads were doing.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -213,6 +214,16 @@ unsigned weft__hook_fd_gen(int fd)
 {
 	struct entry *e = find(fd);
 	return e ? __atomic_load_n(&e->gen, __ATOMIC_SEQ_CST) : 0;
+}
+
+void weft__hook_fd_fork_prepare(void)
+{
+	pthread_mutex_lock(&lock);
+}
+
+void weft__hook_fd_fork_done(void)
+{
+	pthread_mutex_unlock(&lock);
 }
 
 int weft__hook_blocking(int fd)

@@ -86,7 +86,7 @@ void weft__hook_resolve(void);
  * own close, fcntl and poll must reach the real ones), HOOK_PLAIN on a
  * thread that runs no coroutine (plain, offload helper, scheduler), inside
  * a signal handler (which must never park or yield) and in a child forked
- * after the hooks were loaded (which has no runtime), and HOOK_CORO in a
+ * while a runtime ran (which has none), and HOOK_CORO in a
  * coroutine.  The depth is the coroutine's (a weft_key), not
  * the thread's: a hook that parks inside weft leaves its worker to other
  * coroutines, and may resume on another worker.
@@ -96,8 +96,8 @@ int weft__hook_mode(void);
 /* Raises the calling coroutine's depth: false (errno set) if it cannot. */
 bool weft__hook_enter(void);
 void weft__hook_leave(void);
-/* Whether this process is a child forked after the hooks were loaded: it
- * has no runtime, and the fd table is the parent's (never used there). */
+/* Whether this process is a child forked while a runtime ran: it has no
+ * runtime, and the fd table is the parent's (never used there). */
 bool weft__hook_forked(void);
 
 /* ------------------------------------------------------------- signals */
@@ -152,6 +152,10 @@ bool weft__hook_fd_forget(int fd);
 void weft__hook_fd_registered(int fd);
 /* fd's generation: it changes whenever fd is closed through the hooks. */
 unsigned weft__hook_fd_gen(int fd);
+/* Around fork (pthread_atfork): the table's lock held across it, so that
+ * the child's copy is consistent and unlocked. */
+void weft__hook_fd_fork_prepare(void);
+void weft__hook_fd_fork_done(void);
 
 /* ------------------------------------------------------------- waiting */
 

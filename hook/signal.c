@@ -17,6 +17,13 @@
  * only while the signal that raised it from zero is still blocked, as it
  * is during its handler unless it was installed with SA_NODEFER; the mask
  * siglongjmp restores unblocks it.
+ *
+ * A sanitizer's runtime installs its own handlers through sigaction while
+ * it starts, before anything else of the process runs (ThreadSanitizer's,
+ * before its own state exists): that code is left uninstrumented
+ * (NOT_TSAN), and the real sigaction is glibc's __sigaction until the
+ * lookup of the real functions has run (dlsym, which allocates, may not
+ * be called that early).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -24,6 +31,9 @@
 #include "hook.h"
 
 #define TLS __thread __attribute__((tls_model("initial-exec")))
+#define NOT_TSAN __attribute__((no_sanitize("thread")))
+
+extern int __sigaction(int, const struct sigaction *, struct sigaction *);
 
 /* The application's handler and flags behind the trampoline, per signal. */
 static struct {
@@ -35,7 +45,7 @@ static TLS unsigned depth;	/* handlers running on this thread */
 static TLS int outer;		/* the outermost one's signal, when it is blocked */
 static TLS unsigned handled, norestart;
 
-static void trampoline(int sig, siginfo_t *info, void *ctx)
+NOT_TSAN static void trampoline(int sig, siginfo_t *info, void *ctx)
 {
 	void *fn = __atomic_load_n(&handlers[sig].fn, __ATOMIC_ACQUIRE);
 	int flags = __atomic_load_n(&handlers[sig].flags, __ATOMIC_RELAXED);
@@ -77,19 +87,19 @@ bool weft__hook_restarts(const struct weft__hook_sigs *before)
 	return handled != before->handled && norestart == before->norestart;
 }
 
-static bool wrapped(int sig)
+NOT_TSAN static bool wrapped(int sig)
 {
 	return sig > 0 && sig < NSIG && sig != SIGKILL && sig != SIGSTOP;
 }
 
-static bool function(const struct sigaction *act)
+NOT_TSAN static bool function(const struct sigaction *act)
 {
 	return act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN &&
 	       act->sa_handler != SIG_ERR;
 }
 
 /* The trampoline's place in *old taken by the application's handler. */
-static void unwrap(struct sigaction *old, void *fn, int flags)
+NOT_TSAN static void unwrap(struct sigaction *old, void *fn, int flags)
 {
 	if (old->sa_sigaction != trampoline)
 		return;
@@ -100,10 +110,18 @@ static void unwrap(struct sigaction *old, void *fn, int flags)
 		old->sa_handler = (void (*)(int))fn;
 }
 
-HOOK_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+/* The real sigaction: the next one after this library once looked up. */
+NOT_TSAN static int real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	int (*f)(int, const struct sigaction *, struct sigaction *) =
+		__atomic_load_n(&weft__hook_real.sigaction, __ATOMIC_ACQUIRE);
+	return (f ? f : __sigaction)(sig, act, old);
+}
+
+NOT_TSAN HOOK_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	if (!wrapped(sig))
-		return REAL(sigaction)(sig, act, old);
+		return real_sigaction(sig, act, old);
 	void *prev_fn = __atomic_load_n(&handlers[sig].fn, __ATOMIC_ACQUIRE);
 	int prev_flags = __atomic_load_n(&handlers[sig].flags, __ATOMIC_RELAXED);
 	struct sigaction mine;
@@ -118,7 +136,7 @@ HOOK_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction
 				 __ATOMIC_RELEASE);
 		act = &mine;
 	}
-	int r = REAL(sigaction)(sig, act, old);
+	int r = real_sigaction(sig, act, old);
 	if (r == 0 && old)
 		unwrap(old, prev_fn, prev_flags);
 	return r;
@@ -126,7 +144,7 @@ HOOK_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction
 
 /* glibc's signal: BSD semantics (SA_RESTART, the signal blocked in its
  * handler), through the hooked sigaction. */
-HOOK_EXPORT void (*signal(int sig, void (*handler)(int)))(int)
+NOT_TSAN HOOK_EXPORT void (*signal(int sig, void (*handler)(int)))(int)
 {
 	struct sigaction act = { .sa_handler = handler, .sa_flags = SA_RESTART }, old;
 	sigemptyset(&act.sa_mask);
