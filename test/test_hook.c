@@ -1458,17 +1458,17 @@ Test(hook, a_plain_threads_call_on_a_hooked_fd_gets_eintr_as_the_kernel_gives_it
 	/* without SA_RESTART: EINTR */
 	struct intr x = { .fd = f.pipe[0], .peer = f.pipe[1] };
 	interrupt(&x, 0, PATIENCE);
-	cr_expect(x.r == -1 && x.err == EINTR, "read without SA_RESTART: %zd, errno %d", x.r,
+	cr_assert(x.r == -1 && x.err == EINTR, "read without SA_RESTART: %zd, errno %d", x.r,
 		  x.err);
 	/* with SA_RESTART: restarted, until the data comes */
 	x = (struct intr){ .fd = f.sv[0], .peer = f.sv[1] };
 	interrupt(&x, SA_RESTART, 5);
-	cr_expect(x.r == 1, "read with SA_RESTART: %zd, errno %d", x.r, x.err);
+	cr_assert(x.r == 1, "read with SA_RESTART: %zd, errno %d", x.r, x.err);
 	/* with SA_RESTART on a socket with SO_RCVTIMEO: EINTR all the same */
 	set_timeout(f.sv[0], SO_RCVTIMEO, WATCHDOG_MS);
 	x = (struct intr){ .fd = f.sv[0], .peer = f.sv[1] };
 	interrupt(&x, SA_RESTART, PATIENCE);
-	cr_expect(x.r == -1 && x.err == EINTR, "read with SA_RESTART and SO_RCVTIMEO: %zd, errno %d",
+	cr_assert(x.r == -1 && x.err == EINTR, "read with SA_RESTART and SO_RCVTIMEO: %zd, errno %d",
 		  x.r, x.err);
 	/* and a write with SO_SNDTIMEO on a full socket */
 	char c = 'f';
@@ -1477,7 +1477,7 @@ Test(hook, a_plain_threads_call_on_a_hooked_fd_gets_eintr_as_the_kernel_gives_it
 	set_timeout(f.full[0], SO_SNDTIMEO, WATCHDOG_MS);
 	x = (struct intr){ .fd = f.full[0], .peer = f.full[1], .out = true };
 	interrupt(&x, SA_RESTART, PATIENCE);
-	cr_expect(x.r == -1 && x.err == EINTR,
+	cr_assert(x.r == -1 && x.err == EINTR,
 		  "write with SA_RESTART and SO_SNDTIMEO: %zd, errno %d", x.r, x.err);
 	for (int i = 0; i < 2; i++) {
 		close(f.pipe[i]);
