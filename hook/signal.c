@@ -16,7 +16,8 @@
  * A handler left by siglongjmp never lowers the depth: the depth counts
  * only while the signal that raised it from zero is still blocked, as it
  * is during its handler unless it was installed with SA_NODEFER; the mask
- * siglongjmp restores unblocks it.
+ * siglongjmp restores unblocks it (checked by the next hooked call, and
+ * by the next handler in the mask of the code it interrupted).
  *
  * A sanitizer's runtime installs its own handlers through sigaction while
  * it starts, before anything else of the process runs (ThreadSanitizer's,
@@ -27,6 +28,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <ucontext.h>
 
 #include "hook.h"
 
@@ -49,6 +51,9 @@ NOT_TSAN static void trampoline(int sig, siginfo_t *info, void *ctx)
 {
 	void *fn = __atomic_load_n(&handlers[sig].fn, __ATOMIC_ACQUIRE);
 	int flags = __atomic_load_n(&handlers[sig].flags, __ATOMIC_RELAXED);
+	const ucontext_t *uc = ctx;
+	if (depth && outer && !sigismember(&uc->uc_sigmask, outer))
+		depth = 0;	/* the interrupted code is no handler: one was left by siglongjmp */
 	if (depth++ == 0)
 		outer = flags & SA_NODEFER ? 0 : sig;
 	handled++;

@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1519,6 +1520,15 @@ static void on_usr2(int sig)
 	atomic_store(&handler_ok, ok);
 }
 
+/* A handler left by siglongjmp: the calls after it are a coroutine's. */
+static sigjmp_buf jump;
+
+static void on_usr2_jump(int sig)
+{
+	(void)sig;
+	siglongjmp(jump, 1);
+}
+
 static void handler_in_coroutine(void *arg)
 {
 	(void)arg;
@@ -1548,6 +1558,22 @@ static void handler_in_coroutine(void *arg)
 	for (int i = 0; i < 10 && atomic_load(&turns) == t0; i++)
 		weft_yield();
 	CHECK(atomic_load(&turns) > t0);
+	/* a handler left by siglongjmp: the poll after it parks again, and the
+	 * turner runs meanwhile */
+	struct sigaction sa = { .sa_handler = on_usr2_jump }, old;
+	sigemptyset(&sa.sa_mask);
+	CHECK(sigaction(SIGUSR2, &sa, &old) == 0);
+	weft_lock_thread();
+	CHECK(pthread_sigmask(SIG_UNBLOCK, &usr2, NULL) == 0);
+	if (sigsetjmp(jump, 1) == 0)
+		CHECK(pthread_kill(pthread_self(), SIGUSR2) == 0);
+	t0 = atomic_load(&turns);
+	CHECK(poll(NULL, 0, 1) == 0);
+	long after_jump = atomic_load(&turns) - t0;
+	CHECK(pthread_sigmask(SIG_BLOCK, &usr2, NULL) == 0);
+	weft_unlock_thread();
+	CHECK(sigaction(SIGUSR2, &old, NULL) == 0);
+	CHECK(after_jump > 0);
 	atomic_store(&turning, false);
 	join(t);
 	char buf[512];
