@@ -6,7 +6,8 @@
  * results: socket timeouts, poll and select timeouts, connect and accept,
  * the application's view of O_NONBLOCK across fcntl, ioctl and dups, close
  * of a parked fd, plain threads on hooked fds, sleeps, the resolver on the
- * offload pool, and a weft program that only LD_PRELOAD hooks.
+ * offload pool, POLLPRI, a forked child's calls, EINTR and the calls made
+ * inside signal handlers, and a weft program that only LD_PRELOAD hooks.
  *
  * Every test checks something that only holds with the hooks (the worker
  * kept running, or the fd is non-blocking for real), so each fails when
