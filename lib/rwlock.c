@@ -118,14 +118,19 @@ static void update(weft_rwlock *l, uint64_t delta)
 	at_faa_64(&l->state, delta);
 }
 
-/* Under the lock, writers queued and the lock free: the oldest one enters. */
-static void admit_writer(weft_rwlock *l, struct weft__wakes *ws)
+/* Under the lock, writers queued and the lock free: the oldest live one
+ * enters.  False if every one had abandoned its wait (waitq.h: a claim
+ * drops those nodes): wq is empty then, and the caller does what their
+ * writer_gave_up would have done. */
+static bool admit_writer(weft_rwlock *l, struct weft__wakes *ws)
 {
 	struct weft__wnode *n = weft__waitq_claim(&l->wq);
-	WEFT__ASSERT(n);	/* queued nodes are live: a waiter that gives up unlinks */
+	if (!n)
+		return false;
 	/* relaxed: the lock's release and the wake's CAS publish it */
 	at_store_ptr(&l->writer, n->data);
 	weft__wakes_add(ws, n, 0);
+	return true;
 }
 
 /* Under the lock: every queued reader enters; returns the state's delta. */
@@ -238,7 +243,10 @@ static void last_reader_out(weft_rwlock *l, struct weft__wakes *ws)
 	uint64_t s = at_load_64(&l->state);
 	if (s >= READER || (s & W_HELD) || weft__waitq_empty(&l->wq))
 		return;
-	admit_writer(l, ws);
+	if (!admit_writer(l, ws)) {
+		writer_gave_up(l, ws);
+		return;
+	}
 	update(l, (uint64_t)W_HELD - (weft__waitq_empty(&l->wq) ? W_WAIT : 0));
 }
 
@@ -273,10 +281,19 @@ static void write_hand_over(weft_rwlock *l, struct weft__wakes *ws)
 {
 	uint64_t s = at_load_64(&l->state);
 	if (s & R_WAIT) {
-		update(l, admit_readers(l, ws) - W_HELD);
-	} else if (s & W_WAIT) {
-		admit_writer(l, ws);
-		if (weft__waitq_empty(&l->wq))
+		uint64_t delta = admit_readers(l, ws);
+		/* none entered if every one had abandoned its wait (waitq.h):
+		 * then the writers' turn, if any waits */
+		if (delta != -(uint64_t)R_WAIT || !(s & W_WAIT)) {
+			update(l, delta - W_HELD);
+			return;
+		}
+		update(l, delta);
+	}
+	if (s & W_WAIT) {
+		if (!admit_writer(l, ws))	/* nobody left */
+			update(l, -(uint64_t)(W_WAIT | W_HELD));
+		else if (weft__waitq_empty(&l->wq))
 			update(l, -(uint64_t)W_WAIT);
 	} else {
 		/* a lone W_HELD: nobody else writes it (see the top).
