@@ -288,7 +288,10 @@ static long select_ready(weft_chan_case *cases, size_t n, struct weft__wakes *ws
 static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t k,
 			int64_t deadline, int *err)
 {
-	struct select_wait sw = { .cases = cases, .n = n };
+	struct select_wait sw;	/* not zeroed: its nodes are written as used */
+	sw.claim = 0;
+	sw.cases = cases;
+	sw.n = n;
 	weft__waiter_init(&sw.waiter);
 	for (size_t i = 0; i < n; i++) {
 		sw.nodes[i] = (struct weft__wnode){ .waiter = &sw.waiter, .claim = &sw.claim,
