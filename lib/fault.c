@@ -11,6 +11,7 @@
 static unsigned every;		/* atomic */
 static uint64_t asks, injected;	/* atomic */
 static void (*io_begin_hook)(int fd);	/* atomic: release store, acquire load */
+static void (*abandoned_hook)(void);	/* the same */
 
 /* Fails about one ask in n, at pseudo-random (but reproducible) asks: a
  * strict "every nth" would fail the same allocation of a retried operation
@@ -49,4 +50,16 @@ void weft__fault_io_begin(int fd)
 void weft__fault_on_io_begin(void (*fn)(int fd))
 {
 	__atomic_store_n(&io_begin_hook, fn, __ATOMIC_RELEASE);
+}
+
+void weft__fault_wait_abandoned(void)
+{
+	void (*fn)(void) = __atomic_load_n(&abandoned_hook, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn();
+}
+
+void weft__fault_on_wait_abandoned(void (*fn)(void))
+{
+	__atomic_store_n(&abandoned_hook, fn, __ATOMIC_RELEASE);
 }

@@ -21,6 +21,12 @@
  * noticed.  A test sets the function run there (NULL: none); it may run
  * weft_close(fd) to completion.  Normal builds call nothing.
  */
+/*
+ * Another: weft__wait_park_hook (waitq.c) calls weft__fault_wait_abandoned
+ * after its waiter abandoned its wait and before it relocks the object, the
+ * window in which a claim may drop the abandoned node (waitq.h).  The
+ * function runs in the waiter's context, with no lock held.
+ */
 #ifdef WEFT_FAULT_INJECTION
 bool weft__fault(void);
 /* Makes one ask in n fail from now on (0: none); returns the faults
@@ -28,9 +34,12 @@ bool weft__fault(void);
 __attribute__((visibility("default"))) uint64_t weft__fault_every(unsigned n);
 void weft__fault_io_begin(int fd);
 __attribute__((visibility("default"))) void weft__fault_on_io_begin(void (*fn)(int fd));
+void weft__fault_wait_abandoned(void);
+__attribute__((visibility("default"))) void weft__fault_on_wait_abandoned(void (*fn)(void));
 #else
 static inline bool weft__fault(void) { return false; }
 static inline void weft__fault_io_begin(int fd) { (void)fd; }
+static inline void weft__fault_wait_abandoned(void) {}
 #endif
 
 #endif

@@ -155,6 +155,7 @@ int weft__wait_park_hook(struct weft__wait *x, struct weft__lock *lock, struct w
 		return x->node.result;
 	}
 	/* Abandoned while queued: the object lives, as we still wait on it. */
+	weft__fault_wait_abandoned();
 	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(lock);
 	if (x->node.linked) {	/* else a claimer dropped it, and did our part */
