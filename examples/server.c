@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -130,7 +129,6 @@ static bool one_connection_failed(int err)
 static void acceptor(void *p)
 {
 	struct server *s = p;
-	int one = 1;
 
 	say_listening(s);
 	for (;;) {
@@ -142,9 +140,6 @@ static void acceptor(void *p)
 				exit(fail(s->name, "accept"));
 			continue;
 		}
-		/* request/response traffic: send each reply at once rather
-		 * than let Nagle wait for the previous one to be acked */
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 		co = weft_spawn(connection, (void *)(intptr_t)fd);
 		if (co == NULL) { /* out of memory: drop this client only */
 			weft_close(fd);

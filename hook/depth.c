@@ -5,6 +5,17 @@
  * weft_close's close).  The depth lives in a coroutine-local (weft_key):
  * a thread-local would stay raised on a worker while the coroutine that
  * raised it is parked, and other coroutines' calls would pass through.
+ *
+ * Two callers are plain whatever weft_self() says: a signal handler
+ * (signal.c), which must never park or yield, and a child forked while a
+ * runtime ran.  The child copied the forking thread's thread-locals, so
+ * weft_self() may still name the coroutine that forked, but it has no
+ * workers: weft's calls there would act on the parent's epoll instance
+ * (shared across fork) and on locks some other thread may have held at
+ * the fork.  pthread_atfork handlers mark the child (a child of a process
+ * without a runtime may start its own) and hold the fd table's lock across
+ * the fork (fdstate.c).  A raw clone or vfork runs no handler (a vfork
+ * child shares our memory: marking it would mark the parent).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -13,6 +24,37 @@
 
 static weft_key *depth_key;
 static pthread_once_t depth_once = PTHREAD_ONCE_INIT;
+static bool running_at_fork;	/* a runtime ran when fork was called */
+static bool forked;		/* written in the child only */
+
+static void before_fork(void)
+{
+	weft_stats st = { .size = sizeof st };
+	__atomic_store_n(&running_at_fork, weft_stats_get(&st) == 0, __ATOMIC_RELAXED);
+	weft__hook_fd_fork_prepare();
+}
+
+static void in_parent(void)
+{
+	weft__hook_fd_fork_done();
+}
+
+static void in_child(void)
+{
+	weft__hook_fd_fork_done();
+	if (__atomic_load_n(&running_at_fork, __ATOMIC_RELAXED))
+		__atomic_store_n(&forked, true, __ATOMIC_RELAXED);
+}
+
+__attribute__((constructor)) static void watch_fork(void)
+{
+	pthread_atfork(before_fork, in_parent, in_child);
+}
+
+bool weft__hook_forked(void)
+{
+	return __atomic_load_n(&forked, __ATOMIC_RELAXED);
+}
 
 static void make_key(void)
 {
@@ -32,7 +74,7 @@ static uintptr_t depth(void)
 
 int weft__hook_mode(void)
 {
-	if (!weft_self())
+	if (weft__hook_in_handler() || weft__hook_forked() || !weft_self())
 		return HOOK_PLAIN;
 	return depth() ? HOOK_PASS : HOOK_CORO;
 }

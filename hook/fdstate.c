@@ -16,6 +16,14 @@
  * directories stay allocated (chained), since a reader may still hold one.
  * Records are recycled, never freed, so a racing reader of a closing fd
  * never touches freed memory.
+ *
+ * A signal handler never writes the table, since its writers take a
+ * mutex the handler may have interrupted the holder of (close and dup2
+ * there leave the record as a close behind the hooks' back does).  A child
+ * forked while a runtime ran does not even read it: no fd of the child is
+ * the hooks' (they pass every call through there, so an inherited fd shows
+ * its real O_NONBLOCK).  The mutex is held across every fork, so that a
+ * child has it unlocked whatever the other threads were doing.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -54,7 +62,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct entry *find(int fd)
 {
 	struct dir *d = LOAD(&table);
-	if (fd < 0 || !d || (size_t)fd / CHUNK >= d->n)
+	if (fd < 0 || !d || (size_t)fd / CHUNK >= d->n || weft__hook_forked())
 		return NULL;
 	struct entry *c = LOAD(&d->chunk[fd / CHUNK]);
 	return c ? &c[fd % CHUNK] : NULL;
@@ -172,6 +180,8 @@ int weft__hook_fd_track(int fd)
 
 void weft__hook_fd_share(int from, int to)
 {
+	if (weft__hook_in_handler())
+		return;
 	struct weft__hook_ofd *o = weft__hook_ofd(from);
 	struct entry *e = o ? get(to) : find(to);
 	if (!e)
@@ -184,7 +194,7 @@ void weft__hook_fd_share(int from, int to)
 bool weft__hook_fd_forget(int fd)
 {
 	struct entry *e = find(fd);
-	if (!e || (!LOAD(&e->ofd) && !LOAD(&e->registered)))
+	if (!e || (!LOAD(&e->ofd) && !LOAD(&e->registered)) || weft__hook_in_handler())
 		return false;
 	__atomic_fetch_add(&e->gen, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&lock);
@@ -204,6 +214,16 @@ unsigned weft__hook_fd_gen(int fd)
 {
 	struct entry *e = find(fd);
 	return e ? __atomic_load_n(&e->gen, __ATOMIC_SEQ_CST) : 0;
+}
+
+void weft__hook_fd_fork_prepare(void)
+{
+	pthread_mutex_lock(&lock);
+}
+
+void weft__hook_fd_fork_done(void)
+{
+	pthread_mutex_unlock(&lock);
 }
 
 int weft__hook_blocking(int fd)

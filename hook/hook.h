@@ -65,6 +65,7 @@ struct weft__hook_real {
 	struct hostent *(*gethostbyname)(const char *);
 	int (*gethostbyname_r)(const char *, struct hostent *, char *, size_t,
 			       struct hostent **, int *);
+	int (*sigaction)(int, const struct sigaction *, struct sigaction *);
 };
 
 extern struct weft__hook_real weft__hook_real;
@@ -83,8 +84,10 @@ void weft__hook_resolve(void);
 /*
  * Who is calling: HOOK_PASS inside a call the hooks made into weft (weft's
  * own close, fcntl and poll must reach the real ones), HOOK_PLAIN on a
- * thread that runs no coroutine (plain, offload helper, scheduler), and
- * HOOK_CORO in a coroutine.  The depth is the coroutine's (a weft_key), not
+ * thread that runs no coroutine (plain, offload helper, scheduler), inside
+ * a signal handler (which must never park or yield) and in a child forked
+ * while a runtime ran (which has none), and HOOK_CORO in a
+ * coroutine.  The depth is the coroutine's (a weft_key), not
  * the thread's: a hook that parks inside weft leaves its worker to other
  * coroutines, and may resume on another worker.
  */
@@ -93,6 +96,24 @@ int weft__hook_mode(void);
 /* Raises the calling coroutine's depth: false (errno set) if it cannot. */
 bool weft__hook_enter(void);
 void weft__hook_leave(void);
+/* Whether this process is a child forked while a runtime ran: it has no
+ * runtime, and the fd table is the parent's (never used there). */
+bool weft__hook_forked(void);
+
+/* ------------------------------------------------------------- signals */
+
+/* Whether the calling thread runs a signal handler installed through the
+ * hooked sigaction or signal (signal.c); async-signal-safe. */
+bool weft__hook_in_handler(void);
+/* The handlers run on the calling thread so far, for weft__hook_restarts. */
+struct weft__hook_sigs {
+	unsigned handled;	/* handlers run */
+	unsigned norestart;	/* of those, without SA_RESTART */
+};
+void weft__hook_sigs_now(struct weft__hook_sigs *s);
+/* After a wait's EINTR: whether every handler run since `before` asked for
+ * SA_RESTART (and one did), so the blocking call would have restarted. */
+bool weft__hook_restarts(const struct weft__hook_sigs *before);
 
 /* ------------------------------------------------------------- fd state */
 
@@ -131,6 +152,10 @@ bool weft__hook_fd_forget(int fd);
 void weft__hook_fd_registered(int fd);
 /* fd's generation: it changes whenever fd is closed through the hooks. */
 unsigned weft__hook_fd_gen(int fd);
+/* Around fork (pthread_atfork): the table's lock held across it, so that
+ * the child's copy is consistent and unlocked. */
+void weft__hook_fd_fork_prepare(void);
+void weft__hook_fd_fork_done(void);
 
 /* ------------------------------------------------------------- waiting */
 

@@ -58,7 +58,8 @@ static ssize_t run(struct op *op, int fd)
 	int mode = op->flags & MSG_DONTWAIT ? HOOK_PASS : weft__hook_blocking(fd);
 	if (mode == HOOK_PASS)
 		return op->attempt(op, fd);
-	weft_consume_budget();	/* a loop of calls that never wait yields at times */
+	if (mode == HOOK_CORO)
+		weft_consume_budget();	/* a loop of calls that never wait yields at times */
 	struct weft__hook_wait w;
 	weft__hook_wait_init(&w, fd, op->events, mode);
 	for (;;) {

@@ -4,7 +4,8 @@
  * __ppoll_chk) in a coroutine: a real poll that does not wait first; when
  * nothing is ready and the timeout allows waiting, the coroutine parks
  * until one of the fds is ready or the timeout: on the fd itself when it
- * is the only one and the hooks track it (weft_wait), else on a temporary
+ * is the only one, the hooks track it and weft_wait can wait for all its
+ * events (not POLLPRI, nor band data), else on a temporary
  * epoll instance holding them all, which leaves the fds' own flags and
  * weft's registrations alone.  Then the real poll again says what is
  * ready.  ppoll with a signal mask waits in the real ppoll on the offload
@@ -34,10 +35,18 @@ static long only_one(const struct pollfd *fds, nfds_t n)
 	return only;
 }
 
+/* The poll events weft_wait waits for: normal data in and out, and the
+ * hang-ups that come with a readable end.  Priority and band data
+ * (POLLPRI, POLLRDBAND, POLLWRBAND) are not among them. */
+static const short WEFT_KINDS = POLLIN | POLLRDNORM | POLLRDHUP | POLLOUT | POLLWRNORM;
+
+/* weft_wait's events for a poll's, or 0 when it cannot wait for them all. */
 static int weft_events(short events)
 {
-	return (events & (POLLIN | POLLPRI | POLLRDHUP | POLLRDNORM | POLLRDBAND) ? WEFT_IN : 0) |
-	       (events & (POLLOUT | POLLWRNORM | POLLWRBAND) ? WEFT_OUT : 0);
+	if (events & EPOLL_KINDS & ~WEFT_KINDS)
+		return 0;
+	return (events & (POLLIN | POLLRDNORM | POLLRDHUP) ? WEFT_IN : 0) |
+	       (events & (POLLOUT | POLLWRNORM) ? WEFT_OUT : 0);
 }
 
 /* Adds fds[i] to ep; a duplicate fd gets the union of its entries' events. */

@@ -65,6 +65,7 @@ void weft__hook_resolve(void)
 	RESOLVE(getaddrinfo);
 	RESOLVE(gethostbyname);
 	RESOLVE(gethostbyname_r);
+	RESOLVE(sigaction);
 }
 
 __attribute__((constructor)) static void resolve_at_load(void)

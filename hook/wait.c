@@ -115,7 +115,11 @@ static int poll_ms(int64_t deadline)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
-/* A plain thread's wait: the real poll(2), restarted after a signal. */
+/* A plain thread's wait: the real poll(2).  A signal handler that
+ * interrupts it ends it with EINTR as it would have ended the blocking
+ * call (signal(7)): unless every handler run meanwhile asked for
+ * SA_RESTART, and always on a socket with a timeout.  A handler the hooks
+ * did not install (signal.c) counts as one without SA_RESTART. */
 static int block(struct weft__hook_wait *w)
 {
 	struct pollfd p = { .fd = w->fd, .events = w->events == WEFT_IN ? POLLIN : POLLOUT };
@@ -124,10 +128,12 @@ static int block(struct weft__hook_wait *w)
 			errno = EAGAIN;
 			return -1;
 		}
+		struct weft__hook_sigs before;
+		weft__hook_sigs_now(&before);
 		int r = REAL(poll)(&p, 1, poll_ms(w->deadline));
 		if (r > 0)
 			return 0;	/* ready, or POLLNVAL: the retried call says EBADF */
-		if (r < 0 && errno != EINTR)
+		if (r < 0 && (errno != EINTR || w->deadline >= 0 || !weft__hook_restarts(&before)))
 			return -1;
 	}
 }

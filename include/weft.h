@@ -237,6 +237,23 @@ WEFT_EXPORT weft_group *weft_group_new(void);
 WEFT_EXPORT weft_co *weft_group_spawn(weft_group *g, void (*fn)(void *), void *arg);
 
 /*
+ * weft_group_spawn with weft_spawn_with's options (a name, a stack size;
+ * opts may be NULL: weft_group_spawn).  Errors: those of weft_group_spawn;
+ * EINVAL for a stack_size above 1 GiB.
+ */
+WEFT_EXPORT weft_co *weft_group_spawn_with(weft_group *g, void (*fn)(void *), void *arg,
+					   const weft_spawn_opts *opts);
+
+/*
+ * The number of members of g that have not returned yet: spawned, and not
+ * yet finished (a member counts from its spawn until its function and its
+ * coroutine-locals' destructors have returned).  From any thread; a
+ * snapshot, which members spawning or returning meanwhile may change.
+ * Errors: EINVAL if g is NULL (-1).
+ */
+WEFT_EXPORT ssize_t weft_group_count(weft_group *g);
+
+/*
  * Waits until every member of g has returned (the members spawned while it
  * waits included): 0.  Errors: EINVAL if g is NULL; ETIMEDOUT at deadline
  * (absolute weft_now() ns, -1 none), the members left running; ECANCELED if
@@ -304,9 +321,10 @@ WEFT_EXPORT void weft_yield(void);
 
 /*
  * Spends one unit of the calling coroutine's budget, as every fd call and
- * channel operation of weft does: the 128th such call of one run of a
- * coroutine (between two of its switches) first lets its worker fire due
- * timers, harvest readiness and run the others, as weft_yield does.  So a
+ * channel operation of weft does (an fd call one more per 4 KiB it moved):
+ * the 128th unit of one run of a coroutine (between two of its switches)
+ * first lets its worker fire due timers, harvest readiness and run the
+ * others, as weft_yield does.  So a
  * loop whose calls never have to wait (an accept loop under a flood of
  * connections, a reader whose peer keeps its socket full, a receiver whose
  * channel is never empty) cannot keep the rest of its worker waiting.
@@ -439,10 +457,15 @@ WEFT_EXPORT ssize_t weft_write(int fd, const void *buf, size_t len, int64_t dead
 
 /*
  * Accepts a connection on the listening socket fd, as accept4(2); the new fd
- * is non-blocking and close-on-exec.  When the process or system is out of
- * fds or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) it backs off (1 ms,
- * doubling to 100 ms; the coroutine sleeps, the worker serves others) and
- * retries until the deadline, which then fails with that errno.
+ * is non-blocking and close-on-exec.  A TCP one has TCP_NODELAY set, as Go's
+ * connections have: a small write goes out at once instead of waiting for
+ * the peer's ACK of the last one (Nagle's algorithm).  To keep Nagle's
+ * algorithm, set the option back to 0 after the call: setsockopt(fd,
+ * IPPROTO_TCP, TCP_NODELAY, &zero, sizeof zero).  Other sockets (Unix ones)
+ * are left as they are.  When the process or system is out of fds or
+ * memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) it backs off (1 ms, doubling to
+ * 100 ms; the coroutine sleeps, the worker serves others) and retries until
+ * the deadline, which then fails with that errno.
  * ECONNABORTED is retried.  Errors: those of accept4(2), ETIMEDOUT, ECANCELED.
  */
 WEFT_EXPORT int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline);
@@ -486,10 +509,11 @@ WEFT_EXPORT int weft_connect(int fd, const struct sockaddr *addr, socklen_t addr
  * past still tries what needs no waiting (a numeric address's first
  * attempt, checked once), then fails with ETIMEDOUT.  However it ends,
  * every attempt's socket but the winner's is closed before it returns.
- * Errors: EPERM outside a coroutine; EINVAL for a NULL host or service;
- * the resolution failures above; ETIMEDOUT; ECANCELED; when every attempt
- * failed, the errno of the one that failed last (ECONNREFUSED,
- * ENETUNREACH, ...); ENOMEM, EMFILE.
+ * The socket has TCP_NODELAY set, as weft_accept's have (which says how to
+ * keep Nagle's algorithm).  Errors: EPERM outside a coroutine; EINVAL for a
+ * NULL host or service; the resolution failures above; ETIMEDOUT;
+ * ECANCELED; when every attempt failed, the errno of the one that failed
+ * last (ECONNREFUSED, ENETUNREACH, ...); ENOMEM, EMFILE.
  */
 WEFT_EXPORT int weft_dial(const char *host, const char *service, int64_t deadline);
 
@@ -503,7 +527,8 @@ enum {
 /*
  * Returns a listening TCP socket bound to host:service with backlog
  * (listen(2)'s: capped by net.core.somaxconn): non-blocking, close-on-exec,
- * SO_REUSEADDR (a restarted server rebinds at once), for weft_accept.
+ * SO_REUSEADDR (a restarted server rebinds at once), for weft_accept
+ * (whose connections have TCP_NODELAY set).
  * host NULL is any address, dual-stack: IPv6's "::" with IPV6_V6ONLY off,
  * which IPv4 clients reach too, or IPv4's 0.0.0.0 where the system has no
  * IPv6; "::" is dual-stack too.  A name binds the first of its addresses

@@ -76,6 +76,7 @@ int weft_chan_close(weft_chan *ch)
 	weft__lock_acquire(&ch->lock);
 	bool was = ch->closed;
 	ch->closed = true;
+	/* both queues emptied: a select claimed here leaves no node on ch */
 	weft__waitq_claim_all(&ch->recvq, EPIPE, &ws);
 	weft__waitq_claim_all(&ch->sendq, EPIPE, &ws);
 	weft__lock_release(&ch->lock);
@@ -112,13 +113,44 @@ static void copy(weft_chan *ch, void *to, const void *from)
 
 enum { NOT_READY = -1 };
 
+/* A select's wait: one node per case, all on one waiter and claim word. */
+struct select_wait {
+	struct weft__waiter waiter;
+	unsigned claim;
+	const weft_chan_case *cases;
+	size_t n;
+	struct weft__wnode nodes[WEFT_SELECT_MAX];
+};
+
+static struct weft__waitq *case_queue(const weft_chan_case *c)
+{
+	return c->op == WEFT_CHAN_SEND ? &c->ch->sendq : &c->ch->recvq;
+}
+
+/* Under ch's lock: claims q's oldest live node (waitq.h).  A select's
+ * other nodes on ch go with it: once claimed, the select never touches ch
+ * again (ch may be freed as soon as we return), so its claimer unlinks
+ * them; the select's waiter waits for us (WAKING) before its stack goes. */
+static struct weft__wnode *claim(weft_chan *ch, struct weft__waitq *q)
+{
+	struct weft__wnode *n = weft__waitq_claim(q);
+	if (!n || n->sole)
+		return n;
+	struct select_wait *sw = (struct select_wait *)((char *)(n - n->index) -
+							 offsetof(struct select_wait, nodes));
+	for (size_t i = 0; i < sw->n; i++)
+		if (sw->cases[i].ch == ch)
+			weft__waitq_unlink(case_queue(&sw->cases[i]), &sw->nodes[i]);
+	return n;
+}
+
 /* Under the lock: 0 sent, EPIPE, or NOT_READY.  A partner it completed
  * goes on ws, to be woken after the lock's release (waitq.h). */
 static int try_send(weft_chan *ch, const void *elem, struct weft__wakes *ws)
 {
 	if (ch->closed)
 		return EPIPE;
-	struct weft__wnode *r = weft__waitq_claim(&ch->recvq);
+	struct weft__wnode *r = claim(ch, &ch->recvq);
 	if (r) {
 		copy(ch, r->data, elem);
 		weft__wakes_add(ws, r, 0);
@@ -139,13 +171,13 @@ static int try_recv(weft_chan *ch, void *elem, struct weft__wakes *ws)
 		copy(ch, elem, slot(ch, 0));
 		ch->head = (ch->head + 1) % ch->cap;
 		ch->count--;
-		if ((s = weft__waitq_claim(&ch->sendq))) {	/* room for one more */
+		if ((s = claim(ch, &ch->sendq))) {	/* room for one more */
 			copy(ch, slot(ch, ch->count++), s->data);
 			weft__wakes_add(ws, s, 0);
 		}
 		return 0;
 	}
-	if ((s = weft__waitq_claim(&ch->sendq))) {	/* rendezvous */
+	if ((s = claim(ch, &ch->sendq))) {	/* rendezvous */
 		copy(ch, elem, s->data);
 		weft__wakes_add(ws, s, 0);
 		return 0;
@@ -203,16 +235,19 @@ static size_t lock_order(const weft_chan_case *cases, size_t n, weft_chan **out)
 	return k;
 }
 
-static void lock_all(weft_chan **chs, size_t k)
+/* Lock and unlock every channel of chs but skip (NULL: none). */
+static void lock_all(weft_chan **chs, size_t k, const weft_chan *skip)
 {
 	for (size_t i = 0; i < k; i++)
-		weft__lock_acquire(&chs[i]->lock);
+		if (chs[i] != skip)
+			weft__lock_acquire(&chs[i]->lock);
 }
 
-static void unlock_all(weft_chan **chs, size_t k)
+static void unlock_all(weft_chan **chs, size_t k, const weft_chan *skip)
 {
 	for (size_t i = k; i-- > 0;)
-		weft__lock_release(&chs[i]->lock);
+		if (chs[i] != skip)
+			weft__lock_release(&chs[i]->lock);
 }
 
 static int valid_cases(const weft_chan_case *cases, size_t n)
@@ -226,11 +261,6 @@ static int valid_cases(const weft_chan_case *cases, size_t n)
 			return -1;
 	}
 	return 0;
-}
-
-static struct weft__waitq *case_queue(const weft_chan_case *c)
-{
-	return c->op == WEFT_CHAN_SEND ? &c->ch->sendq : &c->ch->recvq;
 }
 
 /* Under every lock: the first ready case from a random start, or -1. */
@@ -251,33 +281,39 @@ static long select_ready(weft_chan_case *cases, size_t n, struct weft__wakes *ws
 }
 
 /* Under every lock: parks a node per case, waits, settles, and returns
- * with every lock released. */
+ * with every lock released.  Abandoned, it relocks every channel to unlink
+ * its nodes (they live: it waits on each); claimed, every channel but the
+ * claimer's, whose nodes the claimer unlinked (claim): that one may be
+ * freed already. */
 static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t k,
 			int64_t deadline, int *err)
 {
-	struct weft__waiter w;
-	struct weft__wnode nodes[WEFT_SELECT_MAX];
-	unsigned claim = 0;
-	weft__waiter_init(&w);
+	struct select_wait sw;	/* not zeroed: its nodes are written as used */
+	sw.claim = 0;
+	sw.cases = cases;
+	sw.n = n;
+	weft__waiter_init(&sw.waiter);
 	for (size_t i = 0; i < n; i++) {
-		nodes[i] = (struct weft__wnode){ .waiter = &w, .claim = &claim,
-						 .index = (unsigned)i, .data = cases[i].elem };
-		weft__waitq_push(case_queue(&cases[i]), &nodes[i]);
+		sw.nodes[i] = (struct weft__wnode){ .waiter = &sw.waiter, .claim = &sw.claim,
+						    .index = (unsigned)i, .data = cases[i].elem };
+		weft__waitq_push(case_queue(&cases[i]), &sw.nodes[i]);
 	}
-	unlock_all(chs, k);	/* RMWs: the StoreLoad the wait needs */
-	int r = weft__waiter_wait_fenced(&w, deadline);
-	lock_all(chs, k);
-	bool won = weft__wnode_settle(&nodes[0]);	/* the claim word is shared */
+	unlock_all(chs, k, NULL);	/* RMWs: the StoreLoad the wait needs */
+	int r = weft__waiter_wait_fenced(&sw.waiter, deadline);
+	bool claimed = (r & WEFT__PARK_WAKE_CLAIMED) || !weft__wnode_abandon(&sw.nodes[0]);
+	size_t won = claimed ? weft__wnode_claimed_case(&sw.nodes[0], r) : n;
+	const weft_chan *skip = claimed ? cases[won].ch : NULL;
+	lock_all(chs, k, skip);
 	for (size_t i = 0; i < n; i++)
-		weft__waitq_unlink(case_queue(&cases[i]), &nodes[i]);
-	unlock_all(chs, k);
-	if (!won) {
+		if (cases[i].ch != skip)
+			weft__waitq_unlink(case_queue(&cases[i]), &sw.nodes[i]);
+	unlock_all(chs, k, skip);
+	if (!claimed) {
 		*err = r;
 		return -1;
 	}
-	size_t i = weft__wnode_claimed_case(&nodes[0], r);
-	cases[i].err = nodes[i].result;
-	return (long)i;
+	cases[won].err = sw.nodes[won].result;
+	return (long)won;
 }
 
 int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
@@ -287,11 +323,11 @@ int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
 	weft_chan *chs[WEFT_SELECT_MAX];
 	size_t k = lock_order(cases, n, chs);
 	struct weft__wakes ws = { NULL };
-	lock_all(chs, k);
+	lock_all(chs, k, NULL);
 	long i = select_ready(cases, n, &ws);
 	int err = ETIMEDOUT;
 	if (i >= 0 || weft__clock_deadline_passed(deadline)) {
-		unlock_all(chs, k);
+		unlock_all(chs, k, NULL);
 		weft__wakes_run(&ws);
 	} else {	/* nothing was ready: ws is empty */
 		i = select_park(cases, n, chs, k, deadline, &err);

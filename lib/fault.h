@@ -40,12 +40,19 @@
  *                         unlock and free the object, and must return by
  *                         itself: in a correct unlock that thread cannot
  *                         get the object until the pause is over.
+ *   WEFT__FAULT_ABANDONED weft__wait_park_hook (waitq.c), after its waiter
+ *                         abandoned its wait and before it relocks the
+ *                         object (what: the object), the window in which a
+ *                         claim may drop the abandoned node (waitq.h).  The
+ *                         function runs in the waiter's context, with no
+ *                         lock held.
  */
 enum weft__fault_point {
 	WEFT__FAULT_IO_BEGIN,
 	WEFT__FAULT_CLOSE,
 	WEFT__FAULT_CLOSED,
 	WEFT__FAULT_UNLOCK,
+	WEFT__FAULT_ABANDONED,
 	WEFT__FAULT_POINTS
 };
 

@@ -282,7 +282,7 @@ static void queue_shrunk(struct weft__fd *e, int d)
 bool weft__fd_unqueue(struct weft__fd *e, int d, struct weft__fd_node *n)
 {
 	weft__lock_acquire(&e->qlock);
-	bool claimed = weft__wnode_settle(&n->node);
+	bool claimed = !weft__wnode_abandon(&n->node);
 	if (!claimed) {
 		weft__waitq_unlink(&e->queue[d], &n->node);
 		queue_shrunk(e, d);

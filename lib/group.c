@@ -24,6 +24,9 @@
  * handle is freed; weft_join and weft_detach never apply to it.  To reach
  * members whose state is unknown, use weft_group_cancel.
  *
+ * weft_group_count reads the count under the lock: a member counts from
+ * before its start (link_member) until weft__group_leave.
+ *
  * Cancellation: weft_group_cancel marks the group and calls weft_cancel on
  * each member in the list, under the lock (a listed member is not freed);
  * a member spawned after it starts cancelled.  Members may spawn members
@@ -71,12 +74,18 @@ static void unlink_member(weft_group *g, struct weft_co *co)
 
 weft_co *weft_group_spawn(weft_group *g, void (*fn)(void *), void *arg)
 {
+	return weft_group_spawn_with(g, fn, arg, NULL);
+}
+
+weft_co *weft_group_spawn_with(weft_group *g, void (*fn)(void *), void *arg,
+			       const weft_spawn_opts *opts)
+{
 	if (!g) {
 		weft__err_fail(EINVAL);
 		return NULL;
 	}
 	struct weft_co *co;
-	int r = weft__co_new(&co, fn, arg, NULL);
+	int r = weft__co_new(&co, fn, arg, opts);
 	if (r < 0)
 		return weft__err_result_null(r);
 	weft_detach(co);	/* not started yet: always succeeds */
@@ -126,6 +135,16 @@ int weft_group_wait(weft_group *g, int64_t deadline)
 		return weft__err_fail(EDEADLK);
 	int r = wait_empty(g, deadline, true);
 	return r ? weft__err_fail(r) : 0;
+}
+
+ssize_t weft_group_count(weft_group *g)
+{
+	if (!g)
+		return weft__err_fail(EINVAL);
+	weft__lock_acquire(&g->lock);
+	size_t n = g->count;
+	weft__lock_release(&g->lock);
+	return (ssize_t)n;
 }
 
 int weft_group_cancel(weft_group *g)

@@ -19,6 +19,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -49,6 +51,7 @@ struct io {
 	int fd;
 	unsigned gen;
 	struct weft__fd *e;
+	struct weft__worker *w;	/* the caller's worker, until the call parks */
 	unsigned char leave;
 };
 
@@ -124,8 +127,18 @@ static int io_begin(struct io *io, int fd)
 	io->fd = fd;
 	io->gen = gen;
 	io->e = e;
+	io->w = w;
 	io->leave = 0;
 	return 0;
+}
+
+/* The call moved n bytes (n >= 0): they count against the budget too
+ * (worker.h), unless it parked, which gave the worker back.  A transfer
+ * under a unit's worth costs one compare. */
+static inline void io_moved(struct io *io, ssize_t n)
+{
+	if (n >= WEFT__WORKER_BUDGET_BYTES && io->w)
+		weft__worker_spend_bytes(io->w, (size_t)n);
 }
 
 /* A call holding a turn is returning, having not parked again: it did
@@ -279,6 +292,7 @@ static __attribute__((noinline)) int io_wait_queued(struct io *io, int events, i
 /* io_wait, or the wait-until-ready of a file epoll cannot watch. */
 static int io_park(struct io *io, int events, int64_t deadline)
 {
+	io->w = NULL;	/* it may go on on another worker, in another dispatch */
 	if (io->e->flags & FD_NO_POLL) {
 		weft_yield();	/* epoll cannot tell: let others run, then retry */
 		return events;
@@ -361,6 +375,7 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 		if (n >= 0) {
 			if (reads)
 				at_store_uint(&io.e->drained, hint && n > 0 && (size_t)n < op->asked);
+			io_moved(&io, n);
 			return io_return(&io, n, 0);
 		}
 		e = io_retry(&io, weft__err_get(), events, deadline);
@@ -429,6 +444,7 @@ IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, 
 		if (e)
 			return io_return(&io, -1, e);
 	}
+	io_moved(&io, (ssize_t)op->done);
 	return io_return(&io, (ssize_t)op->done, 0);
 }
 
@@ -473,6 +489,15 @@ static int back_off(int64_t *step, int64_t deadline, int e)
 	return weft_sleep(until) == 0 ? 0 : -weft__err_get();
 }
 
+int weft__io_nodelay(int fd)
+{
+	int one = 1;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0)
+		return 0;
+	int e = weft__err_get();
+	return e == EOPNOTSUPP ? 0 : -e;	/* EOPNOTSUPP: not TCP (a Unix socket) */
+}
+
 int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline)
 {
 	struct io io;
@@ -481,8 +506,12 @@ int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadl
 	int64_t step = BACKOFF_MIN_NS;
 	for (;;) {
 		int c = accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (c >= 0)
-			return (int)io_return(&io, c, 0);
+		if (c >= 0) {
+			int r = weft__io_nodelay(c);
+			if (r < 0)
+				close(c);
+			return (int)io_return(&io, r < 0 ? -1 : c, -r);
+		}
 		int e = weft__err_get();
 		if (out_of_resources(e)) {
 			e = -back_off(&step, deadline, e);

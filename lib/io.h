@@ -59,4 +59,9 @@ ssize_t weft__io_call(int fd, int events, struct weft__io_op *op, int64_t deadli
  * (op->done bytes) has been written. */
 ssize_t weft__io_write_all(int fd, struct weft__io_op *op, int64_t deadline);
 
+/* Turns Nagle's algorithm off on a connected socket (weft_accept's and
+ * weft_dial's, weft.h): 0, also for a socket that is not TCP (left as it
+ * is), or a negative errno. */
+int weft__io_nodelay(int fd);
+
 #endif

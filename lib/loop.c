@@ -250,10 +250,13 @@ static int harvest(struct weft__worker *w)
 	return dispatch(w, ev, n > 0 ? n : 0, false);
 }
 
-/* The harvest's count, and the time noted for the POLL_NS turns. */
+/* The harvest's count, and what the POLL_NS turns go by: its time, and
+ * the ready FIFO's tail if it woke something (to the FIFO's back). */
 static bool count_harvest(struct weft__worker *w, int64_t now, int events)
 {
 	w->last_poll = now;
+	uint64_t queued = events > 0 ? at_load_64(&w->ready.len) : 0;
+	w->poll_served = at_load_64(&w->c.ready_pops) + queued;
 	weft__count(&w->c.polls);
 	weft__count_n(&w->c.ready_events, (uint64_t)events);
 	return events > 0;

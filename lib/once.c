@@ -10,8 +10,10 @@
  * set under the bucket's lock by the first caller that queues.  The runner
  * swaps in DONE after fn returned and, only if WAITERS was set, claims every
  * waiter of the bucket under its lock and wakes them after its release.
- * Waiters of other words that share the bucket are woken too; they find
- * their word still RUNNING and queue again.  A waiter checks the word under
+ * Its waiters' nodes carry the word's address, and it claims only those:
+ * a waiter claimed so knows the word is DONE and never reads it again (its
+ * runner may have freed it), and waiters of other words that share the
+ * bucket stay queued.  A waiter checks the word under
  * the bucket's lock before it queues, and the runner takes that lock after
  * its swap, so no wake is lost.  The runner's swap is its last access to
  * the word, and the buckets are static: a caller that returned may free the
@@ -55,11 +57,10 @@ static int wait_done(weft_once *o)
 			weft__lock_release(&b->lock);	/* it was DONE meanwhile */
 			continue;
 		}
+		/* claimed only once o is DONE (see the top) */
 		struct weft__wait x;
-		weft__wait_enqueue(&x, &b->q, NULL);
-		int r = weft__wait_park(&x, &b->lock, &b->q, -1);
-		if (r)
-			return r;
+		weft__wait_enqueue(&x, &b->q, o);
+		return weft__wait_park(&x, &b->lock, &b->q, -1);
 	}
 }
 
@@ -78,7 +79,7 @@ int weft_once_run(weft_once *o, void (*fn)(void *), void *arg)
 			struct bucket *b = bucket_of(o);
 			struct weft__wakes ws = { NULL };
 			weft__lock_acquire(&b->lock);
-			weft__waitq_claim_all(&b->q, 0, &ws);
+			weft__waitq_claim_all_of(&b->q, o, 0, &ws);
 			weft__lock_release(&b->lock);
 			weft__wakes_run(&ws);
 		}

@@ -123,14 +123,19 @@ static void update(weft_rwlock *l, uint64_t delta)
 	at_faa_64(&l->state, delta);
 }
 
-/* Under the lock, writers queued and the lock free: the oldest one enters. */
-static void admit_writer(weft_rwlock *l, struct weft__wakes *ws)
+/* Under the lock, writers queued and the lock free: the oldest live one
+ * enters.  False if every one had abandoned its wait (waitq.h: a claim
+ * drops those nodes): wq is empty then, and the caller does what their
+ * writer_gave_up would have done. */
+static bool admit_writer(weft_rwlock *l, struct weft__wakes *ws)
 {
 	struct weft__wnode *n = weft__waitq_claim(&l->wq);
-	WEFT__ASSERT(n);	/* queued nodes are live: a waiter that gives up unlinks */
+	if (!n)
+		return false;
 	/* relaxed: the lock's release and the wake's CAS publish it */
 	at_store_ptr(&l->writer, n->data);
 	weft__wakes_add(ws, n, 0);
+	return true;
 }
 
 /* Under the lock: every queued reader enters; returns the state's delta. */
@@ -243,7 +248,13 @@ static bool last_reader_out(weft_rwlock *l, struct weft__wakes *ws)
 	uint64_t s = at_load_64(&l->state);
 	if (s / READER != 1 || !(s & W_WAIT))
 		return false;
-	admit_writer(l, ws);
+	if (!admit_writer(l, ws)) {
+		/* every queued writer had abandoned its wait (waitq.h): their
+		 * give-up falls to us, and our hold goes back by the caller's
+		 * CAS after the lock's release */
+		writer_gave_up(l, ws);
+		return false;
+	}
 	update(l, (uint64_t)W_HELD - READER - (weft__waitq_empty(&l->wq) ? W_WAIT : 0));
 	return true;
 }
@@ -270,10 +281,9 @@ static int read_unlock(weft_rwlock *l)
 		bool handed = last_reader_out(l, &ws);
 		weft__fault_pause(WEFT__FAULT_UNLOCK, (uintptr_t)l);
 		weft__lock_release(&l->lock);
-		if (handed) {
-			weft__wakes_run(&ws);
+		weft__wakes_run(&ws);	/* readers a writer's give-up let in */
+		if (handed)
 			return 0;
-		}
 	}
 }
 
@@ -285,14 +295,23 @@ static bool write_hand_over(weft_rwlock *l, struct weft__wakes *ws)
 {
 	uint64_t s = at_load_64(&l->state);
 	if (s & R_WAIT) {
-		update(l, admit_readers(l, ws) - W_HELD);
-	} else if (s & W_WAIT) {
-		admit_writer(l, ws);
-		if (weft__waitq_empty(&l->wq))
-			update(l, -(uint64_t)W_WAIT);
-	} else {
+		uint64_t delta = admit_readers(l, ws);
+		if (delta != -(uint64_t)R_WAIT) {	/* some entered */
+			update(l, delta - W_HELD);
+			return true;
+		}
+		/* every one had abandoned its wait (waitq.h): the writers'
+		 * turn, if any waits */
+		update(l, delta);
+	}
+	if (!(s & W_WAIT))
+		return false;
+	if (!admit_writer(l, ws)) {	/* nobody left: W_HELD stays ours */
+		update(l, -(uint64_t)W_WAIT);
 		return false;
 	}
+	if (weft__waitq_empty(&l->wq))
+		update(l, -(uint64_t)W_WAIT);
 	return true;
 }
 

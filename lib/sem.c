@@ -14,8 +14,10 @@
  *   release: CAS count -> count + 1 while WAITERS is clear, no lock; else,
  *     under the lock, claim the oldest waiter and hand it the permit.
  * WAITERS is set and cleared only under the lock: it is cleared by the
- * release that claims the last waiter, and by the last waiter that gives up
- * (gave_up), so a release never adds a permit while a waiter is queued.
+ * release that empties the queue (claiming the last waiter, or dropping
+ * the nodes of waiters that gave up: waitq.h), and by the last waiter that
+ * gives up and unlinks its own node (gave_up), so a release never adds a
+ * permit while a waiter is queued.
  * An uncontended acquire or release is one CAS; its last access to the
  * object.
  */
@@ -69,7 +71,7 @@ static void gave_up(void *obj, struct weft__wakes *ws)
 {
 	(void)ws;
 	weft_sem *s = obj;
-	if (weft__waitq_empty(&s->q))	/* plain waits: waitq.h */
+	if (weft__waitq_empty(&s->q))	/* nor a node given up: waitq.h */
 		at_store_64(&s->state, 0);
 }
 

@@ -45,22 +45,24 @@ static struct weft__wnode *node_of(struct weft__list_link *l)
 	return WEFT__LIST_ENTRY(l, struct weft__wnode, link);
 }
 
+/* Takes n out of q and claims it; false if it was dead (its wait won
+ * elsewhere or abandoned: dropped, and its waiter, finding it unlinked,
+ * knows it).  A CAS even for a sole node: its waiter abandons it without
+ * the lock (waitq.h). */
+static bool take(struct weft__waitq *q, struct weft__wnode *n)
+{
+	weft__waitq_unlink(q, n);
+	return at_cas_uint(n->claim, 0, (n->index + 1) | WAITQ_WAKING);
+}
+
 struct weft__wnode *weft__waitq_claim(struct weft__waitq *q)
 {
 	while (!weft__waitq_empty(q)) {
 		struct weft__wnode *n = node_of(q->nodes.head);
-		weft__waitq_unlink(q, n);
-		WEFT__ASSERT(!n->linked);
-		if (q->nodes.head)	/* the next claim's node: a cold line */
-			__builtin_prefetch(q->nodes.head);
-		unsigned claimed = (n->index + 1) | WAITQ_WAKING;
-		if (n->sole) {	/* queued, so open (waitq.h) */
-			at_store_uint(n->claim, claimed);
+		if (n->link.next)	/* the next claim's node: a cold line */
+			__builtin_prefetch(node_of(n->link.next));
+		if (take(q, n))
 			return n;
-		}
-		if (at_cas_uint(n->claim, 0, claimed))
-			return n;
-		/* dead: its wait was won elsewhere or abandoned */
 	}
 	return NULL;
 }
@@ -70,6 +72,18 @@ void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes
 	struct weft__wnode *n;
 	while ((n = weft__waitq_claim(q)))
 		weft__wakes_add(ws, n, result);
+}
+
+void weft__waitq_claim_all_of(struct weft__waitq *q, const void *data, int result,
+			      struct weft__wakes *ws)
+{
+	struct weft__list_link *next;
+	for (struct weft__list_link *l = q->nodes.head; l; l = next) {
+		struct weft__wnode *n = node_of(l);
+		next = l->next;	/* unlinking leaves it as it was (list.h) */
+		if (n->data == data && take(q, n))
+			weft__wakes_add(ws, n, result);
+	}
 }
 
 /* Wakes n's waiter.  A waiter resumed by this wake may return (and its
@@ -136,26 +150,27 @@ int weft__wait_park_hook(struct weft__wait *x, struct weft__lock *lock, struct w
 	int r = weft__waiter_wait_fenced(&x->waiter, deadline);
 	if (r & WEFT__PARK_WAKE_CLAIMED)
 		return r & ~WEFT__PARK_WAKE_CLAIMED;
-	weft__lock_acquire(lock);
-	bool claimed = weft__wnode_settle(&x->node);
+	if (!weft__wnode_abandon(&x->node)) {	/* claimed: the object may be gone */
+		weft__wnode_claimed_case(&x->node, r);
+		return x->node.result;
+	}
+	/* Abandoned while queued: the object lives, as we still wait on it. */
+	weft__fault_pause(WEFT__FAULT_ABANDONED, (uintptr_t)obj);
 	struct weft__wakes ws = { NULL };
-	if (!claimed) {
+	weft__lock_acquire(lock);
+	if (x->node.linked) {	/* else a claimer dropped it, and did our part */
 		weft__waitq_unlink(q, &x->node);
 		if (gave_up)
 			gave_up(obj, &ws);
 	}
 	weft__lock_release(lock);
-	if (!claimed) {
-		weft__wakes_run(&ws);
-		return r;
-	}
-	weft__wnode_claimed_case(&x->node, r);
-	return x->node.result;
+	weft__wakes_run(&ws);
+	return r;
 }
 
-bool weft__wnode_settle(struct weft__wnode *n)
+bool weft__wnode_abandon(struct weft__wnode *n)
 {
-	return !at_cas_uint(n->claim, 0, WAITQ_ABANDONED);
+	return at_cas_uint(n->claim, 0, WAITQ_ABANDONED);
 }
 
 unsigned weft__wnode_claimed_case(struct weft__wnode *n, int r)
@@ -167,6 +182,6 @@ unsigned weft__wnode_claimed_case(struct weft__wnode *n, int r)
 		at_backoff(spins);
 	at_fence_acquire();
 	unsigned claim = at_load_uint(n->claim);
-	WEFT__ASSERT(claim != 0 && claim != WAITQ_ABANDONED);	/* a claimer's: settle said so */
+	WEFT__ASSERT(claim != 0 && claim != WAITQ_ABANDONED);	/* a claimer's: abandon failed */
 	return (claim & ~WAITQ_WAKING) - 1;
 }

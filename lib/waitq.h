@@ -21,31 +21,42 @@
  *   WEFT__PARK_WAKE_CLAIMED: a waiter of one node (struct weft__wait) resumed so
  *   is done without relocking, since the claimer unlinked the node, set its
  *   result and wrote the element before its lock release, and touches
- *   neither the node nor the waiter after its park-word CAS.  Any other
- *   waiter relocks and CASes its claim 0 -> ABANDONED.  If that fails, a
- *   claimer completed the operation (and lost the park word to a deadline
- *   or a cancel): the wait succeeded, whatever the park word said, and the
- *   waiter waits until the claimer, having lost, clears WAITQ_WAKING (its
- *   last touch of the waiter; a few instructions away) before it leaves.
- *   Otherwise it unlinks its nodes and fails with the park word's result.
+ *   neither the node nor the waiter after its park-word CAS.
+ *
+ *   Any other waiter first CASes its claim 0 -> ABANDONED, *without* the
+ *   lock (weft__wnode_abandon).  If that fails, a claimer completed the
+ *   operation (and lost the park word to a deadline or a cancel): the wait
+ *   succeeded, whatever the park word said, and the object may already be
+ *   freed (its claimer returned), so the waiter never touches it again: it
+ *   waits until the claimer, having lost, clears WAITQ_WAKING (its last
+ *   touch of the waiter; a few instructions away), reads its result from
+ *   its node and leaves.  If the CAS succeeds, no claimer can take the
+ *   node any more, and the object is alive: a waiter still waits on it
+ *   (weft.h, "Object lifetime").  The waiter relocks and unlinks its nodes
+ *   (a select's on every object but a claimer's: chan.c), and fails with the
+ *   park word's result.
  *
  * So an operation is completed at most once (one claim CAS wins), never
- * completed for a waiter that gave up (it took the claim first), and the
- * waiter leaves only when no waker can still touch its nodes.  And the
+ * completed for a waiter that gave up (it took the claim first), the
+ * waiter leaves only when no waker can still touch its nodes, and a claimed
+ * waiter learns its result from its node, never from the object.  The
  * object's lifetime rule (weft.h) holds: a waiter returns only after the
  * claimer's lock release, which is the claimer's last access to the object
  * (bar a futex wake on the lock word, lock.h), so it may free the object at
  * once.  Waking under the lock instead let a woken waiter free the object
  * while its waker still read the queue or released the lock.  The claim
- * CAS is seq_cst; the clear of WAITQ_WAKING is a release store read with
- * acquire.
+ * and abandon CASes are seq_cst; the clear of WAITQ_WAKING is a release
+ * store read with acquire.  (docs/design.md, "Object lifetime", argues it
+ * path by path; test/models/waitq.pml checks it.)
  *
- * A sole node (a plain wait: the claim word is its own) needs no CAS: its
- * word is touched only under its queue's lock while it is queued, and it is
- * 0 then, since a waiter that abandons it unlinks it in the same critical
- * section.  So a claimer just stores it (two RMWs fewer per channel round
- * trip); only a select's shared word is CASed against the other queues'
- * claimers.
+ * Every claim is a CAS, a sole node's (a plain wait: the claim word is its
+ * own) too, since its waiter may abandon it outside the lock.  Hence a
+ * queue may hold an abandoned node whose waiter has yet to relock: a
+ * claimer that pops it drops it (unlinks it and goes on), and the waiter,
+ * finding its node unlinked, knows that the claimer saw it gone: it skips
+ * its give-up step (weft__wait_park_hook's gave_up), as the claimer
+ * counted it out.  So a claim that returns NULL may have emptied a
+ * queue of such nodes: its caller treats it as "everyone gave up".
  */
 #ifndef WEFT_WAITQ_H
 #define WEFT_WAITQ_H
@@ -65,12 +76,12 @@ struct weft__wnode {
 	struct weft__list_link link;	/* in its queue, while linked */
 	struct weft__waiter *waiter;	/* shared by the nodes of one wait */
 	unsigned *claim;		/* atomic, shared likewise: 0 open, (case+1)|WAKING, ABANDONED */
-	void *data;			/* the element to send, or where to receive it */
+	void *data;			/* the element to send, where to receive it, or the word waited for (once.c) */
 	struct weft__wnode *wake_next;	/* in its claimer's wakes, once claimed */
 	unsigned index;			/* this node's case (select) */
 	int result;			/* set by the claimer: 0 done, EPIPE (closed), WEFT__PARK_WAKE_RETRY */
 	bool linked;
-	bool sole;			/* claim is this node's alone (see above) */
+	bool sole;			/* claim is this node's alone (not a select's) */
 };
 
 /* One wait on one queue (everything but select). */
@@ -95,17 +106,17 @@ struct weft__wakes {
  * empty); NULL/ENOMEM. */
 void *weft__waitq_object_new(size_t size);
 
-/* True if no node, live or dead, is queued in q.  A queue of plain waits
- * (sole nodes: everything but a select) holds no dead node, since its
- * waiters unlink their nodes as they abandon them: there it says whether
- * anyone waits, without reading a node (a cold line on a waiter's stack). */
+/* True if no node, live or dead, is queued in q: whether anyone waits
+ * there, or has abandoned a node it has yet to unlink (see above), without
+ * reading a node (a cold line on a waiter's stack). */
 static inline bool weft__waitq_empty(const struct weft__waitq *q)
 {
 	return !q->nodes.head;
 }
 void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n);
 void weft__waitq_unlink(struct weft__waitq *q, struct weft__wnode *n);
-/* Pops nodes until one can be claimed; NULL when none can. */
+/* Pops nodes until one can be claimed (dropping dead ones); NULL when none
+ * can. */
 struct weft__wnode *weft__waitq_claim(struct weft__waitq *q);
 /* Under the lock: completes the claimed node n with result and adds it to
  * ws, to be woken after the lock's release.  (Inline, as is the empty
@@ -118,6 +129,10 @@ static inline void weft__wakes_add(struct weft__wakes *ws, struct weft__wnode *n
 }
 /* Under the lock: claims every live node of q with result, into ws. */
 void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes *ws);
+/* The same for the live nodes of q whose data is `data` (a queue that
+ * objects share: once.c); the others stay queued. */
+void weft__waitq_claim_all_of(struct weft__waitq *q, const void *data, int result,
+			      struct weft__wakes *ws);
 /* After the lock's release: wakes every node of ws.  It reads only the
  * nodes and their waiters, never the object. */
 void weft__wnode_wake(struct weft__wnode *n);
@@ -134,8 +149,9 @@ static inline void weft__wakes_run(struct weft__wakes *ws)
 /* Under lock: arms x and queues it on q (data: see wnode). */
 void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data);
 /* Unlocks, parks until claimed or deadline, settles (relocking only when
- * not woken by the claimer) and returns with the lock *released*: 0 or the
- * claimer's result when claimed, else the park result (ETIMEDOUT, ...). */
+ * it abandoned the node: never once claimed) and returns with the lock
+ * *released*: 0 or the claimer's result when claimed, else the park result
+ * (ETIMEDOUT, ...). */
 int weft__wait_park(struct weft__wait *x, struct weft__lock *lock, struct weft__waitq *q,
 		    int64_t deadline);
 /* Waits on q, under lock (taken here), until *count is 0: a wait group's
@@ -146,18 +162,21 @@ int weft__wait_zero(struct weft__lock *lock, const size_t *count, struct weft__w
 		    int64_t deadline, bool cancellable);
 /* The same, for an object whose waiter, in giving up, may unblock others (a
  * writer that held new readers back): gave_up(obj, ws) runs under the lock
- * once the node is unlinked, and the wakes it adds to ws are run after the
- * lock's release, as every wake is. */
+ * once the node is unlinked, if the waiter unlinked it itself (a claimer
+ * that dropped it did gave_up's part), and the wakes it adds to ws are run
+ * after the lock's release, as every wake is. */
 int weft__wait_park_hook(struct weft__wait *x, struct weft__lock *lock, struct weft__waitq *q,
 			 int64_t deadline, void (*gave_up)(void *obj, struct weft__wakes *ws),
 			 void *obj);
-/* The waiter's side, relocked after its wait: true if a claimer completed
- * the operation (the claim word then names the case), false if the waiter
- * abandoned it and must unlink its nodes. */
-bool weft__wnode_settle(struct weft__wnode *n);
-/* After a settle that returned true and the lock's release, with r the
- * wait's result: waits until the claimer is done with the waiter (at once
- * if the claimer's own wake resumed it); returns the case (claim - 1). */
+/* The waiter's side, not woken by its claimer: CASes the claim word 0 ->
+ * ABANDONED, without the object's lock.  True if it did: no claimer can
+ * take the wait any more, and the waiter must relock to unlink its nodes;
+ * false if a claimer completed it (the claim word then names the case): the
+ * object must not be touched again. */
+bool weft__wnode_abandon(struct weft__wnode *n);
+/* After an abandon that failed, with r the wait's result: waits until the
+ * claimer is done with the waiter (at once if the claimer's own wake
+ * resumed it); returns the case (claim - 1). */
 unsigned weft__wnode_claimed_case(struct weft__wnode *n, int r);
 
 #endif

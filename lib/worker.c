@@ -27,8 +27,8 @@
  *     timer heap, and an eventfd; an idle worker sleeps in its own
  *     epoll_wait, where its fds' readiness and its deadlines wake it too.
  *     A busy worker harvests its loop and fires its timers at its fairness
- *     turns (fds at most every POLL_NS, and only once its ready FIFO has
- *     run dry); the monitor thread (monitor.c)
+ *     turns (fds at most every POLL_NS, and only once what its last
+ *     harvest woke has left its ready FIFO); the monitor thread (monitor.c)
  *     serves the loop of a worker stuck in one long coroutine.
  * Coroutines spawned from plain threads go to one global injection queue (a
  * mutex-protected FIFO, checked lock-free for emptiness).
@@ -269,6 +269,25 @@ static struct weft_co *round_pop(struct weft__worker *w)
 }
 
 /*
+ * Whether a fairness turn harvests the shared epfd: POLL_NS after the last
+ * harvest, once what that harvest woke has left the ready FIFO.  While it
+ * is still queued, what a harvest would bring would queue behind it, and
+ * the harvest when the FIFO runs dry costs it nothing (a busy server's
+ * turns made one extra epoll_wait every GLOBAL_INTERVAL messages).  What
+ * timers woke does not hold a harvest back: deadlines that refill the FIFO
+ * at every turn kept readiness unharvested for as long as they did.  So an
+ * fd waits for POLL_NS or for the FIFO as it stood at the last harvest,
+ * whichever is longer, then for the next turn.  (Thieves' pops are not
+ * counted: the FIFO's running dry covers what they took.)
+ */
+static bool poll_is_due(struct weft__worker *w, int64_t now)
+{
+	if (now - w->last_poll < POLL_NS)
+		return false;
+	return at_load_64(&w->ready.len) == 0 || at_load_64(&w->c.ready_pops) >= w->poll_served;
+}
+
+/*
  * Fairness, checked every GLOBAL_INTERVAL dispatches against the clock (and
  * at the next one when the monitor asks: a due deadline, a stuck worker):
  *   - the worker's ready FIFOs (what its loop woke, what is locked to it)
@@ -301,11 +320,7 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 	struct weft_co *co;
 	if (at_load_uint(&w->turn_asked))
 		at_store_uint(&w->turn_asked, 0);
-	/* Not while the ready FIFO still holds coroutines: what a harvest
-	 * brought would queue behind them, and the harvest when it runs dry
-	 * costs them nothing; a busy server's turns made one extra epoll_wait
-	 * every GLOBAL_INTERVAL messages. */
-	weft__loop_service(w, now, now - w->last_poll >= POLL_NS && at_load_64(&w->ready.len) == 0);
+	weft__loop_service(w, now, poll_is_due(w, now));
 	if (w->backlog_since)
 		weft__loop_backlog(w, now);
 	/* A round under way is finished first, so the LIFO end runs between

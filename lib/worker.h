@@ -92,6 +92,8 @@ struct weft__worker {
 	void *sched_sp;			/* the scheduler context, while a coroutine runs */
 	struct weft__san sched_san;
 	int64_t last_poll;		/* when it last harvested the shared epfd */
+	uint64_t poll_served;		/* c.ready_pops by which what that harvest
+					 * woke has left the ready FIFO (worker.c) */
 	int64_t backlog_since;		/* its ready FIFO has held a slept harvest since (loop.c) */
 	bool harvesting;		/* in its own harvest: wakes defer their notify (loop.c) */
 	bool harvest_full;		/* its last harvest filled its batch (loop.c) */
@@ -167,13 +169,14 @@ void weft__worker_ask_turn(struct weft__worker *w);
  * The budget (docs/design.md, "The budget"): every fd call and channel
  * operation (and weft_consume_budget) spends one unit of its coroutine's
  * budget for the dispatch it runs in (one run between two switches: every
- * switch to a coroutine, direct or not, bumps c.dispatches, coro.c), and
- * the WEFT__WORKER_BUDGET-th of one dispatch first asks for a fairness
+ * switch to a coroutine, direct or not, bumps c.dispatches, coro.c), an fd
+ * call that did not park one more per WEFT__WORKER_BUDGET_BYTES it moved,
+ * and the call that finds the budget spent first asks for a fairness
  * turn and yields (weft__worker_budget_spent).  w is the caller's worker,
  * running a coroutine; returns the worker the caller goes on with (after a
  * yield, perhaps another).
  */
-enum { WEFT__WORKER_BUDGET = 128 };
+enum { WEFT__WORKER_BUDGET = 128, WEFT__WORKER_BUDGET_BYTES = 4096 };
 struct weft__worker *weft__worker_budget_spent(struct weft__worker *w);
 static inline struct weft__worker *weft__worker_spend(struct weft__worker *w)
 {
@@ -186,6 +189,16 @@ static inline struct weft__worker *weft__worker_spend(struct weft__worker *w)
 	if (++w->budget_calls < WEFT__WORKER_BUDGET)
 		return w;
 	return weft__worker_budget_spent(w);
+}
+
+/* n bytes moved by an fd call whose weft__worker_spend was w's, in w's
+ * current dispatch: a unit per WEFT__WORKER_BUDGET_BYTES, so that a
+ * coroutine moving much data without waiting yields by bytes as well as by
+ * calls (the next call's spend yields once the budget is gone). */
+static inline void weft__worker_spend_bytes(struct weft__worker *w, size_t n)
+{
+	size_t units = n / WEFT__WORKER_BUDGET_BYTES;
+	w->budget_calls += units < WEFT__WORKER_BUDGET ? (unsigned)units : WEFT__WORKER_BUDGET;
 }
 
 /* Starts and stops the worker threads (runtime.c drives them); start

@@ -16,8 +16,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* worker.h's WEFT__WORKER_BUDGET: the calls of one dispatch before it yields. */
-enum { BUDGET = 128, CHUNK = 16 };
+/* worker.h's WEFT__WORKER_BUDGET: the calls of one dispatch before it
+ * yields, and WEFT__WORKER_BUDGET_BYTES: the bytes an fd call moves that
+ * spend one more unit. */
+enum { BUDGET = 128, BUDGET_BYTES = 4096, CHUNK = 16 };
 
 static atomic_long calls;	/* made by the busy coroutine so far */
 static atomic_long seen;	/* calls made when the other one ran; -1 before */
@@ -30,8 +32,9 @@ static void note_calls(void *arg)
 
 /* Makes n calls of call(target), each returning want, while another
  * coroutine waits behind this one (spawned first, so queued on this
- * worker): it must get to run within the budget. */
-static void calls_let_the_other_run(long n, ssize_t (*call)(void *), void *target, ssize_t want)
+ * worker): it must get to run within `within` calls (the budget). */
+static void calls_let_the_other_run_within(long n, long within, ssize_t (*call)(void *),
+					   void *target, ssize_t want)
 {
 	atomic_store(&calls, 0);
 	atomic_store(&seen, -1);
@@ -42,10 +45,15 @@ static void calls_let_the_other_run(long n, ssize_t (*call)(void *), void *targe
 	}
 	join(other);
 	long s = atomic_load(&seen);
-	if (s < 0 || s >= BUDGET) {
+	if (s < 0 || s >= within) {
 		fprintf(stderr, "the other coroutine ran after %ld of %ld calls\n", s, n);
 		abort();
 	}
+}
+
+static void calls_let_the_other_run(long n, ssize_t (*call)(void *), void *target, ssize_t want)
+{
+	calls_let_the_other_run_within(n, BUDGET, call, target, want);
 }
 
 /* A pipe whose read end holds `*bytes` bytes: as much as it takes. */
@@ -125,6 +133,41 @@ static void writes(void *arg)
 Test(budget, a_writer_whose_fd_stays_ready_lets_the_others_run)
 {
 	run(1, writes, NULL);
+}
+
+/* Big transfers that never wait: 64 KiB writes to /dev/null and reads of
+ * /dev/zero (both always ready: epoll refuses them).  Each call spends a
+ * unit and one per BUDGET_BYTES it moved, so the other coroutine runs
+ * after the calls that spend BUDGET units, not after BUDGET calls. */
+enum { BIG = 64 << 10, BIG_UNITS = 1 + BIG / BUDGET_BYTES };
+
+static ssize_t write_big(void *fd)
+{
+	static const char buf[BIG];
+	return weft_write(*(int *)fd, buf, BIG, -1);
+}
+
+static ssize_t read_big(void *fd)
+{
+	static char buf[BIG];
+	return weft_read(*(int *)fd, buf, BIG, -1);
+}
+
+static void big_transfers(void *arg)
+{
+	(void)arg;
+	long within = (BUDGET + BIG_UNITS - 1) / BIG_UNITS + 1;
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	int zero = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+	CHECK(null >= 0 && zero >= 0);
+	calls_let_the_other_run_within(4 * BUDGET, within, write_big, &null, BIG);
+	calls_let_the_other_run_within(4 * BUDGET, within, read_big, &zero, BIG);
+	CHECK(weft_close(null) == 0 && weft_close(zero) == 0);
+}
+
+Test(budget, big_transfers_that_never_wait_yield_by_bytes)
+{
+	run(1, big_transfers, NULL);
 }
 
 /* Accepts a connection and closes it: 0, or -1. */

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------ the test's resolver */
@@ -591,6 +593,56 @@ Test(dial, bad_arguments)
 	int before = fd_count();
 	run(2, bad_arguments_main, NULL);
 	cr_assert_eq(fd_count(), before);
+}
+
+/* ------------------------------------------------------ TCP_NODELAY */
+
+static int nodelay(int fd)
+{
+	int on = -1;
+	socklen_t len = sizeof on;
+	CHECK(getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, &len) == 0);
+	return on;
+}
+
+/* Both ends of a connection from weft_dial and weft_accept (on weft_listen's
+ * listener) have TCP_NODELAY; set back to 0 (weft.h's way to keep Nagle's
+ * algorithm), it stays 0 through weft's calls.  weft_accept on a Unix
+ * listener, which refuses the option, accepts all the same. */
+static void nodelay_main(void *arg)
+{
+	(void)arg;
+	int l = weft_listen("127.0.0.1", "0", 16, 0);
+	CHECK(l >= 0);
+	char port[8];
+	service(port, port_of(l));
+	int fd = weft_dial("127.0.0.1", port, weft_now() + 10000 * MS);
+	CHECK(fd >= 0);
+	int s = weft_accept(l, NULL, NULL, weft_now() + 5000 * MS);
+	CHECK(s >= 0);
+	CHECK(nodelay(fd) && nodelay(s));
+	int zero = 0;
+	CHECK(setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &zero, sizeof zero) == 0);
+	char c;
+	CHECK(weft_write(fd, "d", 1, -1) == 1 && weft_read(s, &c, 1, -1) == 1);
+	CHECK(weft_write(s, "l", 1, -1) == 1 && weft_read(fd, &c, 1, -1) == 1);
+	CHECK(nodelay(s) == 0 && nodelay(fd));
+	CHECK(weft_close(s) == 0 && weft_close(fd) == 0 && weft_close(l) == 0);
+
+	struct sockaddr_un un = { .sun_family = AF_UNIX };	/* abstract: nothing to unlink */
+	snprintf(un.sun_path + 1, sizeof un.sun_path - 1, "weft-nodelay-%d", (int)getpid());
+	l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(l >= 0 && bind(l, (struct sockaddr *)&un, sizeof un) == 0 && listen(l, 4) == 0);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(fd >= 0 && connect(fd, (struct sockaddr *)&un, sizeof un) == 0);
+	s = weft_accept(l, NULL, NULL, weft_now() + 5000 * MS);
+	CHECK(s >= 0);
+	CHECK(weft_close(s) == 0 && close(fd) == 0 && weft_close(l) == 0);
+}
+
+Test(dial, connections_have_tcp_nodelay)
+{
+	run(1, nodelay_main, NULL);
 }
 
 /* ------------------------------------------------------ listening */

@@ -6,6 +6,7 @@
 #define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
 #include "harness.h"
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -387,4 +388,125 @@ Test(fault, a_call_on_the_next_file_during_closes_end_is_its_own)
 	cr_assert(cl.read == 1 && cl.got == 'z', "the next file's read: %zd (errno %d)", cl.read,
 		  cl.read_errno);
 	cr_assert(cl.nonblocking, "the next file was not registered");
+
+/* ---- a claim that finds only abandoned waiters (waitq.h) */
+
+/* Each test runs a hand-over in the window between a waiter's abandon and
+ * its relock (fault.h), so the claim drops the waiter's node: the
+ * hand-over must then do what the waiter's give-up step would have, and
+ * the waiter must not do it again. */
+static struct {
+	weft_sem *sem;
+	weft_rwlock *rw;
+	atomic_int in_window, handed, queued;
+} ab;
+
+static void release_in_window(uintptr_t what)
+{
+	(void)what;
+	weft__fault_on(WEFT__FAULT_ABANDONED, NULL);	/* once */
+	CHECK(weft_sem_release(ab.sem) == 0);
+}
+
+static void sem_window(void *unused)
+{
+	(void)unused;
+	ab.sem = weft_sem_new(0);
+	CHECK(ab.sem);
+	weft__fault_on(WEFT__FAULT_ABANDONED, release_in_window);
+	CHECK(weft_sem_acquire(ab.sem, weft_now() + MS) == -1 && errno == ETIMEDOUT);
+	/* the release found nobody live: it kept its permit */
+	CHECK(weft_sem_tryacquire(ab.sem) == 0);
+	CHECK(weft_sem_tryacquire(ab.sem) == -1 && errno == EAGAIN);
+	weft_sem_free(ab.sem);
+}
+
+Test(fault, a_release_finding_only_an_abandoned_waiter_keeps_its_permit)
+{
+	run(1, sem_window, NULL);
+}
+
+static void read_unlock_in_window(uintptr_t what)
+{
+	(void)what;
+	weft__fault_on(WEFT__FAULT_ABANDONED, NULL);
+	CHECK(weft_rwlock_unlock(ab.rw) == 0);	/* read holds are counted, not owned */
+}
+
+/* The last reader leaves while the only queued writer is abandoning. */
+static void writer_window(void *unused)
+{
+	(void)unused;
+	ab.rw = weft_rwlock_new();
+	CHECK(ab.rw && weft_rwlock_rdlock(ab.rw, -1) == 0);
+	weft__fault_on(WEFT__FAULT_ABANDONED, read_unlock_in_window);
+	CHECK(weft_rwlock_wrlock(ab.rw, weft_now() + MS) == -1 && errno == ETIMEDOUT);
+	/* free, with no waiter flag left behind */
+	CHECK(weft_rwlock_wrlock(ab.rw, weft_now()) == 0 && weft_rwlock_unlock(ab.rw) == 0);
+	CHECK(weft_rwlock_rdlock(ab.rw, weft_now()) == 0 && weft_rwlock_unlock(ab.rw) == 0);
+	weft_rwlock_free(ab.rw);
+}
+
+Test(fault, the_last_reader_out_finding_only_an_abandoned_writer_frees_the_lock)
+{
+	run(1, writer_window, NULL);
+}
+
+static void wait_handed(uintptr_t what)
+{
+	(void)what;
+	weft__fault_on(WEFT__FAULT_ABANDONED, NULL);
+	atomic_store(&ab.in_window, 1);
+	while (!atomic_load(&ab.handed))
+		weft_yield();
+}
+
+static void queued_writer(void *unused)
+{
+	(void)unused;
+	atomic_store(&ab.queued, 1);
+	CHECK(weft_rwlock_wrlock(ab.rw, -1) == 0 && weft_rwlock_unlock(ab.rw) == 0);
+}
+
+static void abandoning_reader(void *unused)
+{
+	(void)unused;
+	weft__fault_on(WEFT__FAULT_ABANDONED, wait_handed);
+	atomic_store(&ab.queued, 1);
+	CHECK(weft_rwlock_rdlock(ab.rw, weft_now() + MS) == -1 && errno == ETIMEDOUT);
+}
+
+/* One worker: a coroutine that set `queued` and let us run is parked. */
+static weft_co *spawn_queued(void (*fn)(void *))
+{
+	atomic_store(&ab.queued, 0);
+	weft_co *co = go(fn, NULL);
+	while (!atomic_load(&ab.queued))
+		weft_yield();
+	return co;
+}
+
+/* A writer's unlock finds readers queued, all abandoning: the writer
+ * queued behind them must get the lock. */
+static void reader_window(void *unused)
+{
+	(void)unused;
+	ab.rw = weft_rwlock_new();
+	CHECK(ab.rw && weft_rwlock_wrlock(ab.rw, -1) == 0);
+	weft_co *w = spawn_queued(queued_writer);
+	weft_co *r = spawn_queued(abandoning_reader);
+	while (!atomic_load(&ab.in_window))
+		weft_yield();
+	CHECK(weft_rwlock_unlock(ab.rw) == 0);
+	atomic_store(&ab.handed, 1);
+	join(r);
+	join(w);
+	CHECK(weft_rwlock_wrlock(ab.rw, weft_now()) == 0 && weft_rwlock_unlock(ab.rw) == 0);
+	CHECK(weft_rwlock_rdlock(ab.rw, weft_now()) == 0 && weft_rwlock_unlock(ab.rw) == 0);
+	weft_rwlock_free(ab.rw);
+}
+
+Test(fault, a_write_unlock_finding_only_abandoned_readers_admits_the_writer)
+{
+	run(1, reader_window, NULL);
 }

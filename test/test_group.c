@@ -3,7 +3,8 @@
  * waited; members cancelled while blocked in weft_read; a group freed with
  * members still running (from a coroutine and from a plain thread); members
  * spawning members; a wait whose deadline expires, then succeeds; a member
- * spawned after the cancel starts cancelled; the errors; and a shutdown
+ * spawned after the cancel starts cancelled; the errors; counts under
+ * churn and members spawned with options (issue 49); and a shutdown
  * whose deadline cancels a reader parked forever (0) or cannot stop a
  * spinner (ETIMEDOUT, the spinner named on stderr). */
 #define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
@@ -308,6 +309,147 @@ static void errors(void *arg)
 Test(group, errors)
 {
 	run(2, errors, NULL);
+}
+
+/* -------------------------------------------------------- counts and options */
+
+/* Members churn (each yields a few times, so that they finish while others
+ * start) while a plain thread and a coroutine on another worker count them:
+ * a count is never negative nor above the spawns made by the time it was
+ * read, and it is 0 once weft_group_wait has returned. */
+struct churn {
+	weft_group *g;
+	atomic_long spawned;		/* spawns begun */
+	atomic_int stop;
+	atomic_long counts;		/* counts taken */
+};
+
+static void churner(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 3; i++)
+		weft_yield();
+}
+
+/* in_coroutine: yield between counts, so that the worker runs its other
+ * coroutines too. */
+static void count_until_stopped(struct churn *c, bool in_coroutine)
+{
+	while (!atomic_load(&c->stop)) {
+		ssize_t n = weft_group_count(c->g);
+		long spawned = atomic_load(&c->spawned);
+		if (n < 0 || n > spawned) {
+			fprintf(stderr, "count %zd with %ld spawned\n", n, spawned);
+			abort();
+		}
+		atomic_fetch_add(&c->counts, 1);
+		if (in_coroutine)
+			weft_yield();
+	}
+}
+
+static void *count_on_a_thread(void *arg)
+{
+	count_until_stopped(arg, false);
+	return NULL;
+}
+
+static void count_in_a_coroutine(void *arg)
+{
+	count_until_stopped(arg, true);
+}
+
+static void counts_under_churn(void *arg)
+{
+	(void)arg;
+	struct churn c = { .g = weft_group_new() };
+	CHECK(c.g && weft_group_count(c.g) == 0);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, count_on_a_thread, &c) == 0);
+	weft_co *counter = go(count_in_a_coroutine, &c);
+	long n = scaled(20000, 5000, 500);
+	for (long i = 0; i < n; i++) {
+		atomic_fetch_add(&c.spawned, 1);
+		CHECK(weft_group_spawn(c.g, churner, NULL) != NULL);
+		if (i % 64 == 0)
+			weft_yield();	/* some finish meanwhile */
+	}
+	CHECK(weft_group_wait(c.g, -1) == 0);
+	CHECK(weft_group_count(c.g) == 0);
+	atomic_store(&c.stop, 1);
+	CHECK(pthread_join(t, NULL) == 0);
+	join(counter);
+	CHECK(atomic_load(&c.counts) > 0);
+	CHECK(weft_group_free(c.g) == 0);
+}
+
+Test(group, counts_under_churn_stay_between_0_and_the_spawns, .timeout = 120)
+{
+	run(2, counts_under_churn, NULL);
+}
+
+/* weft_group_spawn_with: the member has its name, and a stack that holds a
+ * recursion its runtime's 64 KiB stacks could not; a count sees the member
+ * while it runs. */
+enum { DEEP = 400 };	/* ~250 KiB of frames (test_prims.c's depth) */
+
+static int depth(int n)
+{
+	volatile char pad[512];
+	pad[0] = (char)n;
+	__asm__ volatile("" : : "r"(pad) : "memory");	/* the whole array escapes */
+	int below = n == 0 ? 0 : depth(n - 1);
+	__asm__ volatile("" : : "r"(pad) : "memory");
+	return below + pad[0];
+}
+
+struct deep_member {
+	weft_sem *gate;
+	int out;
+	char name[16];
+};
+
+static void deep_member(void *arg)
+{
+	struct deep_member *d = arg;
+	snprintf(d->name, sizeof d->name, "%s", weft_co_name(weft_self()));
+	CHECK(weft_sem_acquire(d->gate, -1) == 0);
+	d->out = depth(DEEP);
+}
+
+static void spawn_with(void *arg)
+{
+	(void)arg;
+	weft_group *g = weft_group_new();
+	CHECK(g);
+	struct deep_member d = { .gate = weft_sem_new(0), .out = -1 };
+	CHECK(d.gate);
+	weft_spawn_opts o = { .stack_size = 1 << 20, .name = "deep-member" };
+	CHECK(weft_group_spawn_with(g, deep_member, &d, &o) != NULL);
+	CHECK(weft_group_count(g) == 1);
+	CHECK(weft_sem_release(d.gate) == 0);
+	CHECK(weft_group_wait(g, -1) == 0 && weft_group_count(g) == 0);
+	int want = 0;	/* what depth(DEEP) returns, without the recursion */
+	for (int k = 1; k <= DEEP; k++)
+		want += (char)k;
+	CHECK(d.out == want && strcmp(d.name, "deep-member") == 0);
+
+	CHECK(weft_group_spawn_with(g, count_one, &d.out, NULL) != NULL);	/* NULL: defaults */
+	errno = 0;
+	o.stack_size = ((size_t)1 << 30) + 1;
+	CHECK(weft_group_spawn_with(g, count_one, &d.out, &o) == NULL && errno == EINVAL);
+	CHECK(weft_group_spawn_with(NULL, count_one, &d.out, NULL) == NULL && errno == EINVAL);
+	CHECK(weft_group_spawn_with(g, NULL, NULL, NULL) == NULL && errno == EINVAL);
+	CHECK(weft_group_free(g) == 0);
+	weft_sem_free(d.gate);
+	errno = 0;
+	CHECK(weft_group_count(NULL) == -1 && errno == EINVAL);
+}
+
+Test(group, spawn_with_names_the_member_and_sizes_its_stack, .timeout = 60)
+{
+	cr_assert_eq(weft_main(spawn_with, NULL, &WEFT_CONFIG(.workers = 2, .stack_size = 64 << 10)), 0,
+		     "errno %d", errno);
 }
 
 /* -------------------------------------------------------- weft_shutdown_until */

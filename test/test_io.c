@@ -1771,6 +1771,92 @@ Test(io, a_worker_harvests_a_batch_at_a_time_and_not_at_turns, .timeout = 120)
 	cr_assert_leq(h.sleeps, 3, "%llu sleeps while %d readers were ready", (unsigned long long)h.sleeps, READERS);
 }
 
+/*
+ * A busy worker harvests readiness within a bound however busy its ready
+ * FIFO stays (docs/design.md, "Busy workers and stuck workers").  On one
+ * worker, SLEEPERS coroutines sleep POLL_NS (50 us) in a loop beside a
+ * yielder, so that the deadlines refill the ready FIFO at every turn and
+ * the worker never sleeps; a reader waits on a pipe.  Once the load runs,
+ * a sleeper writes the pipe's byte; the wakes of sleepers between that
+ * write and the read's return are counted (dispatches, not time).  The
+ * harvest comes at the first turn POLL_NS after the last one (its wakes
+ * were none: the load is timers), and in POLL_NS a sleeper of POLL_NS
+ * runs at most twice; the reader then queues behind at most every other
+ * coroutine once.  So 3 wakes per sleeper and a turn's dispatches; the
+ * bound is 4.  A worker that harvested only at turns where its ready FIFO
+ * was empty served the read once the load was over: every sleeper's
+ * remaining rounds.
+ */
+enum { SLEEPERS = 1000, SLEEPER_ROUNDS = 20, WRITE_AFTER = 2 * SLEEPERS };
+
+struct timer_load {
+	int p[2];
+	weft_co *reader;
+	atomic_ulong wakes;		/* the sleepers' wakes so far */
+	unsigned long at_write, at_read;
+	atomic_int written, read_done;
+	atomic_int sleepers_left;
+};
+
+static void load_sleeper(void *arg)
+{
+	struct timer_load *t = arg;
+	for (int i = 0; i < SLEEPER_ROUNDS && !atomic_load(&t->read_done); i++) {
+		CHECK(weft_sleep(weft_now() + 50 * 1000) == 0);
+		unsigned long n = atomic_fetch_add(&t->wakes, 1) + 1;
+		if (n >= WRITE_AFTER && !atomic_exchange(&t->written, 1)) {
+			CHECK(write(t->p[1], "x", 1) == 1);
+			t->at_write = n;
+		}
+	}
+	atomic_fetch_sub(&t->sleepers_left, 1);
+}
+
+static void load_reader(void *arg)
+{
+	struct timer_load *t = arg;
+	char c;
+	CHECK(weft_read(t->p[0], &c, 1, -1) == 1);
+	t->at_read = atomic_load(&t->wakes);
+	atomic_store(&t->read_done, 1);
+}
+
+static void load_yielder(void *arg)
+{
+	struct timer_load *t = arg;
+	while (atomic_load(&t->sleepers_left) > 0)
+		weft_yield();
+}
+
+static void timer_load_main(void *arg)
+{
+	struct timer_load *t = arg;
+	static weft_co *co[SLEEPERS];
+	CHECK(pipe2(t->p, O_CLOEXEC) == 0);
+	t->reader = go(load_reader, t);
+	weft_yield();	/* the reader parks on the pipe first */
+	atomic_store(&t->sleepers_left, SLEEPERS);
+	weft_co *yielder = go(load_yielder, t);
+	for (int i = 0; i < SLEEPERS; i++)
+		co[i] = go(load_sleeper, t);
+	join(t->reader);
+	for (int i = 0; i < SLEEPERS; i++)
+		join(co[i]);
+	join(yielder);
+	CHECK(weft_close(t->p[0]) == 0 && close(t->p[1]) == 0);
+}
+
+Test(io, a_busy_ready_fifo_does_not_keep_readiness_unharvested, .timeout = 120)
+{
+	static struct timer_load t;
+	run(1, timer_load_main, &t);
+	cr_assert(atomic_load(&t.written), "the load ended before the write");
+	unsigned long waited = t.at_read - t.at_write;
+	cr_assert_leq(waited, 4ul * SLEEPERS,
+		      "%lu sleepers' wakes between the byte's write and its read (%d sleepers)", waited,
+		      SLEEPERS);
+}
+
 /* ------------------------------------------------------ fairness */
 
 /*

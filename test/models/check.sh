@@ -72,6 +72,15 @@ runs=(
 	"fdclose.pml|bug|-DCLOSE_AFTER_RESET||gen even again before close(2)"
 	"fdclose.pml|bug|-DBUG_CANCEL_CLOSED||a call during close(2) gets ECANCELED"
 	"fdclose.pml|bug|-DBUG_FORGET_NO_SETTLE||forget ignores a close(2) under way"
+	"waitq.pml|ok|||default: plain wait, 1 claimer, deadline, cancel, free"
+	"waitq.pml|ok|-DNCLAIM=2||plain wait, 2 claimers"
+	"waitq.pml|ok|-DSELECT||select on 2 objects, a claimer each"
+	"waitq.pml|ok|-DSELECT -DSAME_OBJ -DMAYBE_FREE||select, 2 cases on 1 object, kept or freed"
+	"waitq.pml|bug|-DRELOCK_AFTER_CLAIM||claimed waiter relocks (the order before)"
+	"waitq.pml|bug|-DSELECT -DRELOCK_AFTER_CLAIM||claimed select relocks (the order before)"
+	"waitq.pml|bug|-DBUG_SOLE_STORE||sole node claimed by a plain store"
+	"waitq.pml|bug|-DSELECT -DBUG_RELOCK_WINNER||select relocks its claimer's object"
+	"waitq.pml|bug|-DSELECT -DSAME_OBJ -DMAYBE_FREE -DBUG_KEEP_SIBLINGS||claimer leaves the select's other nodes"
 	"deque.pml|ok||-O2|default: owner + 2 thieves, 3 items, growth"
 	"deque.pml|ok|-DNTHIEVES=1 -DNITEMS=4 -DNTAKES=3 -DNSTEALS=3||1 thief, 4 items"
 	"deque.pml|bug|-DBUG_NO_CAS||last element taken without the CAS"
@@ -85,6 +94,9 @@ runs=(
 	"unlock.pml|bug|-DRW_WRITER -DSTORE_BEFORE_RELEASE||rwlock: writer stores 0 before the release"
 	"unlock.pml|ok|-DSEM||semaphore: a release racing a waiter's give-up"
 	"unlock.pml|bug|-DSEM -DSTORE_BEFORE_RELEASE||semaphore: permit added under the lock"
+	"harvest.pml|ok|||default: 4 sleepers' deadlines beside a reader"
+	"harvest.pml|ok|-DN=6||6 sleepers"
+	"harvest.pml|bug|-DBUG_EMPTY_FIFO_ONLY||turns harvest only an empty ready FIFO"
 )
 
 one_run() {	# index

@@ -40,7 +40,8 @@
  *    empty (or the fd is closing); the queue hands the turn to its head;
  *  - no waiter woken twice: each wait's park word is won once (the
  *    abstraction), and a queue node is claimed only while open
- *    (waitq_claim's "queued, so open" for a sole node);
+ *    (an fd waiter settles under qlock, so its node is open while queued;
+ *    waitq_claim CASes it all the same: waitq.pml);
  *  - no touch of a waiter after it left: every waker that dereferences the
  *    waiter or its node (the slot claimer's wake and release, a node
  *    claimer's wake and its WAKING clear) asserts that the io_park frame is
