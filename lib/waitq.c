@@ -175,6 +175,9 @@ bool weft__wnode_abandon(struct weft__wnode *n)
 
 unsigned weft__wnode_claimed_case(struct weft__wnode *n, int r)
 {
+	/* completed all the same: an interrupt that won the park word waits
+	 * for the next wait (park.h) */
+	weft__park_interrupt_unused(n->waiter->co, r);
 	/* The claimer wins or loses our park word within a few instructions
 	 * of its lock release; only an OS preemption makes this wait long. */
 	for (unsigned spins = 0; !(r & WEFT__PARK_WAKE_CLAIMED) && (at_load_uint(n->claim) & WAITQ_WAKING);

@@ -176,7 +176,8 @@ int weft__wait_park_hook(struct weft__wait *x, struct weft__lock *lock, struct w
 bool weft__wnode_abandon(struct weft__wnode *n);
 /* After an abandon that failed, with r the wait's result: waits until the
  * claimer is done with the waiter (at once if the claimer's own wake
- * resumed it); returns the case (claim - 1). */
+ * resumed it); returns the case (claim - 1).  An interrupt that resumed
+ * it is left pending for the waiter's next wait. */
 unsigned weft__wnode_claimed_case(struct weft__wnode *n, int r);
 
 #endif

@@ -259,11 +259,7 @@ Test(interrupt, from_a_plain_thread)
  * wait.  So each round sees exactly one EINTR, never two, and never loses
  * the element.
  */
-#ifdef WEFT_TEST_TSAN
-enum { RACE_ROUNDS = 300 };
-#else
-enum { RACE_ROUNDS = 2000 };
-#endif
+#define RACE_ROUNDS scaled(2000, 300, 50)
 
 struct chan_race {
 	weft_chan *ch;
@@ -298,7 +294,7 @@ static void race_sender(void *arg)
 static void chan_race_root(void *arg)
 {
 	unsigned *seen = arg;
-	for (int i = 0; i < RACE_ROUNDS; i++) {
+	for (unsigned i = 0; i < RACE_ROUNDS; i++) {
 		struct chan_race r = { .ch = weft_chan_new(sizeof(int), 1),
 				       .at = weft_now() + 100000 };
 		weft_co *a = go(race_receiver, &r), *b = go(race_sender, &r);
@@ -321,6 +317,61 @@ Test(interrupt, racing_a_hand_off_loses_nothing_and_counts_once, .timeout = 120)
 	run(2, chan_race_root, seen);
 	cr_assert_eq(seen[0] + seen[1], RACE_ROUNDS);
 	fprintf(stderr, "interrupt races: %u received, %u left in the channel\n", seen[0], seen[1]);
+}
+
+/*
+ * Interrupts racing readiness on a parked reader: the reader gets the byte
+ * or EINTR, and the interrupt ends exactly one of its waits: a read that
+ * got the byte leaves it pending for the next wait; an interrupted read
+ * leaves the byte in the socket for the next read.
+ */
+struct io_race {
+	int sv[2];
+	int64_t at;
+	int bytes, eintrs;
+};
+
+static void io_race_reader(void *arg)
+{
+	struct io_race *r = arg;
+	char b;
+	for (int i = 0; i < 2; i++) {	/* the byte, then the pending interrupt */
+		ssize_t n = weft_read(r->sv[0], &b, 1, -1);
+		if (n == 1)
+			r->bytes++;
+		else
+			CHECK(n == -1 && errno == EINTR && ++r->eintrs);
+	}
+	CHECK(weft_sleep(weft_now() + MS / 10) == 0);	/* no second interrupt */
+}
+
+static void io_race_writer(void *arg)
+{
+	struct io_race *r = arg;
+	while (weft_now() < r->at)
+		;
+	CHECK(weft_write(r->sv[1], "!", 1, -1) == 1);
+}
+
+static void io_race_root(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < RACE_ROUNDS; i++) {
+		struct io_race r = { .at = weft_now() + 100000 };
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r.sv) == 0);
+		weft_co *a = go(io_race_reader, &r), *b = go(io_race_writer, &r);
+		while (weft_now() < r.at + (i % 10) * 1000)
+			;
+		CHECK(weft_interrupt(a) == 0);
+		CHECK(weft_join(a) == 0 && weft_join(b) == 0);
+		CHECK(r.bytes == 1 && r.eintrs == 1);
+		CHECK(weft_close(r.sv[0]) == 0 && weft_close(r.sv[1]) == 0);
+	}
+}
+
+Test(interrupt, racing_readiness_loses_no_byte_and_counts_once, .timeout = 120)
+{
+	run(2, io_race_root, NULL);
 }
 
 /* An offloaded call's wait is not interrupted (its argument must outlive
