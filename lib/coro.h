@@ -35,7 +35,7 @@ struct weft_group;
 /* The first cache line holds what a message's wake, dispatch and switch
  * touch (the stack's payload is 64-byte aligned: stack.c): with thousands
  * of coroutines in rotation every other line of the block is a cache miss
- * per message (docs/bench.md, "Lines a message touches").  The
+ * per message (docs/notes/2026-12-06-lines-a-message-touches.md).  The
  * stack's header is not read at a switch (docs/design.md, "The stack
  * pool"). */
 struct weft_co {

@@ -105,8 +105,7 @@ bool weft__idle_may_spin(struct weft__worker *w)
  * looking for up to SPIN_NS before it sleeps; one whose last idle period
  * was longer sleeps at once, as before, so a worker that waits for timers
  * burns no CPU.  Nor does any worker spin while fds are registered: a
- * server's load, sharing the CPUs, needs the cycles (docs/bench.md,
- * "Measurements behind the code": idle spin), and the sleep of the last
+ * server's load, sharing the CPUs, needs the cycles, and the sleep of the last
  * worker to go idle is how readiness is heard at once (loop.h).  At most
  * half the workers spin (may_spin).
  */

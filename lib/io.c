@@ -281,7 +281,7 @@ static inline __attribute__((always_inline)) int io_wait(struct io *io, int even
 /* io_wait with queue nodes: out of line, so that the common park (one
  * direction, a free slot) keeps them off its frame.  Every message's
  * resume touches that frame's lines, cold with a thousand connections in
- * rotation (docs/bench.md, "Lines a message touches"). */
+ * rotation (docs/notes/2026-12-06-lines-a-message-touches.md). */
 static __attribute__((noinline)) int io_wait_queued(struct io *io, int events, int64_t deadline,
 						     struct weft__waiter *w)
 {
@@ -399,9 +399,9 @@ struct buf_op {
 };
 
 /* recv(2) on sockets: the socket layer's entry, without read(2)'s file
- * layer (the position lock, the permission and fsnotify hooks), 24-53 ns
- * less per call (docs/bench.md, "Measurements behind the code": recv);
- * read(2) on everything else. */
+ * layer (the position lock, the permission and fsnotify hooks): less per
+ * call (docs/notes/2026-12-06-measurements-behind-the-code.md, "recv"); read(2) on
+ * everything else. */
 static ssize_t read_attempt(struct weft__io_op *op, int fd)
 {
 	char *p = ((struct buf_op *)op)->p.in;

@@ -12,9 +12,8 @@
  * in all; then it swaps in 2 and sleeps on the futex until its swap
  * returns 0.  Each read of a spinner pulls the line (the object's state
  * beside the lock word) away from the holder, whose next write must fetch
- * it back: reading after every pause made a semaphore contended by two
- * workers 1.3x slower (docs/bench.md, "Measurements behind the code":
- * lock backoff).
+ * it back, so reading after every pause slows the holder down (docs/notes/2026-12-06-measurements-behind-the-code.md,
+ * "lock backoff").
  *
  * Orderings: the CAS and swap that take the lock are seq_cst RMWs (atomic.h)
  * and so at least acquire: the holder sees everything the previous holder
@@ -27,7 +26,7 @@
  * the OS; a spinner gives up after SPIN_PAUSES pauses rather than burn its CPU.
  * Under TSan the RMWs are __atomic builtins, which it understands.
  * It replaces pthread_mutex_t, a PLT call with a type dispatch on each side
- * (docs/bench.md, "Measurements behind the code": internal lock).
+ * (docs/notes/2026-12-06-measurements-behind-the-code.md, "internal lock").
  */
 #ifndef WEFT_LOCK_H
 #define WEFT_LOCK_H

@@ -272,7 +272,7 @@ static bool count_harvest(struct weft__worker *w, int64_t now, int events)
  * it fast: the other workers are asleep, and waking one costs its eventfd
  * write, its return from epoll_wait, its steals and the lines its stolen
  * coroutines pull across, more than a batch of short I/O turns
- * (docs/bench.md, "The shared poller").  Only once the batch has waited
+ * (docs/notes/2026-12-05-shared-poller.md).  Only once the batch has waited
  * BACKLOG_NS (weft__loop_backlog) is an idle worker notified to help.
  */
 static const int64_t BACKLOG_NS = 200 * 1000;
@@ -401,8 +401,8 @@ void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
  * event (the fd's entry, the waiter on the coroutine's stack, its control
  * block) is still in cache when the coroutine runs a batch later, where a
  * harvest of everything ready (a thousand connections) had evicted it by
- * then: a miss each, several per message (docs/bench.md, "One batch per
- * harvest").  A worker that runs dry after a full batch harvests the
+ * then: a miss each, several per message
+ * (docs/notes/2026-12-05-one-batch-per-harvest.md).  A worker that runs dry after a full batch harvests the
  * next one itself, before it steals or sleeps: going to sleep first would
  * let it take the shared epfd only while every other worker sleeps too, and
  * at 2 workers the one awake would serve the backlog alone.  After a short

@@ -31,8 +31,9 @@ void weft__queue_push_local(struct weft__worker *w, struct weft_co *co)
  * coroutine leaves, and a thief would leave it alone anyway (steal_runnext),
  * so a wake would buy nothing but an eventfd write on w's side, at every
  * hand-off of a ping-pong whose other worker has gone to sleep
- * (docs/bench.md, "Measurements behind the code": lone runnext).  If w gets stuck in the current coroutine instead, the monitor
- * notifies for the slot (weft__schedule_stuck).
+ * (docs/notes/2026-12-06-measurements-behind-the-code.md, "lone runnext").  If w gets
+ * stuck in the current coroutine instead, the monitor notifies for the
+ * slot (weft__schedule_stuck).
  */
 /*
  * A coroutine locked to its worker (weft_lock_thread) goes to that worker's

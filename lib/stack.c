@@ -149,9 +149,10 @@ static unsigned long default_guard_budget(void)
 
 /*
  * The arena is created once per process and kept across weft_init /
- * weft_shutdown cycles: jemalloc 5.3 keeps some of an arena's metadata
- * after arena.<i>.destroy, which the fuzzer saw as growth over cycles
- * (docs/bench.md, "Measurements behind the code": arena).  Shutdown purges it instead.
+ * weft_shutdown cycles: jemalloc keeps some of an arena's metadata after
+ * arena.<i>.destroy, which the fuzzer saw as growth over cycles
+ * (docs/notes/2026-12-06-measurements-behind-the-code.md, "arena").  Shutdown
+ * purges it instead.
  */
 static int arena_get(unsigned *arena)
 {
@@ -290,7 +291,8 @@ static void stack_free(struct weft__stack *s)
  * the warm top instead sees every deep use, but the probe of an untouched
  * page faults it in (a page of RSS and a page fault per fresh stack) and
  * releasing unconditionally costs a syscall per stack: docs/design.md, "The
- * stack pool", and docs/bench.md, "Measurements behind the code": deep stacks.
+ * stack pool", and docs/notes/2026-12-06-measurements-behind-the-code.md,
+ * "deep stacks".
  */
 static void release_if_deep(struct weft__stack *s)
 {
@@ -380,10 +382,10 @@ static void spill(struct weft__stack_cache *c, unsigned n)
  * stacks, at least a page of RSS each once used).  So a burst of 100,000
  * coroutines finds its stacks again in the next burst (no page faults: the
  * fresh-page floor in docs/bench.md), and all but the reserve go back to
- * jemalloc 10 to 20 s after the last; bursts within the reserve (an accept
- * flood of 10,000 connections in the soak) never fault again.  Without the
- * reserve the soak's floods faulted fresh stacks each time and its
- * well-behaved clients' p99 suffered (docs/bench.md, "Measurements behind the code": depot reserve).
+ * jemalloc one to two periods after the last; bursts within the reserve (an
+ * accept flood) never fault again, where without it every flood would
+ * fault fresh stacks and the well-behaved clients' tail latency with it
+ * (docs/notes/2026-12-06-measurements-behind-the-code.md, "depot reserve").
  */
 bool weft__stack_pool_trim(size_t reserve)
 {

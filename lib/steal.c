@@ -52,14 +52,14 @@ static void steal_more(struct weft__worker *w, struct weft__deque *victim)
  * passes).  Unlike Go, it takes the slot only if the victim dispatched
  * nothing meanwhile: a victim that did has taken the coroutine (the owner
  * takes the slot before anything else), and what the slot holds now is
- * fresh work it will run as soon; stealing that split a ping-pong pair
- * every ~70 us.  A victim that did not is stuck, in one coroutine or
+ * fresh work it will run as soon; stealing that splits a ping-pong pair
+ * over two cores at every exchange.  A victim that did not is stuck, in one coroutine or
  * between two, and its slot is taken.
  */
 
 /* Sleeps rather than spins: the thief still counts as a spinner, so the
  * victim's wakes cost it no syscall, and its CPU is not burnt meanwhile
- * (the kernel's timer slack stretches the 3 us to ~50 us: Go's too). */
+ * (the kernel's timer slack stretches the sleep, as it does Go's). */
 static void runnext_grace(void)
 {
 	struct timespec ts = { .tv_nsec = RUNNEXT_GRACE_NS };

@@ -91,7 +91,7 @@ static bool try_take(weft_mutex *m)
  * the runnext slot of a worker busy with the lock's holders), and a CAS
  * expecting 0 then fails: a locked instruction for nothing, and the line
  * taken exclusive from the cores that read it.  So the state is read first
- * (docs/bench.md, "Measurements behind the code": mutex fast path).
+ * (docs/notes/2026-12-06-measurements-behind-the-code.md, "mutex fast path").
  */
 static inline bool lock_fast(weft_mutex *m)
 {
@@ -113,7 +113,7 @@ static inline bool unlock_fast(weft_mutex *m)
  * Useless on one worker: the holder cannot run while we spin.  Briefly means
  * SPIN_ROUNDS looks: each look pulls the state's line from the holder's core
  * and slows its next lock, so a longer spin costs more than the parks it
- * saves (docs/bench.md, "Measurements behind the code": mutex spin).
+ * saves (docs/notes/2026-12-06-measurements-behind-the-code.md, "mutex spin").
  */
 static bool spin_for(weft_mutex *m)
 {

@@ -8,7 +8,7 @@
  * more than one thread, which every weft process is, each one brackets the
  * system call with __pthread_enable_asynccancel and ..._disable_asynccancel.
  * weft never cancels its workers with pthread_cancel, so that bracket is pure
- * cost on every message (docs/bench.md, "Where an echo's time goes").  A
+ * cost on every message (docs/notes/2026-12-06-user-and-kernel-time.md).  A
  * direct call also keeps weft's own I/O out of reach of an interposed read or
  * send (an LD_PRELOAD hook library): weft's internals must reach the kernel.
  *

@@ -21,8 +21,8 @@
  * (mostly) cancel, when the I/O wins; both are O(log n) here with a few
  * cache lines touched, and the earliest deadline is O(1) for epoll_wait's
  * timeout.  A hashed wheel makes insert/cancel O(1) but needs a tick, which
- * either wakes idle workers periodically or costs precision.  Measured in
- * docs/bench.md (100,000 concurrent sleeps).
+ * either wakes idle workers periodically or costs precision.  The suite's
+ * `sleep` row (docs/bench.md) times many concurrent sleeps.
  */
 #ifndef WEFT_TIMER_H
 #define WEFT_TIMER_H

@@ -117,8 +117,8 @@ static const int64_t INJECT_MAX_NS = 1000 * 1000 * 1000;
 static const int64_t READY_NS = 200 * 1000;		/* the ready FIFOs' round interval */
 /* A busy worker's fds wait at most this long for a harvest (plus the
  * coroutine it is running): long against one epoll_wait, so the harvests
- * cost a busy worker little (docs/bench.md, "Measurements behind the code":
- * poll interval). */
+ * cost a busy worker little (docs/notes/2026-12-06-measurements-behind-the-code.md,
+ * "poll interval"). */
 static const int64_t POLL_NS = 50 * 1000;
 
 struct weft__rt_state weft__rt = {
@@ -191,8 +191,8 @@ uint32_t weft__worker_rand_any(void)
 /* The owner's take, skipped without a fence when the deque is surely empty
  * (top only grows and only the owner moves bottom up).  It prefetches the
  * control block the next take returns, a line on a page of its own that
- * `enter` would miss on (a woken army's: docs/bench.md, "Measurements behind
- * the code": the deque's prefetch); only its address, since a thief may
+ * `enter` would miss on (a woken army's: docs/notes/2026-12-06-measurements-behind-the-code.md,
+ * "the deque's prefetch"); only its address, since a thief may
  * take it and it may finish meanwhile. */
 static struct weft_co *take_local(struct weft__worker *w)
 {
@@ -211,9 +211,8 @@ static struct weft_co *take_local(struct weft__worker *w)
  * order) where it can steal them, and it is woken.  While every other
  * worker is busy or still spinning they stay here: a spinner that took the
  * holders of a contended lock between their turns only spread them over
- * two cores, each lock operation then crossing between them (weft-bench
- * rwlock 2: 1.13x the time; docs/bench.md, "Measurements behind the code":
- * private yielders).  A spinner finds nothing for SPIN_NS at most, sleeps
+ * two cores, each lock operation then crossing between them
+ * (docs/notes/2026-12-06-measurements-behind-the-code.md, "private yielders").  A spinner finds nothing for SPIN_NS at most, sleeps
  * (nr_idle), and the next pop here shares.
  */
 static struct weft_co *pop_yielder(struct weft__worker *w)
