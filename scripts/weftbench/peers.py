@@ -42,8 +42,6 @@ class Peer:
     # the git description)
     version: Callable[["Ctx"], Optional[str]] = lambda ctx: None
     program: Optional[Path] = None  # set once built
-    # its server runs one thread whatever the worker count (epoll)
-    one_thread: bool = False
     # its servers are the limit of the server rows (the hand-written loop):
     # the notes give its rate over each other peer's
     limit: bool = False
@@ -337,12 +335,15 @@ PEERS: List[Peer] = [
          version=tokio_version),
 ]
 
-# The limit of the server rows: one thread on epoll, no scheduler, so it
+# The limit of the server rows: one epoll loop per worker (EPOLL_LOOPS
+# threads, each with its own SO_REUSEPORT listener: nginx's shape), no
+# scheduler, so it
 # has no equivalent of any scheduler benchmark.
 PEERS.append(Peer(
-    "epoll", "hand-written epoll loop (C, one thread)", build_epoll,
-    missing={b.name: "a server only: one thread on epoll has no scheduler"
+    "epoll", "hand-written epoll loops (C, one thread each)", build_epoll,
+    env=lambda w: {"EPOLL_LOOPS": str(w)},
+    missing={b.name: "a server only: epoll loops have no scheduler"
              for b in BENCHMARKS},
-    server=epoll_server, one_thread=True, limit=True, by_meson=True))
+    server=epoll_server, limit=True, by_meson=True))
 
 SUBJECT = PEERS[0].name

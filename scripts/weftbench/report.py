@@ -93,10 +93,6 @@ def workers_note(pins: Dict[int, Pins], peers: List[Peer],
                    f"each has a CPU of its own): a regression of the "
                    f"multi-worker I/O path shows there, but the rows are not "
                    f"a measure of scaling.")
-    one = [p.name for p in peers if p.one_thread]
-    if one and counts[-1] > 1:
-        out.append(f"{', '.join(one)} runs one thread at any worker count: "
-                   f"at more it is still the limit of one thread.")
     if quick and counts == [1]:
         out.append("--quick runs the server rows at 1 worker only "
                    "(without it: also at 2, sharing the CPUs).")

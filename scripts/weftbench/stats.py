@@ -152,9 +152,7 @@ def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
                    for p in rate}
     s["syscalls"] = syscalls or {}
     notes = [fairness_note(sb, runs, peers), lost_note(runs, peers),
-             load_note(runs, peers), limit_note(runs, peers)] + [
-        f"{p.name}: one thread at any worker count" for p in peers
-        if p.one_thread and workers > 1]
+             load_note(runs, peers), limit_note(runs, peers)]
     s["notes"] = "; ".join(n for n in notes if n) or None
     return s
 

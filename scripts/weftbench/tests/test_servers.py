@@ -26,7 +26,7 @@ def serve(peer, ctx, kind, port):
 WEFT = Peer("weft", "weft", build=lambda ctx: None, server=serve,
             env=lambda w: {"WEFT_WORKERS": str(w)})
 EPOLL = Peer("epoll", "epoll", build=lambda ctx: None, server=serve,
-             one_thread=True, limit=True)
+             env=lambda w: {"EPOLL_LOOPS": str(w)}, limit=True)
 TOKIO = Peer("tokio", "tokio", build=lambda ctx: None, server=serve)
 SB = ServerBench("echo-100-64", "echo", "t", "echo", "msgs/s", 100, 64)
 PINS = {1: Pins("0", "1", "server on CPU 0, load on CPU 1"),
@@ -121,8 +121,7 @@ class Summaries(unittest.TestCase):
         self.assertEqual(one["notes"],
                          "slowest connection, % of mean: weft 5, epoll 2")
         self.assertEqual(two["notes"],
-                         "slowest connection, % of mean: weft 3, epoll 2; "
-                         "epoll: one thread at any worker count")
+                         "slowest connection, % of mean: weft 3, epoll 2")
 
     def test_the_limit_over_the_peers(self):
         r = runs(2000, 4000)
@@ -160,8 +159,7 @@ class Tables(unittest.TestCase):
              "slowest connection, % of mean: weft 5, epoll 2"],
             ["echo-100-64 @2 (sharing CPUs)", "msgs/s", "3000", "10.00",
              "40.00", "4000", "10.00", "40.00", "0.75", "1.00",
-             "slowest connection, % of mean: weft 3, epoll 2; epoll: one "
-             "thread at any worker count"]])
+             "slowest connection, % of mean: weft 3, epoll 2"]])
 
     def test_cost_table(self):
         _, rows = server_cost_rows(self.summary, [WEFT, EPOLL])
@@ -180,15 +178,14 @@ class Tables(unittest.TestCase):
     def test_footnote(self):
         self.assertEqual(
             workers_note(PINS, [WEFT, EPOLL]),
-            "Servers on 1 and 2 workers (WEFT_WORKERS), the row names saying which (@N)."
+            "Servers on 1 and 2 workers (WEFT_WORKERS / EPOLL_LOOPS), the row names saying which (@N)."
             "  @1: server on CPU 0, load on CPU 1.  @2: server and load "
             "unpinned, sharing the 2 CPUs.  \"sharing CPUs\": server and "
             "load generator unpinned on the same CPUs, so the server's rate "
             "includes its competition with its own load for them (at 1 "
             "worker each has a CPU of its own): a regression of the "
             "multi-worker I/O path shows there, but the rows are not a "
-            "measure of scaling.  epoll runs one thread at any worker "
-            "count: at more it is still the limit of one thread.")
+            "measure of scaling.")
         quick = workers_note({1: PINS[1]}, [WEFT], quick=True)
         self.assertEqual(
             quick, "Servers on 1 worker (WEFT_WORKERS), the row names saying which "
