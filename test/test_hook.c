@@ -1740,3 +1740,58 @@ Test(hook, ld_preload_hooks_an_unlinked_weft_program)
 	cr_assert_eq(preload_run(true), 0);
 	cr_assert_eq(preload_run(false), 1);	/* and without it, the worker blocked */
 }
+
+/* ------------------------------------------- weft_close of a hooked fd */
+
+/* A weft program with the hooks loaded calls weft_close itself on an fd a
+ * hooked blocking call has waited on.  weft_close's own close(2) comes back
+ * into the hooks' close(), which sees an fd the hooks registered and lets it
+ * go through weft_close again, in the same coroutine, while the outer one
+ * holds the entry at FD_GEN_CLOSED: the inner one's forget waits (yields)
+ * for that phase to end, which only the outer one can end.  A watchdog
+ * thread reports it. */
+struct close_watch {
+	atomic_bool done;
+	int fd;
+};
+
+static void *close_watchdog(void *arg)
+{
+	struct close_watch *w = arg;
+	for (int i = 0; i < 500 && !atomic_load(&w->done); i++)
+		usleep(10 * 1000);
+	if (!atomic_load(&w->done)) {
+		fprintf(stderr, "weft_close(%d) of an fd the hooks waited on has not returned "
+				"after 5 s (the inner weft_close waits for the outer's "
+				"FD_GEN_CLOSED)\n", w->fd);
+		abort();
+	}
+	return NULL;
+}
+
+static void weft_close_of_hooked(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	CHECK(hooked(sv[0]));
+	struct later l = { sv[1], 20, 'x' };
+	weft_co *w = go(write_later, &l);
+	struct rd rd = { .fd = sv[0] };
+	blocking_read(&rd);	/* waits: the hooks register the fd */
+	CHECK(rd.r == 1 && rd.byte == 'x');
+	join(w);
+	struct close_watch cw = { .fd = sv[0] };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, close_watchdog, &cw) == 0);
+	CHECK(weft_close(sv[0]) == 0);
+	atomic_store(&cw.done, true);
+	CHECK(pthread_join(t, NULL) == 0);
+	close(sv[1]);
+}
+
+Test(hook, weft_close_of_an_fd_the_hooks_waited_on_returns)
+{
+	REQUIRE_HOOKS();
+	run(2, weft_close_of_hooked, NULL);
+}
