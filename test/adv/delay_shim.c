@@ -5,20 +5,24 @@
  * dup2 or dup3 of an armed fd number before the real call, until released.
  * And one read of an armed fd, after the real read has returned, so that a
  * hooked read holds its result (EAGAIN) before it waits.  They stand in
+ * And one fcntl(fd, F_GETFD), before the real call (weft_close's first
+ * step on the fd).  They stand in
  * for a thread preempted between the hooks' decisions and the real system
  * calls.  In a coroutine the hold yields (its worker runs the others).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
 #include "weft.h"
 
-/* what: 0 close, dup2 or dup3 of the number; 1 read */
-static atomic_int target[2] = { -1, -1 };
-static atomic_int in_call[2], released[2];
+/* what: 0 close, dup2 or dup3 of the number; 1 read; 2 fcntl(F_GETFD) */
+static atomic_int target[3] = { -1, -1, -1 };
+static atomic_int in_call[3], released[3];
 
 void shim_arm(int what, int fd)
 {
@@ -88,4 +92,18 @@ int dup3(int from, int to, int flags)
 		real = (int (*)(int, int, int))dlsym(RTLD_NEXT, "dup3");
 	hold(0, to);
 	return real(from, to, flags);
+}
+
+int fcntl(int fd, int cmd, ...)
+{
+	static int (*real)(int, int, ...);
+	if (!real)
+		real = (int (*)(int, int, ...))dlsym(RTLD_NEXT, "fcntl");
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	if (cmd == F_GETFD)
+		hold(2, fd);
+	return real(fd, cmd, arg);
 }

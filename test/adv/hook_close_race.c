@@ -13,8 +13,21 @@
  *   hook_close_race dup2-waited  dup2(M, N), N waited on (weft_release path)
  *   hook_close_race close-waited close(N), N waited on (weft_close: the
  *                                fixed path; the control, expected to pass)
+ *   hook_close_race close-racing-wait
+ *                                close(N) from a plain thread, N waited on:
+ *                                the hooks run weft_close in a coroutine
+ *                                made for it, and a read that starts waiting
+ *                                meanwhile (held before weft_close's first
+ *                                step) marks N registered in the hooks
+ *                                again; weft_close's own close(2) is then
+ *                                the hooks' close(), which runs weft_close
+ *                                again in the same coroutine: it waits for
+ *                                FD_GEN_CLOSED to end, which only the outer
+ *                                weft_close can end.  The close never
+ *                                returns.
  *
- * Exit 0: the next file's read got its byte; 1: the bug; 2: not set up.
+ * Exit 0: the next file's read got its byte (close-racing-wait: the close
+ * returned); 1: the bug; 2: not set up.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -32,7 +45,7 @@
 
 #include "weft.h"
 
-void shim_arm(int what, int fd);	/* 0: close/dup2/dup3 before; 1: read after */
+void shim_arm(int what, int fd);	/* 0: close/dup2/dup3 before; 1: read after; 2: F_GETFD */
 int shim_in_call(int what);
 void shim_release(int what);
 
@@ -117,6 +130,50 @@ static void write_later(void *arg)
 		FAIL_SETUP("write: %s", strerror(errno));
 }
 
+static atomic_int plain_done;
+
+static void *plain_close(void *arg)
+{
+	close(*(int *)arg);	/* hooked: weft_close in a coroutine made for it */
+	atomic_store(&plain_done, 1);
+	return NULL;
+}
+
+static void close_racing_wait(int n, int peer)
+{
+	(void)peer;
+	set_rcvtimeo(n, 300);
+	shim_arm(1, n);	/* R1: EAGAIN, held before it waits */
+	struct rd r1 = { .fd = n };
+	weft_co *c1 = weft_spawn(reader, &r1);
+	while (!shim_in_call(1))
+		weft_yield();
+	shim_arm(2, n);	/* the plain thread's close: weft_close held at its start */
+	pthread_t t;
+	pthread_create(&t, NULL, plain_close, &n);
+	while (!shim_in_call(2))
+		weft_yield();
+	shim_release(1);	/* R1 waits: the hooks note N registered again */
+	for (int i = 0; i < 1000 && !epoll_watches(n); i++)
+		weft_sleep(weft_now() + MS);
+	fprintf(stderr, "%s: R1 waits on fd %d (epoll watches it: %s)\n", mode, n,
+		epoll_watches(n) ? "yes" : "no");
+	shim_release(2);
+	for (int i = 0; i < 5000 && !atomic_load(&plain_done); i++)
+		weft_sleep(weft_now() + MS);
+	weft_join(c1);
+	fprintf(stderr, "%s: R1's read: %zd, errno %d (%s)\n", mode, r1.r, r1.err, strerror(r1.err));
+	if (!atomic_load(&plain_done)) {
+		fprintf(stderr, "%s: FAIL: the plain thread's close(%d) has not returned after 5 s "
+				"(weft_close re-entered through the hooks' close(), waiting for its "
+				"own FD_GEN_CLOSED)\n", mode, n);
+		_exit(1);	/* the runtime cannot stop: a coroutine spins */
+	}
+	pthread_join(t, NULL);
+	status = 0;
+	fprintf(stderr, "%s: ok\n", mode);
+}
+
 static void test(void *arg)
 {
 	(void)arg;
@@ -126,12 +183,17 @@ static void test(void *arg)
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, nv) != 0)
 		FAIL_SETUP("socketpair");
 	int n = sv[0];
-	if (waited) {	/* a wait on N: the hooks note it registered */
+	bool racing = strcmp(mode, "close-racing-wait") == 0;
+	if (waited || racing) {	/* a wait on N: the hooks note it registered */
 		weft_co *w = weft_spawn(write_later, &sv[1]);
 		char c;
 		if (read(n, &c, 1) != 1)
 			FAIL_SETUP("first read");
 		weft_join(w);
+	}
+	if (racing) {
+		close_racing_wait(n, sv[1]);
+		return;
 	}
 	set_rcvtimeo(n, 300);
 	/* R1's hooked read(N) has decided N is a hooked blocking fd and got
@@ -195,7 +257,7 @@ static void test(void *arg)
 int main(int argc, char **argv)
 {
 	if (argc != 2)
-		FAIL_SETUP("usage: %s close|dup2|dup2-waited|close-waited", argv[0]);
+		FAIL_SETUP("usage: %s close|dup2|dup2-waited|close-waited|close-racing-wait", argv[0]);
 	mode = argv[1];
 	alarm(30);	/* watchdog */
 	if (weft_main(test, NULL, &WEFT_CONFIG(.workers = 2)) != 0)

@@ -13,7 +13,7 @@ cc -O1 -g -Iinclude -o "$o/hook_close_race" test/adv/hook_close_race.c \
 	-Wl,--no-as-needed -L"$b/hook" -lweft-hook -L"$o" -ldelayshim -L"$b/lib" -lweft \
 	-lpthread -ldl -Wl,-rpath,"$b/hook:$o:$b/lib" || exit 2
 rc=0
-for m in close dup2 dup2-waited close-waited; do
+for m in close dup2 dup2-waited close-waited close-racing-wait; do
 	"$o/hook_close_race" "$m"
 	s=$?
 	echo "== $m: exit $s"
