@@ -112,6 +112,8 @@ struct op {
 	int n, from;
 };
 
+static atomic_int op_done;
+
 static void *plain_op(void *arg)
 {
 	struct op *op = arg;
@@ -119,6 +121,7 @@ static void *plain_op(void *arg)
 		close(op->n);	/* hooked */
 	else if (dup2(op->from, op->n) != op->n)	/* hooked */
 		FAIL_SETUP("dup2: %s", strerror(errno));
+	atomic_store(&op_done, 1);
 	return NULL;
 }
 
@@ -219,6 +222,8 @@ static void test(void *arg)
 			"old file\n", mode, strncmp(mode, "close", 5) == 0 ? "close" : "dup2",
 		old_registered ? "registered" : "did not register", n);
 	shim_release(0);
+	while (!atomic_load(&op_done))	/* (a pthread_join here would block the worker) */
+		weft_sleep(weft_now() + MS);
 	pthread_join(t, NULL);
 	weft_cancel(c1);
 	weft_join(c1);
