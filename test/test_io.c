@@ -576,16 +576,19 @@ Test(io, calls_racing_close_leave_the_number_clean, .timeout = 300)
 
 /*
  * A close(2) that takes long: a TCP socket with SO_LINGER whose unsent data
- * the peer never reads.  close(2) frees the number at once and lingers in
- * the kernel until the linger time; weft_close holds the entry at
- * FD_GEN_CLOSED all along.  Another thread opens a file at the number the
- * moment it is free (the case FD_GEN_CLOSED is for), and a coroutine calls
- * weft_read on that file with a short deadline: weft.h promises ETIMEDOUT
- * at its deadline, but io_begin's gen_settled yields in a loop, deadline
- * and cancellation unread, until the other file's close(2) has lingered
- * out.
+ * the peer does not read.  close(2) frees the number at once and lingers in
+ * the kernel until the data is acknowledged or the linger time is out;
+ * weft_close holds the entry at FD_GEN_CLOSED all along.  Another thread
+ * opens a file at the number the moment it is free (the case FD_GEN_CLOSED
+ * is for), and a coroutine calls weft_read on that file with a short
+ * deadline, or is cancelled in it: it must fail at its deadline
+ * (ETIMEDOUT) or cancellation (ECANCELED) while the close(2) still
+ * lingers, which it does until the test drains the peer (the linger time
+ * is far beyond anything the test waits for).  Without the deadline and
+ * cancel checks in gen_settled, the read returned only once close(2) had
+ * (the linger time out): closed set.
  */
-enum { LINGER_S = 2 };
+enum { LINGER_S = 30 };
 
 struct lingering {
 	int fd;
@@ -696,17 +699,20 @@ static void lingering_close_then_next_file(void *arg)
 		nr.closed ? "had returned" : "still lingering");
 	CHECK(nr.r == -1 && nr.err == (cancel ? ECANCELED : ETIMEDOUT));
 	CHECK(!nr.closed);	/* its deadline or cancel, not the other file's linger time */
+	char buf[4096];	/* the data acknowledged: close(2) returns */
+	while (read(peer, buf, sizeof buf) > 0)
+		;
 	join(closer);
 	CHECK(weft_unlock_thread() == 0);
 	CHECK(weft_close(l.fd) == 0 && close(p[1]) == 0 && close(peer) == 0);
 }
 
-Test(io, a_call_on_the_next_file_keeps_its_deadline_while_a_close_lingers, .timeout = 60)
+Test(io, a_call_on_the_next_file_keeps_its_deadline_while_a_close_lingers, .timeout = 120)
 {
 	run(2, lingering_close_then_next_file, NULL);
 }
 
-Test(io, a_call_on_the_next_file_can_be_cancelled_while_a_close_lingers, .timeout = 60)
+Test(io, a_call_on_the_next_file_can_be_cancelled_while_a_close_lingers, .timeout = 120)
 {
 	run(2, lingering_close_then_next_file, "cancel");
 }
