@@ -388,6 +388,7 @@ Test(fault, a_call_on_the_next_file_during_closes_end_is_its_own)
 	cr_assert(cl.read == 1 && cl.got == 'z', "the next file's read: %zd (errno %d)", cl.read,
 		  cl.read_errno);
 	cr_assert(cl.nonblocking, "the next file was not registered");
+}
 
 /* ---- a claim that finds only abandoned waiters (waitq.h) */
 
