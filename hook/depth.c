@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * depth.c — who is calling a hook: a coroutine, a plain thread, or weft
- * itself inside a call the hooks made (weft_wait's poll and fcntl,
- * weft_close's close).  The depth lives in a coroutine-local (weft_key):
+ * itself inside a call the hooks made (weft_wait's poll, the real close,
+ * dup2 or dup3 inside weft's close protocol).  The depth lives in a coroutine-local (weft_key):
  * a thread-local would stay raised on a worker while the coroutine that
  * raised it is parked, and other coroutines' calls would pass through.
  *

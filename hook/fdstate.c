@@ -200,7 +200,8 @@ bool weft__hook_fd_forget(int fd)
 	pthread_mutex_lock(&lock);
 	attach(e, NULL);
 	pthread_mutex_unlock(&lock);
-	return __atomic_exchange_n(&e->registered, 0, __ATOMIC_ACQ_REL) != 0;
+	__atomic_store_n(&e->registered, 0, __ATOMIC_RELEASE);
+	return true;
 }
 
 void weft__hook_fd_registered(int fd)

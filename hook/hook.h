@@ -27,6 +27,12 @@
 
 #define HOOK_EXPORT __attribute__((visibility("default")))
 
+/* libweft's weft_close with op(fd, arg) in place of its close(2) (lib/io.h,
+ * where it is defined): close, dup2 and dup3 of an fd weft may have
+ * registered, from a coroutine. */
+typedef int weft__fd_op(int fd, void *arg);
+int weft__fd_replace(int fd, weft__fd_op *op, void *arg);
+
 /* ------------------------------------------------------ the real functions */
 
 struct weft__hook_real {
@@ -146,7 +152,8 @@ int weft__hook_fd_track(int fd);
 /* After a dup: to shares from's record (or is untracked, like from). */
 void weft__hook_fd_share(int from, int to);
 /* Forgets fd (before a close): untracks it, bumps its generation, and
- * returns whether the hooks had registered it in weft (weft_wait). */
+ * returns whether the hooks tracked it or registered it in weft
+ * (weft_wait): whether weft may have it registered. */
 bool weft__hook_fd_forget(int fd);
 /* Notes that the hooks are about to weft_wait on fd. */
 void weft__hook_fd_registered(int fd);

@@ -8,9 +8,10 @@
  * non-blocking for real and tracked as believed blocking (fdstate.c);
  * fcntl(F_GETFL) shows the believed flag, F_SETFL and FIONBIO change it
  * and keep the real one set.  Copies share the record.  close of an fd the
- * hooks waited on goes through weft_close, which wakes the coroutines
- * parked on it (their calls fail with EBADF, wait.c); dup2 and dup3 onto
- * such an fd go through weft_release, then replace it in one step.
+ * hooks track or waited on, and dup2 and dup3 onto one, go through weft's
+ * close protocol (weft__fd_replace) with the real call in place of its
+ * close(2): the coroutines parked on it are woken (their calls fail with
+ * EBADF, wait.c), and no call registers the file being closed.
  */
 /* With _FILE_OFFSET_BITS=64, glibc's headers name fcntl fcntl64 for the
  * linker: both are defined here, under their own names (on 64-bit systems
@@ -111,40 +112,53 @@ HOOK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 
 /* --------------------------------------------------------------- close */
 
-/* Hands fd, which weft registered, back from weft (the caller forgot fd
- * first): fn is weft_close or weft_release, which wake the coroutines
- * parked on fd and drop weft's registration.  weft's calls are for
- * coroutines: a plain thread has one made for it; where none can be made
- * (no runtime running: weft registers nothing any more), fallback(fd). */
+/* The real close, dup2 or dup3 of fd (the target), which weft may have
+ * registered (the caller forgot fd first): run through weft__fd_replace,
+ * which wakes the coroutines parked on fd and keeps any call from
+ * registering the file until the real call has returned.  The hooks'
+ * depth is raised around it (a call weft makes there is weft's own).
+ * weft's calls are for coroutines: a plain thread has one made for it;
+ * where none can be made (no runtime running: weft registers nothing any
+ * more), the real call alone. */
 struct letting_go {
-	int (*fn)(int);
+	weft__fd_op *op;
 	int fd;
+	int from, flags;	/* dup2, dup3 */
 	int result;
 	int err;
 };
 
+static int let_go_here(struct letting_go *l)
+{
+	if (!weft__hook_enter())
+		return l->op(l->fd, l);
+	int r = weft__fd_replace(l->fd, l->op, l);
+	weft__hook_leave();
+	return r;
+}
+
 static void let_go_in_coroutine(void *arg)
 {
 	struct letting_go *l = arg;
-	l->result = l->fn(l->fd);
+	l->result = let_go_here(l);
 	l->err = errno;
 }
 
-static int let_go(int fd, int mode, int (*fn)(int), int (*fallback)(int))
+static int let_go(struct letting_go *l, int mode)
 {
-	if (mode == HOOK_CORO) {
-		if (!weft__hook_enter())
-			return fallback(fd);
-		int r = fn(fd);
-		weft__hook_leave();
-		return r;
-	}
-	struct letting_go l = { .fn = fn, .fd = fd };
-	weft_co *co = weft_spawn(let_go_in_coroutine, &l);
+	if (mode == HOOK_CORO)
+		return let_go_here(l);
+	weft_co *co = weft_spawn(let_go_in_coroutine, l);
 	if (!co || weft_join(co) != 0)
-		return fallback(fd);
-	errno = l.err;
-	return l.result;
+		return l->op(l->fd, l);
+	errno = l->err;
+	return l->result;
+}
+
+static int real_close(int fd, void *arg)
+{
+	(void)arg;
+	return REAL(close)(fd);
 }
 
 HOOK_EXPORT int close(int fd)
@@ -152,7 +166,8 @@ HOOK_EXPORT int close(int fd)
 	int mode = weft__hook_mode();
 	if (mode == HOOK_PASS || !weft__hook_fd_forget(fd))
 		return REAL(close)(fd);
-	return let_go(fd, mode, weft_close, REAL(close));
+	struct letting_go l = { .op = real_close, .fd = fd };
+	return let_go(&l, mode);
 }
 
 /* ----------------------------------------------------------------- dup */
@@ -165,26 +180,27 @@ HOOK_EXPORT int dup(int fd)
 	return r;
 }
 
-/* let_go's fallback for weft_release: without a runtime there is nothing
- * to release. */
-static int nothing_to_release(int fd)
+static int real_dup2(int to, void *arg)
 {
-	(void)fd;
-	return 0;
+	return REAL(dup2)(((struct letting_go *)arg)->from, to);
 }
 
-/* dup2 and dup3 (three) replace `to` in one step, as the real calls do.
- * When the copy is going to happen, a tracked target is first let go as
- * close() lets it go (the calls parked on it fail with EBADF), but with
- * weft_release: it stays open, its number taken, until the real call
- * replaces the file behind it. */
-static int dup_onto(int from, int to, bool three, int flags)
+static int real_dup3(int to, void *arg)
+{
+	struct letting_go *l = arg;
+	return REAL(dup3)(l->from, to, l->flags);
+}
+
+/* dup2 and dup3 (op) replace `to` in one step, as the real calls do.
+ * When the copy is going to happen, a tracked target is let go as close()
+ * lets it go (the calls parked on it fail with EBADF), the real call
+ * standing for the close(2): the number stays taken throughout. */
+static int dup_onto(int from, int to, weft__fd_op *op, int flags)
 {
 	int mode = weft__hook_mode();
 	bool copies = mode != HOOK_PASS && from != to && REAL(fcntl)(from, F_GETFD) >= 0;
-	if (copies && weft__hook_fd_forget(to))
-		let_go(to, mode, weft_release, nothing_to_release);
-	int r = three ? REAL(dup3)(from, to, flags) : REAL(dup2)(from, to);
+	struct letting_go l = { .op = op, .fd = to, .from = from, .flags = flags };
+	int r = copies && weft__hook_fd_forget(to) ? let_go(&l, mode) : op(to, &l);
 	if (r >= 0 && copies)
 		weft__hook_fd_share(from, r);
 	return r;
@@ -192,12 +208,12 @@ static int dup_onto(int from, int to, bool three, int flags)
 
 HOOK_EXPORT int dup2(int from, int to)
 {
-	return dup_onto(from, to, false, 0);
+	return dup_onto(from, to, real_dup2, 0);
 }
 
 HOOK_EXPORT int dup3(int from, int to, int flags)
 {
-	return dup_onto(from, to, true, flags);
+	return dup_onto(from, to, real_dup3, flags);
 }
 
 /* --------------------------------------------------------------- fcntl */

@@ -65,18 +65,25 @@ static inline void ref_drop(struct weft__fd *e)
 }
 
 /*
- * gen, read from e; or, while a weft_close's close(2) runs (FD_GEN_CLOSED),
+ * *gen, read from e; or, while a weft_close's close(2) runs (FD_GEN_CLOSED),
  * the generation of the number's next file, once it has one: a call that
  * comes as close(2) runs is a call on whatever the number names after it,
  * and that file's entry must be clean and its first call not cancelled.
+ * close(2) may take long (SO_LINGER): a call (`call`) waits only until its
+ * deadline or its cancellation, -ETIMEDOUT or -ECANCELED; a closer's
+ * forget waits for it to end.  0 when *gen is settled.
  */
-static unsigned gen_settled(struct weft__fd *e, unsigned gen)
+static int gen_settled(struct weft__fd *e, unsigned *gen, bool call, int64_t deadline)
 {
-	while ((gen & FD_GEN_PHASE) == FD_GEN_CLOSED) {
+	while ((*gen & FD_GEN_PHASE) == FD_GEN_CLOSED) {
+		if (call && weft__co_cancelled())
+			return -ECANCELED;
+		if (call && weft__clock_deadline_passed(deadline))
+			return -ETIMEDOUT;
 		weft_yield();	/* the closer is in close(2): let others run */
-		gen = at_load_uint(&e->gen);
+		*gen = at_load_uint(&e->gen);
 	}
-	return gen;
+	return 0;
 }
 
 /*
@@ -97,7 +104,7 @@ static unsigned gen_settled(struct weft__fd *e, unsigned gen)
  * its close(2), where it would outlive the fd: gen stays odd until
  * close(2) has returned (weft_close).
  */
-static int io_begin(struct io *io, int fd)
+static int io_begin(struct io *io, int fd, int64_t deadline)
 {
 	struct weft__worker *w = weft__worker_self();
 	if (!w || !w->current)
@@ -111,7 +118,9 @@ static int io_begin(struct io *io, int fd)
 		return weft__err_fail(-r);
 	unsigned gen = at_load_uint(&e->gen);
 	weft__fault_pause(WEFT__FAULT_IO_BEGIN, (uintptr_t)fd);	/* tests: a close may run here */
-	gen = gen_settled(e, gen);
+	r = gen_settled(e, &gen, true, deadline);
+	if (r < 0)
+		return weft__err_fail(-r);
 	if (gen & FD_GEN_CLOSING)	/* weft_close is running */
 		return weft__err_fail(ECANCELED);
 	at_faa_uint(&e->refs, 1);
@@ -352,9 +361,9 @@ static int park_if_drained(struct io *io, int64_t deadline)
 #define IO_LOOP static inline __attribute__((always_inline)) ssize_t
 
 /* io_begin for op, which learns the fd's kind for its attempts. */
-static int io_open(struct io *io, int fd, struct weft__io_op *op)
+static int io_open(struct io *io, int fd, struct weft__io_op *op, int64_t deadline)
 {
-	if (io_begin(io, fd) != 0)
+	if (io_begin(io, fd, deadline) != 0)
 		return -1;
 	op->socket = io->e->flags & FD_SOCKET;
 	return 0;
@@ -364,7 +373,7 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 		int64_t deadline)
 {
 	struct io io;
-	if (io_open(&io, fd, op) != 0)
+	if (io_open(&io, fd, op, deadline) != 0)
 		return -1;
 	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
 	int e = hint ? park_if_drained(&io, deadline) : 0;
@@ -420,7 +429,7 @@ ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
 IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, int64_t deadline)
 {
 	struct io io;
-	if (io_open(&io, fd, op) != 0)
+	if (io_open(&io, fd, op, deadline) != 0)
 		return -1;
 	if (op->len > SSIZE_MAX)
 		return io_return(&io, -1, EINVAL);
@@ -501,7 +510,7 @@ int weft__io_nodelay(int fd)
 int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline)
 {
 	struct io io;
-	if (io_begin(&io, fd) != 0)
+	if (io_begin(&io, fd, deadline) != 0)
 		return -1;
 	int64_t step = BACKOFF_MIN_NS;
 	for (;;) {
@@ -580,7 +589,7 @@ int weft_wait(int fd, int events, int64_t deadline)
 	if (!dirs || (events & ~(WEFT_IN | WEFT_OUT | WEFT_AFTER_EAGAIN)))
 		return weft_self() ? weft__err_fail(EINVAL) : weft__err_fail(EPERM);
 	struct io io;
-	if (io_begin(&io, fd) != 0)
+	if (io_begin(&io, fd, deadline) != 0)
 		return -1;
 	int r = events & WEFT_AFTER_EAGAIN ? wait_edge(&io, dirs, deadline)
 					   : wait_ready(&io, dirs, deadline);
@@ -592,7 +601,7 @@ int weft_wait(int fd, int events, int64_t deadline)
 int weft_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int64_t deadline)
 {
 	struct io io;
-	if (io_begin(&io, fd) != 0)
+	if (io_begin(&io, fd, deadline) != 0)
 		return -1;
 	if (connect(fd, addr, addrlen) == 0)
 		return (int)io_return(&io, 0, 0);
@@ -622,10 +631,11 @@ static bool forget(struct weft__fd *e, int fd, bool restore)
 {
 	/* a close(2) of the number's last file may still be finishing: the
 	 * entry is ours once it has handed the entry on */
-	gen_settled(e, at_load_uint(&e->gen));
+	unsigned gen = at_load_uint(&e->gen);
+	gen_settled(e, &gen, false, -1);
 	/* gen is odd only inside weft_close or weft_release (two at once on
 	 * one fd are a caller's double close, which this would catch). */
-	unsigned gen = at_faa_uint(&e->gen, FD_GEN_CLOSING);
+	gen = at_faa_uint(&e->gen, FD_GEN_CLOSING);
 	WEFT__ASSERT((gen & FD_GEN_PHASE) == 0);
 	weft__fd_close_wake(e, FD_SLOT_IN);
 	weft__fd_close_wake(e, FD_SLOT_OUT);
@@ -634,9 +644,9 @@ static bool forget(struct weft__fd *e, int fd, bool restore)
 	/* no registration is under way: each is made under a reference */
 	bool registered = at_load_uint(&e->owner) != 0;
 	if (registered && restore && e->blocking) {
-		int fl = fcntl(fd, F_GETFL);
+		int fl = weft__sys_fcntl(fd, F_GETFL, 0);
 		if (fl >= 0)
-			fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+			weft__sys_fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	}
 	if (registered)
 		weft__loop_unregister(e, fd);
@@ -654,44 +664,73 @@ static void gen_move(struct weft__fd *e, unsigned from, unsigned to)
 }
 
 /* For an fd that is open: 0, and its entry in *e (NULL if none was ever
- * made, or, with make, none could be); else -1 with EPERM outside a
- * coroutine, EBADF.  A number that is not open is only a number: its entry
- * is left alone (a call racing on it gets EBADF from its own registration,
- * not ECANCELED from a close that closes nothing). */
+ * made, or, with make, none could be); else -EPERM outside a coroutine,
+ * -EBADF.  A number that is not open is only a number: its entry is left
+ * alone (a call racing on it gets EBADF from its own registration, not
+ * ECANCELED from a close that closes nothing). */
 static int open_entry(int fd, struct weft__fd **e, bool make)
 {
 	if (!weft_self())
-		return weft__err_fail(EPERM);
-	if (fcntl(fd, F_GETFD) < 0)
-		return weft__err_fail(EBADF);
+		return -EPERM;
+	if (weft__sys_fcntl(fd, F_GETFD, 0) < 0)
+		return -EBADF;
 	if (!make || weft__fd_get(fd, e) != 0)
 		*e = weft__fd_find(fd);
 	return 0;
 }
 
-/* The entry is made if need be: a call starting now may be making it. */
-int weft_close(int fd)
+/*
+ * weft_close's protocol with op(fd, arg) in place of close(2): forget,
+ * then op with gen at FD_GEN_CLOSED (a call that starts meanwhile waits
+ * for it, io_begin), then the next file's generation.  op's result, or -1
+ * with its errno.  The entry is made if need be: a call starting now may
+ * be making it.  A number that is not open, or has no entry, gets op alone
+ * when `any` (dup2 onto a free number is no close), else EBADF.
+ */
+static int close_with(int fd, weft__fd_op *op, void *arg, bool any)
 {
 	struct weft__fd *e;
-	if (open_entry(fd, &e, true) != 0)
-		return -1;
+	int r = open_entry(fd, &e, true);
+	if (r == -EBADF && any)
+		return op(fd, arg);
+	if (r < 0)
+		return weft__err_fail(-r);
 	if (!e)
-		return close(fd);
+		return op(fd, arg);
 	forget(e, fd, false);
-	/* from here a call that starts waits for the close(2) (io_begin) */
 	gen_move(e, FD_GEN_CLOSING, FD_GEN_CLOSED);
 	weft__fault_pause(WEFT__FAULT_CLOSE, (uintptr_t)fd);	/* tests: calls may start here */
-	int r = close(fd) == 0 ? 0 : weft__err_get();
+	r = op(fd, arg);
+	int err = r < 0 ? weft__err_get() : 0;
 	weft__fault_pause(WEFT__FAULT_CLOSED, (uintptr_t)fd);	/* tests: the number may be reused here */
 	gen_move(e, FD_GEN_CLOSED, FD_GEN_STEP);
-	return r ? weft__err_fail(r) : 0;
+	return r < 0 ? weft__err_fail(err) : r;
+}
+
+/* close(2), the system call: never an interposed close() (sys.h), which
+ * may be libweft-hook's, itself a way into close_with. */
+static int close_op(int fd, void *arg)
+{
+	(void)arg;
+	return weft__sys_close(fd);
+}
+
+int weft_close(int fd)
+{
+	return close_with(fd, close_op, NULL, false);
+}
+
+int weft__fd_replace(int fd, weft__fd_op *op, void *arg)
+{
+	return close_with(fd, op, arg, true);
 }
 
 int weft_release(int fd)
 {
 	struct weft__fd *e;
-	if (open_entry(fd, &e, false) != 0)
-		return -1;
+	int r = open_entry(fd, &e, false);
+	if (r < 0)
+		return weft__err_fail(-r);
 	if (!e)
 		return weft__err_fail(EBADF);
 	bool registered = forget(e, fd, true);

@@ -64,4 +64,16 @@ ssize_t weft__io_write_all(int fd, struct weft__io_op *op, int64_t deadline);
  * is), or a negative errno. */
 int weft__io_nodelay(int fd);
 
+/*
+ * weft_close with op(fd, arg) run in place of its close(2), for
+ * libweft-hook's dup2 and dup3 onto an fd weft may have registered (the
+ * call that replaces the file closes it): no call registers the file
+ * being replaced, and the number's next file starts clean.  op: >= 0, or
+ * -1 with errno; the result is op's, run alone where fd is not open or
+ * has no entry.  Exported for the hooks (hook/hook.h declares it too);
+ * not part of the API.
+ */
+typedef int weft__fd_op(int fd, void *arg);
+__attribute__((visibility("default"))) int weft__fd_replace(int fd, weft__fd_op *op, void *arg);
+
 #endif

@@ -21,6 +21,7 @@
 #include "idle.h"
 #include "monitor.h"
 #include "park.h"
+#include "sys.h"
 #include "timer.h"
 #include "weft.h"
 #include "worker.h"
@@ -105,13 +106,13 @@ void weft__loop_fini(struct weft__worker *w)
  * O_NONBLOCK (for weft_release). */
 static int make_nonblocking(int fd, bool *was_blocking)
 {
-	int fl = fcntl(fd, F_GETFL);
+	int fl = weft__sys_fcntl(fd, F_GETFL, 0);	/* never the hooks' fcntl (sys.h) */
 	if (fl < 0)
 		return -errno;
 	*was_blocking = !(fl & O_NONBLOCK);
 	if (fl & O_NONBLOCK)
 		return 0;
-	return fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 ? 0 : -errno;
+	return weft__sys_fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 ? 0 : -errno;
 }
 
 /* Registers fd (e's owner word says FD_OWNER_BUSY: we are the registrar). */

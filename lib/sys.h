@@ -17,6 +17,13 @@
  *
  * The contract is libc's: the result, or -1 with errno.  It includes only
  * atomic.h (for WEFT_ASAN and WEFT_TSAN).
+ *
+ * close(2) and fcntl(2), the fd table's own calls (weft_close, the
+ * registration), are direct under the sanitizers too, through syscall(2)
+ * there: libweft-hook's close() of an fd it tracks runs weft's close
+ * protocol, so a close(2) of weft_close's that reached it would run the
+ * protocol again inside the first, on an entry the first holds (a
+ * sanitizer's interceptor of close calls the next close, the hooks').
  */
 #ifndef WEFT_SYS_H
 #define WEFT_SYS_H
@@ -87,6 +94,15 @@ static inline ssize_t weft__sys_result(long r)
 	return weft__sys_result(weft__sys_call6(nr, (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), (long)(f)))
 #endif
 
+/* A system call that is never libc's function, with up to three int or
+ * long arguments: syscall(2) under the sanitizers. */
+#ifdef WEFT__SYS_LIBC
+#define WEFT__SYS_RAW(nr, a, b, c) return (int)syscall(nr, a, b, c)
+#else
+#define WEFT__SYS_RAW(nr, a, b, c) \
+	return (int)weft__sys_result(weft__sys_call6(nr, (long)(a), (long)(b), (long)(c), 0, 0, 0))
+#endif
+
 static inline ssize_t weft__sys_read(int fd, void *buf, size_t len)
 {
 	WEFT__SYS(read(fd, buf, len), SYS_read, fd, buf, len, 0, 0, 0);
@@ -138,6 +154,17 @@ static inline ssize_t weft__sys_sendmsg(int fd, const struct msghdr *msg, int fl
 static inline ssize_t weft__sys_sendfile(int out, int in, off_t *offset, size_t count)
 {
 	WEFT__SYS(sendfile(out, in, offset, count), SYS_sendfile, out, in, offset, count, 0, 0);
+}
+
+/* close(2) and fcntl(2): never an interposed function (above). */
+static inline int weft__sys_close(int fd)
+{
+	WEFT__SYS_RAW(SYS_close, fd, 0, 0);
+}
+
+static inline int weft__sys_fcntl(int fd, int cmd, long arg)
+{
+	WEFT__SYS_RAW(SYS_fcntl, fd, cmd, arg);
 }
 
 #endif

@@ -264,7 +264,9 @@ static void closer(void *unused)
 static void racer(void *unused)
 {
 	(void)unused;
-	cl.racer_result = weft_wait(cl.fd, WEFT_IN, 0);
+	/* no deadline: one already past would not wait out the close(2)
+	 * (ETIMEDOUT, io_begin) */
+	cl.racer_result = weft_wait(cl.fd, WEFT_IN, -1);
 	cl.racer_errno = errno;
 }
 

@@ -19,6 +19,7 @@
 #include "harness.h"
 #include "coro_test.h"
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -1739,4 +1740,118 @@ Test(hook, ld_preload_hooks_an_unlinked_weft_program)
 		     "come first in the preload list)");
 	cr_assert_eq(preload_run(true), 0);
 	cr_assert_eq(preload_run(false), 1);	/* and without it, the worker blocked */
+}
+
+/* ------------------------------------------- weft_close of a hooked fd */
+
+/* A weft program with the hooks loaded calls weft_close itself on an fd a
+ * hooked blocking call has waited on.  weft_close's close(2) must be the
+ * system call: were it the (interposed) close(), the hooks' close would
+ * let the fd go through weft's close protocol again, in the same
+ * coroutine, while the outer weft_close holds the entry at FD_GEN_CLOSED,
+ * and the inner one's forget would wait (yield) forever for that phase to
+ * end (the test's timeout). */
+
+static void weft_close_of_hooked(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	CHECK(hooked(sv[0]));
+	struct later l = { sv[1], 20, 'x' };
+	weft_co *w = go(write_later, &l);
+	struct rd rd = { .fd = sv[0] };
+	blocking_read(&rd);	/* waits: the hooks register the fd */
+	CHECK(rd.r == 1 && rd.byte == 'x');
+	join(w);
+	CHECK(weft_close(sv[0]) == 0);
+	CHECK(fcntl(sv[0], F_GETFD) == -1 && errno == EBADF);
+	close(sv[1]);
+}
+
+Test(hook, weft_close_of_an_fd_the_hooks_waited_on_returns, .timeout = 60)
+{
+	REQUIRE_HOOKS();
+	run(2, weft_close_of_hooked, NULL);
+}
+
+/* ------------------------------- close and dup2 of an fd weft registered */
+
+/* Whether an epoll instance of this process watches fd number fd (the
+ * kernel's view, /proc/self/fdinfo). */
+static bool epoll_watches(int fd)
+{
+	DIR *d = opendir("/proc/self/fd");
+	CHECK(d != NULL);
+	struct dirent *de;
+	bool found = false;
+	while (!found && (de = readdir(d))) {
+		char path[300], link[64], line[256];
+		snprintf(path, sizeof path, "/proc/self/fd/%s", de->d_name);
+		ssize_t n = readlink(path, link, sizeof link - 1);
+		if (n <= 0)
+			continue;
+		link[n] = 0;
+		if (strcmp(link, "anon_inode:[eventpoll]") != 0)
+			continue;
+		snprintf(path, sizeof path, "/proc/self/fdinfo/%s", de->d_name);
+		FILE *f = fopen(path, "r");
+		int tfd;
+		while (f && fgets(line, sizeof line, f))
+			if (sscanf(line, "tfd: %d", &tfd) == 1 && tfd == fd)
+				found = true;
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * An fd the hooks track (made in a coroutine) that weft registered through
+ * a call of the program's own (weft_wait), never through a hooked call:
+ * the hooks' close() or dup2() onto it must run weft's close protocol, or
+ * weft's entry still says registered when the real call has dropped the
+ * kernel's registration, and the number's next file is never watched (its
+ * reads park and are never woken).  Before, the hooks let only an fd they
+ * had waited on go through weft, and the real call ran alone: the next
+ * file's first call found the entry registered and epoll did not watch it.
+ */
+static void replaced_behind_weft(void *arg)
+{
+	bool dup = arg != NULL;
+	int sv[2], nv[2];
+	socket_pair(sv);
+	socket_pair(nv);
+	int n = sv[0];
+	CHECK(hooked(n));
+	CHECK(weft_wait(n, WEFT_IN, 0) == -1 && errno == ETIMEDOUT);	/* weft registers it */
+	CHECK(epoll_watches(n));
+	if (dup) {
+		CHECK(dup2(nv[0], n) == n);	/* hooked */
+	} else {
+		CHECK(close(n) == 0);	/* hooked */
+		CHECK(dup2(nv[0], n) == n);	/* the next file at the number */
+	}
+	CHECK(weft_wait(n, WEFT_IN, 0) == -1 && errno == ETIMEDOUT);
+	CHECK(epoll_watches(n));	/* the next file is registered */
+	CHECK(write(nv[1], "z", 1) == 1);
+	char c = 0;
+	CHECK(weft_read(n, &c, 1, -1) == 1 && c == 'z');
+	CHECK(weft_close(n) == 0);
+	close(sv[1]);
+	close(nv[0]);
+	close(nv[1]);
+}
+
+Test(hook, close_of_an_fd_weft_registered_leaves_the_next_file_clean, .timeout = 60)
+{
+	REQUIRE_HOOKS();
+	run(1, replaced_behind_weft, NULL);
+}
+
+Test(hook, dup2_onto_an_fd_weft_registered_leaves_the_next_file_clean, .timeout = 60)
+{
+	REQUIRE_HOOKS();
+	run(1, replaced_behind_weft, "dup2");
 }

@@ -574,6 +574,149 @@ Test(io, calls_racing_close_leave_the_number_clean, .timeout = 300)
 	run(2, close_races, NULL);
 }
 
+/*
+ * A close(2) that takes long: a TCP socket with SO_LINGER whose unsent data
+ * the peer does not read.  close(2) frees the number at once and lingers in
+ * the kernel until the data is acknowledged or the linger time is out;
+ * weft_close holds the entry at FD_GEN_CLOSED all along.  Another thread
+ * opens a file at the number the moment it is free (the case FD_GEN_CLOSED
+ * is for), and a coroutine calls weft_read on that file with a short
+ * deadline, or is cancelled in it: it must fail at its deadline
+ * (ETIMEDOUT) or cancellation (ECANCELED) while the close(2) still
+ * lingers, which it does until the test drains the peer (the linger time
+ * is far beyond anything the test waits for).  Without the deadline and
+ * cancel checks in gen_settled, the read returned only once close(2) had
+ * (the linger time out): closed set.
+ */
+enum { LINGER_S = 30 };
+
+struct lingering {
+	int fd;
+	int worker;	/* the test's: the closer must block another one */
+	atomic_int closing, closed, elsewhere;
+};
+
+static void linger_closer(void *arg)
+{
+	struct lingering *l = arg;
+	if (weft_worker_id() == l->worker) {
+		atomic_store(&l->elsewhere, -1);	/* spawned again */
+		return;
+	}
+	atomic_store(&l->elsewhere, 1);
+	atomic_store(&l->closing, 1);
+	CHECK(weft_close(l->fd) == 0);
+	atomic_store(&l->closed, 1);
+}
+
+/* A connected loopback TCP socket whose send queue is full and never
+ * drained (the peer's end is *peer), with SO_LINGER set. */
+static int lingering_socket(int *peer)
+{
+	struct sockaddr_in addr;
+	int lfd = listener(1, &addr);
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	CHECK(c >= 0);
+	int small = 4096;
+	CHECK(setsockopt(c, SOL_SOCKET, SO_RCVBUF, &small, sizeof small) == 0);
+	CHECK(connect(c, (struct sockaddr *)&addr, sizeof addr) == 0);
+	int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	CHECK(s >= 0);
+	CHECK(setsockopt(s, SOL_SOCKET, SO_SNDBUF, &small, sizeof small) == 0);
+	static char buf[65536];
+	while (send(s, buf, sizeof buf, MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+		;
+	CHECK(errno == EAGAIN || errno == EWOULDBLOCK);
+	struct linger lg = { 1, LINGER_S };
+	CHECK(setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg) == 0);
+	close(lfd);
+	*peer = c;
+	return s;
+}
+
+struct next_read {
+	int fd;
+	struct lingering *l;
+	int64_t deadline;
+	ssize_t r;
+	int err, closed;
+};
+
+static void next_read_main(void *arg)
+{
+	struct next_read *nr = arg;
+	char c;
+	nr->r = weft_read(nr->fd, &c, 1, nr->deadline);
+	nr->err = errno;
+	nr->closed = atomic_load(&nr->l->closed);
+}
+
+static void lingering_close_then_next_file(void *arg)
+{
+	bool cancel = arg != NULL;
+	int peer;
+	struct lingering l = { .fd = lingering_socket(&peer) };
+	CHECK(weft_wait(l.fd, WEFT_IN, 0) == -1 && errno == ETIMEDOUT);	/* registered */
+	/* the closer on the other worker, which its close(2) then blocks */
+	CHECK(weft_lock_thread() == 0);
+	l.worker = weft_worker_id();
+	weft_co *closer;
+	for (;;) {
+		atomic_store(&l.elsewhere, 0);
+		closer = go(linger_closer, &l);
+		while (!atomic_load(&l.elsewhere))
+			weft_yield();
+		if (atomic_load(&l.elsewhere) > 0)
+			break;
+		join(closer);
+	}
+	/* close(2) has freed the number (and lingers) */
+	while (!atomic_load(&l.closing) || fcntl(l.fd, F_GETFD) >= 0)
+		weft_yield();
+	int p[2];
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	if (p[1] == l.fd) {	/* the write end took the number: move it */
+		int w = dup(p[1]);
+		CHECK(w >= 0 && close(p[1]) == 0);
+		p[1] = w;
+	}
+	if (p[0] != l.fd) {
+		CHECK(dup2(p[0], l.fd) == l.fd);
+		CHECK(close(p[0]) == 0);
+	}
+	int64_t t0 = weft_now();
+	struct next_read nr = { .fd = l.fd, .l = &l, .deadline = cancel ? -1 : t0 + 20 * MS };
+	if (cancel) {	/* a reader without deadline, cancelled once it is in the call */
+		weft_co *co = go(next_read_main, &nr);
+		weft_sleep(t0 + 20 * MS);
+		CHECK(weft_cancel(co) == 0);
+		join(co);
+	} else {
+		next_read_main(&nr);
+	}
+	fprintf(stderr, "weft_read on the number's next file: %zd errno %d after %.1f ms; "
+			"the other file's close(2) %s\n", nr.r, nr.err, (double)(weft_now() - t0) / 1e6,
+		nr.closed ? "had returned" : "still lingering");
+	CHECK(nr.r == -1 && nr.err == (cancel ? ECANCELED : ETIMEDOUT));
+	CHECK(!nr.closed);	/* its deadline or cancel, not the other file's linger time */
+	char buf[4096];	/* the data acknowledged: close(2) returns */
+	while (read(peer, buf, sizeof buf) > 0)
+		;
+	join(closer);
+	CHECK(weft_unlock_thread() == 0);
+	CHECK(weft_close(l.fd) == 0 && close(p[1]) == 0 && close(peer) == 0);
+}
+
+Test(io, a_call_on_the_next_file_keeps_its_deadline_while_a_close_lingers, .timeout = 120)
+{
+	run(2, lingering_close_then_next_file, NULL);
+}
+
+Test(io, a_call_on_the_next_file_can_be_cancelled_while_a_close_lingers, .timeout = 120)
+{
+	run(2, lingering_close_then_next_file, "cancel");
+}
+
 /* ------------------------------------------------------ many waiters */
 
 /*

@@ -72,6 +72,8 @@ runs=(
 	"fdclose.pml|bug|-DCLOSE_AFTER_RESET||gen even again before close(2)"
 	"fdclose.pml|bug|-DBUG_CANCEL_CLOSED||a call during close(2) gets ECANCELED"
 	"fdclose.pml|bug|-DBUG_FORGET_NO_SETTLE||forget ignores a close(2) under way"
+	"fdclose.pml|bug|-DBUG_SETTLE_NO_DEADLINE||a call waits out a lingering close(2)"
+	"fdclose.pml|bug|-DBUG_HOOKED_CLOSE||close(2) re-enters weft_close (hooks)"
 	"waitq.pml|ok|||default: plain wait, 1 claimer, deadline, cancel, free"
 	"waitq.pml|ok|-DNCLAIM=2||plain wait, 2 claimers"
 	"waitq.pml|ok|-DSELECT||select on 2 objects, a claimer each"

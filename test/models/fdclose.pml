@@ -33,11 +33,18 @@
  *  - forget starts only on an entry whose previous close has ended (gen a
  *    multiple of 4), and it waits for the calls in flight (refs == 0 at a
  *    label that is not an end label);
- *  - at the end, an entry that says registered names a registered file.
+ *  - at the end, an entry that says registered names a registered file;
+ *  - every process ends (no invalid end state): weft_close's close(2) may
+ *    linger (SO_LINGER) past the next file's call, which then ends at its
+ *    own deadline or cancel, and close(2) never runs weft_close again.
  *
  * Configurations and seeded bugs (spin -D...)
  *  default               the order of issue 44: gen odd until close(2) has
- *                        returned, FD_GEN_CLOSED around it.
+ *                        returned, FD_GEN_CLOSED around it; close(2) of
+ *                        file 1 returns at once or lingers until the next
+ *                        file's call is over; a call waiting in gen_settled
+ *                        may give up (its deadline, or a cancel); close(2)
+ *                        is the system call (lib/sys.h).
  *  -DCLOSE_AFTER_RESET   the order before the fix: gen made even (the next
  *                        file's) after the unregistration, then close(2):
  *                        a call in between registers the file being closed.
@@ -50,6 +57,15 @@
  *  -DBUG_FORGET_NO_SETTLE  forget bumps gen without waiting out a close(2)
  *                        of the number's previous file: the two closes'
  *                        generations mix.
+ *  -DBUG_SETTLE_NO_DEADLINE  gen_settled reads neither the call's deadline
+ *                        nor its cancellation: while file 1's close(2)
+ *                        lingers, the next file's call waits for it, and
+ *                        the close waits for the call (invalid end state).
+ *  -DBUG_HOOKED_CLOSE    weft_close's close(2) is the interposable close(),
+ *                        libweft-hook's (an fd the hooks track): it runs the
+ *                        close protocol again, in the same coroutine, whose
+ *                        forget waits for the FD_GEN_CLOSED that only the
+ *                        outer close ends (invalid end state).
  *
  * Correspondence (C -> Promela); one step per C atomic access
  *  e->gen, e->refs, e->owner   fd_gen, refs, owner (O_NONE, O_BUSY, O_REG).
@@ -60,7 +76,9 @@
  *  io_begin                    load gen (+ the ghost `late`: close(2) of
  *                              file 1 had happened); gen_settled: while
  *                              gen & 3 == FD_GEN_CLOSED (3), wait for a
- *                              change and reload; odd -> ECANCELED; FAA
+ *                              change and reload, or give up (R_GAVE_UP:
+ *                              the deadline or a cancel, at any moment);
+ *                              odd -> ECANCELED; FAA
  *                              refs; load gen (changed -> ECANCELED).
  *  weft__fd_registered / weft__loop_register   load owner: O_REG -> go on;
  *                              CAS O_NONE -> O_BUSY; register_fd (fstat,
@@ -75,7 +93,10 @@
  *                              EPOLL_CTL_DEL, store owner O_NONE (the slots'
  *                              reset is not modelled).
  *  weft_close                  forget; gen_move to FD_GEN_CLOSED (+2);
- *                              close(2); gen_move to the next file's (+1).
+ *                              close(2) (the number freed at once; a
+ *                              linger: waits for `next_called`, the next
+ *                              file's call over); gen_move to the next
+ *                              file's (+1).
  * Memory model: spin is sequentially consistent; gen's and refs' RMWs and
  * loads are seq_cst in C (atomic.h), owner's CAS too; the registrar's
  * fence before its owner store and the syscalls' own ordering (the kernel's
@@ -93,6 +114,7 @@
 #define R_OK       1
 #define R_CANCELED 2
 #define R_BADF     3
+#define R_GAVE_UP  4	/* its own deadline or cancel, in gen_settled */
 
 byte fd_gen;
 byte refs;
@@ -101,6 +123,7 @@ byte at = 1;		/* the kernel: file 1 holds the number */
 bit kreg[3];
 bit nb[3];
 bit sysclosed;		/* ghost: close(2) of file 1 has happened */
+bit next_called;	/* the opener's call (or its choice of none) is over */
 byte done;
 
 /*
@@ -112,12 +135,18 @@ inline io_call(own, late, res, g)
 	d_step { g = fd_gen; late = sysclosed };
 	do	/* gen_settled */
 #if !defined(BUG_CANCEL_CLOSED) && !defined(CLOSE_AFTER_RESET)
-	:: (g & 3) == 3 -> (fd_gen != g); d_step { g = fd_gen; late = sysclosed }
+	:: (g & 3) == 3 && fd_gen != g -> d_step { g = fd_gen; late = sysclosed }
+#ifndef BUG_SETTLE_NO_DEADLINE
+	:: (g & 3) == 3 -> res = R_GAVE_UP; break
 #endif
+	:: (g & 3) != 3 -> break
+#else
 	:: else -> break
+#endif
 	od;
 	if
-	:: g & 1 -> res = R_CANCELED	/* weft_close is running */
+	:: res == R_GAVE_UP
+	:: g & 1 && res != R_GAVE_UP -> res = R_CANCELED	/* weft_close is running */
 	:: else ->
 		refs++;
 		if
@@ -176,7 +205,16 @@ inline weft_close(f, g)
 	d_step { at = 0; kreg[f] = 0; sysclosed = sysclosed || f == 1 };	/* close(2) */
 #else
 	fd_gen = fd_gen + 2;		/* FD_GEN_CLOSED */
+#ifdef BUG_HOOKED_CLOSE
+	/* the hooks' close(): the close protocol again, its forget first */
+	(fd_gen & 3) != 3;		/* gen_settled: not an end label */
+	assert(0);			/* not reached */
+#endif
 	d_step { at = 0; kreg[f] = 0; sysclosed = sysclosed || f == 1 };	/* close(2) */
+	if
+	:: f == 1 -> next_called	/* lingers past the next file's call */
+	:: true
+	fi;
 	fd_gen++;			/* the next file's */
 #endif
 }
@@ -203,9 +241,10 @@ active proctype opener()
 	atomic { at == 0 -> at = 2 };	/* open(2) takes the free number */
 	if
 	:: io_call(2, late, res, g);
-		assert(res == R_OK)	/* not cancelled by file 1's close */
+		assert(res == R_OK || res == R_GAVE_UP)	/* not cancelled by file 1's close */
 	:: skip				/* closed unused */
 	fi;
+	next_called = 1;
 	weft_close(2, g);
 	done++
 }
