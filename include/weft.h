@@ -8,7 +8,12 @@
  *   - functions returning a pointer return NULL with errno set on failure;
  *   - errno is always set on the thread that returns from the call, after the
  *     call's last suspension (see docs/design.md, "errno and thread-locals
- *     across suspension").
+ *     across suspension");
+ *   - every call that may wait (I/O, sleep, join, the synchronisation
+ *     objects, channels and select) also fails with ECANCELED once its
+ *     coroutine is cancelled (weft_cancel) and with EINTR when
+ *     weft_interrupt ends its wait; the per-call lists below leave these
+ *     two out.
  *
  * A coroutine may resume on another worker thread after any call that can
  * suspend (weft_yield, weft_join, weft_read, ...).  Never keep the address of
@@ -264,6 +269,12 @@ WEFT_EXPORT int weft_group_wait(weft_group *g, int64_t deadline);
 /* Calls weft_cancel on every member of g, and on every member spawned
  * later.  Errors: EINVAL if g is NULL. */
 WEFT_EXPORT int weft_group_cancel(weft_group *g);
+
+/* Calls weft_interrupt on every member of g now (members spawned later are
+ * not interrupted): the safe way to interrupt members, whose handles are
+ * gone once they return (a server telling its idle connections to look
+ * up, weft_interrupt).  Errors: EINVAL if g is NULL. */
+WEFT_EXPORT int weft_group_interrupt(weft_group *g);
 
 /*
  * Cancels the members of g that still run, waits for them (a cancelled

@@ -159,6 +159,19 @@ int weft_group_cancel(weft_group *g)
 	return 0;
 }
 
+int weft_group_interrupt(weft_group *g)
+{
+	if (!g)
+		return weft__err_fail(EINVAL);
+	/* under the lock: a linked member has not returned, so its control
+	 * block is alive (weft__group_leave unlinks under the lock) */
+	weft__lock_acquire(&g->lock);
+	for (struct weft__list_link *l = g->members.head; l; l = l->next)
+		weft_interrupt(WEFT__LIST_ENTRY(l, struct weft_co, glink));
+	weft__lock_release(&g->lock);
+	return 0;
+}
+
 int weft_group_free(weft_group *g)
 {
 	if (!g)

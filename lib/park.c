@@ -54,12 +54,21 @@ int weft__waiter_disarm(struct weft__waiter *w)
 		uint32_t v = at_load_uint((unsigned *)&w->futex);
 		return v & THREAD_WOKEN ? (int)(v & 0xffff) : WEFT__WAITER_NOT_WOKEN;
 	}
-	/* No waker can reach w, so nobody else writes the word now. */
+	/* No waker can reach w, but weft_cancel and weft_interrupt reach the
+	 * park word itself: a CAS, so that a wake of theirs is returned, never
+	 * overwritten (an interrupt's would be lost: interrupt.pml). */
 	uint64_t word = at_load_64(&w->co->park_word);
-	WEFT__ASSERT(armed_for(word, w->gen));
-	int r = park_state(word) == CO_NOTIFIED ? park_result(word) : WEFT__WAITER_NOT_WOKEN;
+	for (;;) {
+		WEFT__ASSERT(armed_for(word, w->gen));
+		if (park_state(word) == CO_NOTIFIED)
+			break;
+		if (at_cas_64(&w->co->park_word, word, park_word(w->gen, 0, CO_RUNNING)))
+			return WEFT__WAITER_NOT_WOKEN;
+		word = at_load_64(&w->co->park_word);
+	}
+	/* woken: nobody writes the word any more */
 	at_store_64(&w->co->park_word, park_word(w->gen, 0, CO_RUNNING));
-	return r;
+	return park_result(word);
 }
 
 static int thread_wait(struct weft__waiter *w, int64_t deadline)
@@ -95,13 +104,15 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 	 * that published w with an RMW (a full fence, atomic.h) has one. */
 	if (!fenced)
 		at_fence_store_load();
+	/* A wait whose deadline has passed does not wait, so an interrupt
+	 * does not end it: it stays pending for one that does. */
 	unsigned signals = w->cancellable ? at_load_uint(&co->signals) : 0;
 	if (signals & CO_CANCELLED)
 		weft__waiter_wake(w, ECANCELED);
-	else if ((signals & CO_INTERRUPTED) && weft__co_signal_take(co, CO_INTERRUPTED))
-		interrupt_self(w);
 	else if (weft__clock_deadline_passed(deadline))
 		weft__waiter_wake(w, ETIMEDOUT);
+	else if ((signals & CO_INTERRUPTED) && weft__co_signal_take(co, CO_INTERRUPTED))
+		interrupt_self(w);
 	else if (deadline >= 0) {
 		w->deadline = deadline;
 		if (weft__timer_add(&co->worker->timers, w) != 0)
@@ -215,10 +226,9 @@ void weft__park_interrupt(struct weft_co *co)
 	}
 }
 
-void weft__park_interrupt_unused(struct weft_co *co, int r)
+void weft__park_interrupt_keep(struct weft_co *co)
 {
-	if (co && r == EINTR)
-		weft__co_signal_set(co, CO_INTERRUPTED);
+	weft__co_signal_set(co, CO_INTERRUPTED);
 }
 
 bool weft__waiter_wake(struct weft__waiter *w, int result)
@@ -293,7 +303,8 @@ int weft__completion_wait(void **word, bool cancellable, int64_t deadline)
 		weft__waiter_init(&w);
 		w.cancellable = cancellable;
 		if (!at_cas_ptr(word, NULL, &w)) {
-			weft__waiter_disarm(&w);
+			/* an interrupt that took this unpublished wait is kept */
+			weft__park_interrupt_unused(w.co, weft__waiter_disarm(&w));
 			continue;
 		}
 		int r = weft__waiter_wait(&w, deadline);

@@ -145,7 +145,12 @@ void weft__park_interrupt(struct weft_co *co);
  * anyway (a claimer completed it, readiness came) or which an interrupt
  * does not end (it is not cancellable): the interrupt is left pending for
  * the next wait of co (NULL: a plain thread, nothing to do). */
-void weft__park_interrupt_unused(struct weft_co *co, int r);
+void weft__park_interrupt_keep(struct weft_co *co);
+static inline void weft__park_interrupt_unused(struct weft_co *co, int r)
+{
+	if (r == EINTR && co)
+		weft__park_interrupt_keep(co);
+}
 
 /*
  * A completion: an event that happens once (a coroutine finishing, an

@@ -287,6 +287,10 @@ static void relock(weft_mutex *m)
 {
 	if (weft_mutex_lock(m) == 0)
 		return;
+	/* Cancelled, or interrupted: the interrupt is left for the next wait
+	 * (cond_wait reports its own wait's result), and this one must not
+	 * wait again, or it would take it back. */
+	weft__park_interrupt_unused(weft_self(), weft__err_get());
 	while (weft_mutex_trylock(m) != 0)
 		weft_yield();
 }

@@ -374,6 +374,86 @@ Test(interrupt, racing_readiness_loses_no_byte_and_counts_once, .timeout = 120)
 	run(2, io_race_root, NULL);
 }
 
+/*
+ * One worker, the interleaving forced: the victim's cond_wait is signalled
+ * (it returns 0) while the signaller still holds the mutex, so its relock
+ * waits on the mutex, and that wait is interrupted.  The cond wait keeps
+ * the mutex semantics (returns 0 with m held), and the interrupt is not
+ * lost: the next wait gets it.  (Before, relock swallowed it.)
+ */
+static weft_mutex *cm;
+static weft_cond *cc;
+static int cond_waiting, cond_r, sleep_r, sleep_e;
+
+static void cond_victim(void *arg)
+{
+	(void)arg;
+	CHECK(weft_mutex_lock(cm) == 0);
+	cond_waiting = 1;
+	cond_r = weft_cond_wait(cc, cm, -1);
+	CHECK(weft_mutex_unlock(cm) == 0);
+	sleep_r = weft_sleep(weft_now() + 100 * MS);
+	sleep_e = errno;
+}
+
+static void interrupt_cond_relock(void *arg)
+{
+	(void)arg;
+	cm = weft_mutex_new();
+	cc = weft_cond_new();
+	weft_co *a = go(cond_victim, NULL);
+	while (!cond_waiting)
+		weft_yield();
+	weft_yield();			/* the victim parks on cc */
+	CHECK(weft_mutex_lock(cm) == 0);
+	CHECK(weft_cond_signal(cc) == 0);
+	weft_yield();			/* woken: its relock parks on cm */
+	CHECK(weft_interrupt(a) == 0);
+	weft_yield();
+	CHECK(weft_mutex_unlock(cm) == 0);
+	CHECK(weft_join(a) == 0);
+	CHECK(cond_r == 0);
+	CHECK(sleep_r == -1 && sleep_e == EINTR);
+	weft_cond_free(cc);
+	weft_mutex_free(cm);
+}
+
+Test(interrupt, a_cond_waits_relock_keeps_it_for_the_next_wait)
+{
+	run(1, interrupt_cond_relock, NULL);
+}
+
+/* weft_group_interrupt: every member's wait ends with EINTR, once. */
+static void interrupted_member(void *arg)
+{
+	unsigned *eintrs = arg;
+	if (weft_sleep(-1) == -1 && errno == EINTR)
+		__atomic_fetch_add(eintrs, 1, __ATOMIC_RELAXED);
+	CHECK(weft_sleep(weft_now() + MS / 10) == 0);	/* not sticky */
+}
+
+static void interrupt_group(void *arg)
+{
+	(void)arg;
+	unsigned eintrs = 0;
+	weft_group *g = weft_group_new();
+	CHECK(g);
+	uint64_t parks = stats_now().total.parks;
+	for (int i = 0; i < 16; i++)
+		CHECK(weft_group_spawn(g, interrupted_member, &eintrs));
+	wait_parks(parks, 16);
+	CHECK(weft_group_interrupt(g) == 0);
+	CHECK(weft_group_wait(g, -1) == 0);
+	CHECK(eintrs == 16);
+	CHECK(weft_group_free(g) == 0);
+	CHECK(weft_group_interrupt(NULL) == -1 && errno == EINVAL);
+}
+
+Test(interrupt, a_group_interrupt_reaches_every_member)
+{
+	run(2, interrupt_group, NULL);
+}
+
 /* An offloaded call's wait is not interrupted (its argument must outlive
  * the call); the interrupt waits for the next wait. */
 static void slow_call(void *arg)

@@ -32,13 +32,28 @@
  *                     the next wait (two EINTRs for one interrupt).
  *  -DNO_PUT_BACK      a failed wake (the interrupter's, or a wait's own
  *                     after its check) drops the claimed interrupt: lost.
+ *  -DDISARM_STORE     weft__waiter_disarm stores RUNNING over the park
+ *                     word (as it did before weft_interrupt): an
+ *                     interrupter's wake that lands between its load and
+ *                     its store is overwritten, the interrupt lost.
+ *  -DNO_UNUSED_PUT_BACK  a wait whose EINTR did not end it drops the
+ *                     interrupt: one that completed all the same (a
+ *                     claimer's, weft__wnode_claimed_case), or one that
+ *                     was never published (completion_wait's failed CAS,
+ *                     io_wait's disarm): lost.
  *
  * Correspondence (C -> Promela); one step per C atomic access
  *  co->park_word   gen, st (RUNNING, PARKING, WOKEN; PARKED is PARKING
  *                  here: the queueing of a woken coroutine is park.pml's),
  *                  res (OK or EINTR).
  *  co->interrupt   flag (0, PENDING).
- *  weft__waiter_init   the arming store: gen++, st = PARKING.
+ *  weft__waiter_init   the arming store: gen++, st = PARKING; the wait is
+ *                  then published, or not (its publishing CAS failed:
+ *                  weft__waiter_disarm returns a wake that came, and an
+ *                  EINTR among them is put back).
+ *  a wait woken with EINTR that completed all the same (a claimer won the
+ *                  operation, readiness came): puts the interrupt back
+ *                  (weft__park_interrupt_unused).
  *  co_wait         the StoreLoad fence (spin is sequentially consistent),
  *                  the pending check: CAS flag PENDING -> 0, and on success
  *                  the self-wake (which a waker may have beaten: the
@@ -103,6 +118,10 @@ active proctype co()
 	bit won;
 	for (i : 1 .. NWAITS) {
 		d_step { gen++; st = PARKING };		/* arm */
+		if
+		:: skip;	/* published: it waits */
+		:: goto unpublished	/* its publishing CAS failed: nothing to wait for */
+		fi;
 		if	/* the pending check: claim it, wake ourselves */
 		:: d_step { flag == 1 -> flag = 0 }; wake(gen, EINTR, won);
 #ifndef NO_PUT_BACK
@@ -114,14 +133,38 @@ active proctype co()
 		:: else
 		fi;
 		st == WOKEN;				/* asleep until woken */
-		d_step {
+		if
+		:: res == EINTR ->
 			if
-			:: res == EINTR -> delivered++;
-				assert(delivered <= issued)	/* at most once */
+			:: d_step { delivered++;
+				assert(delivered <= issued) }	/* at most once */
+			:: skip;	/* completed all the same (a claimer's) */
+#ifndef NO_UNUSED_PUT_BACK
+				put_back(won)
+#endif
+			fi
+		:: else
+		fi;
+		goto settled;
+unpublished:	/* weft__waiter_disarm: a wake that came meanwhile is returned,
+		 * by a CAS PARKING -> RUNNING that fails once a wake landed */
+		if
+		:: d_step { st == PARKING -> st = RUNNING }
+#ifdef DISARM_STORE
+		:: d_step { st == WOKEN -> st = RUNNING }	/* a store: the wake overwritten */
+#else
+		:: st == WOKEN ->
+#ifndef NO_UNUSED_PUT_BACK
+			if
+			:: res == EINTR -> put_back(won)
 			:: else
-			fi;
-			st = RUNNING
-		}
+			fi
+#else
+			skip
+#endif
+#endif
+		fi;
+settled:	st = RUNNING
 	}
 	done++
 }
