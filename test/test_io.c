@@ -665,7 +665,7 @@ static void lingering_close_then_next_file(void *arg)
 		atomic_store(&l.elsewhere, 0);
 		closer = go(linger_closer, &l);
 		while (!atomic_load(&l.elsewhere))
-			weft_yield();
+			;	/* busy, not yielding: the other worker steals it */
 		if (atomic_load(&l.elsewhere) > 0)
 			break;
 		join(closer);
