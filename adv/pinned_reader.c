@@ -8,7 +8,7 @@
  * the timers refill at every turn: the read returns when the load ends.
  * Prints the sleepers' wakes between the write and the read; the unlocked
  * test's bound is 4 * SLEEPERS.  argv[1] "unlocked" runs the reader unlocked
- * (the control); argv[2] the sleepers' rounds (20).
+ * (the control); argv[2] the sleepers' rounds (20); argv[3] the workers (1).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -19,6 +19,7 @@
 
 enum { SLEEPERS = 1000, WRITE_AFTER = 2 * SLEEPERS };
 static int SLEEPER_ROUNDS = 20;	/* argv[2] */
+static unsigned workers = 1;	/* argv[3] */
 
 static struct {
 	int p[2];
@@ -88,7 +89,9 @@ int main(int argc, char **argv)
 	t.lock = !(argc > 1 && strcmp(argv[1], "unlocked") == 0);
 	if (argc > 2)
 		SLEEPER_ROUNDS = atoi(argv[2]);
-	CHECK(weft_main(main_co, NULL, &WEFT_CONFIG(.workers = 1)) == 0);
+	if (argc > 3)
+		workers = (unsigned)atoi(argv[3]);
+	CHECK(weft_main(main_co, NULL, &WEFT_CONFIG(.workers = workers)) == 0);
 	unsigned long waited = t.at_read - t.at_write;
 	printf("%s reader: %lu sleepers' wakes between write and read (bound %d), %.2f ms; total wakes %lu of %d\n",
 	       t.lock ? "locked" : "unlocked", waited, 4 * SLEEPERS, (t.t_read - t.t_write) / 1e6,
