@@ -20,6 +20,8 @@ runs=(
 	"nodelay_enoprotoopt"
 	"group_attack"
 	"signal_yield"
+	"many_readers 256 100"
+	"many_readers 1024 100"
 )
 for r in "${runs[@]}"; do
 	set -- $r
