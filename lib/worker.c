@@ -383,7 +383,12 @@ struct weft__worker *weft__worker_budget_spent(struct weft__worker *w)
 {
 	weft__worker_ask_turn(w);	/* due timers and a harvest first */
 	weft_yield();
-	return weft__worker_self();
+	/* The caller is the first call of its new dispatch: what it spends by
+	 * bytes counts there, not in a count the next call would reset. */
+	w = weft__worker_self();
+	w->budget_dispatch = at_load_64(&w->c.dispatches);
+	w->budget_calls = 1;
+	return w;
 }
 
 /* co, taken from w's LIFO end (runnext or the deque's bottom), counted. */
