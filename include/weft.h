@@ -472,8 +472,9 @@ WEFT_EXPORT ssize_t weft_write(int fd, const void *buf, size_t len, int64_t dead
  * connections have: a small write goes out at once instead of waiting for
  * the peer's ACK of the last one (Nagle's algorithm).  To keep Nagle's
  * algorithm, set the option back to 0 after the call: setsockopt(fd,
- * IPPROTO_TCP, TCP_NODELAY, &zero, sizeof zero).  Other sockets (Unix ones)
- * are left as they are.  When the process or system is out of fds or
+ * IPPROTO_TCP, TCP_NODELAY, &zero, sizeof zero).  Setting it is best
+ * effort: sockets that refuse it (Unix, vsock, SCTP ones) are left as they
+ * are, and the call never fails or closes the connection for it.  When the process or system is out of fds or
  * memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) it backs off (1 ms, doubling to
  * 100 ms; the coroutine sleeps, the worker serves others) and retries until
  * the deadline, which then fails with that errno.

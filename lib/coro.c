@@ -81,11 +81,6 @@ static void co_finish(struct weft__worker *w, struct weft_co *co)
 		co_free(w, co);
 }
 
-static void push_yielder(struct weft__worker *w, struct weft_co *co)
-{
-	WEFT__FIFO_PUSH(&w->yielders, co);
-}
-
 /* After co's switch-out, on the stack it switched to (the scheduler's or a
  * successor's): co's stack is idle now. */
 static void after_left(struct weft__worker *w, struct weft_co *co)
@@ -97,7 +92,7 @@ static void after_left(struct weft__worker *w, struct weft_co *co)
 		weft__overflow_report(co);
 	switch (park_state(at_load_64(&co->park_word))) {
 	case CO_YIELDING:
-		push_yielder(w, co);
+		weft__worker_push_yielder(w, co);
 		break;
 	case CO_PARKING:
 	case CO_NOTIFIED:	/* woken while still switching out */

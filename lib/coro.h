@@ -68,6 +68,9 @@ struct weft_co {
 	struct weft__list_link glink;	/* its link among the members, under the group's lock */
 	unsigned live;			/* atomic: spawned and not yet finished (weft__co_each_live) */
 	unsigned locks;
+	uint64_t yield_due;		/* in the yield FIFO: the worker's dispatch count
+					 * by which as many coroutines as its LIFO end held
+					 * at the yield have run (weft__worker_push_yielder) */
 	char name[WEFT_NAME_MAX];	/* weft_set_name's copy, "" if none */
 };
 

@@ -380,12 +380,8 @@ static int dial(const struct addrinfo *res, int64_t deadline, int *err)
 	for (size_t i = 0; i < n; i++)
 		r.fd[i] = -1;
 	int fd = race(&r, deadline);
-	int e = fd >= 0 ? weft__io_nodelay(fd) : 0;
-	if (e < 0) {
-		close(fd);
-		fd = -1;
-		r.err = -e;
-	}
+	if (fd >= 0)
+		weft__io_nodelay(fd);
 	for (size_t i = 0; i < n; i++)
 		if (r.fd[i] >= 0)
 			close(r.fd[i]);	/* the losers, and every attempt on failure */

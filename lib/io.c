@@ -498,13 +498,13 @@ static int back_off(int64_t *step, int64_t deadline, int e)
 	return weft_sleep(until) == 0 ? 0 : -weft__err_get();
 }
 
-int weft__io_nodelay(int fd)
+void weft__io_nodelay(int fd)
 {
 	int one = 1;
-	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) == 0)
-		return 0;
-	int e = weft__err_get();
-	return e == EOPNOTSUPP ? 0 : -e;	/* EOPNOTSUPP: not TCP (a Unix socket) */
+	/* Best effort: sockets that are not TCP refuse it, each its own way
+	 * (EOPNOTSUPP from a Unix socket, ENOPROTOOPT from vsock, TIPC,
+	 * SCTP), and a connection never fails for it. */
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline)
@@ -516,10 +516,8 @@ int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadl
 	for (;;) {
 		int c = accept4(fd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (c >= 0) {
-			int r = weft__io_nodelay(c);
-			if (r < 0)
-				close(c);
-			return (int)io_return(&io, r < 0 ? -1 : c, -r);
+			weft__io_nodelay(c);
+			return (int)io_return(&io, c, 0);
 		}
 		int e = weft__err_get();
 		if (out_of_resources(e)) {

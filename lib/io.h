@@ -60,9 +60,9 @@ ssize_t weft__io_call(int fd, int events, struct weft__io_op *op, int64_t deadli
 ssize_t weft__io_write_all(int fd, struct weft__io_op *op, int64_t deadline);
 
 /* Turns Nagle's algorithm off on a connected socket (weft_accept's and
- * weft_dial's, weft.h): 0, also for a socket that is not TCP (left as it
- * is), or a negative errno. */
-int weft__io_nodelay(int fd);
+ * weft_dial's, weft.h), best effort: a socket that refuses it (one that is
+ * not TCP) is left as it is. */
+void weft__io_nodelay(int fd);
 
 /*
  * weft_close with op(fd, arg) run in place of its close(2), for

@@ -21,8 +21,12 @@
  *   - a FIFO of coroutines that yielded, touched by the owner alone.  When
  *     the deque runs dry the oldest yielder runs and the others move into the
  *     deque in FIFO order (only while another worker sleeps for want of
- *     work: pop_yielder), so a yielder runs only after every other runnable
- *     coroutine of the worker, and yielders can be stolen once in the deque;
+ *     work: pop_yielder), so a yielder runs after the other runnable
+ *     coroutines of the worker, and yielders can be stolen once in the deque;
+ *     what keeps refilling the other queues (a timer load refills the ready
+ *     FIFO at every turn) holds it back only until the LIFO end as it stood
+ *     at its yield has run (by count) and the next round of the FIFOs
+ *     (fairness_turn);
  *   - an event loop (loop.h): an epoll instance with the fds it owns, its
  *     timer heap, and an eventfd; an idle worker sleeps in its own
  *     epoll_wait, where its fds' readiness and its deadlines wake it too.
@@ -215,17 +219,28 @@ static struct weft_co *take_local(struct weft__worker *w)
  * (docs/notes/2026-12-06-measurements-behind-the-code.md, "private yielders").  A spinner finds nothing for SPIN_NS at most, sleeps
  * (nr_idle), and the next pop here shares.
  */
-static struct weft_co *pop_yielder(struct weft__worker *w)
+static __attribute__((noinline)) void share_yielders(struct weft__worker *w);
+
+static inline __attribute__((always_inline)) struct weft_co *pop_yielder(struct weft__worker *w)
 {
 	struct weft_co *co;
 	WEFT__FIFO_POP(&w->yielders, co);
 	if (!co)
 		return NULL;
-	if (weft__rt.nworkers == 1 || WEFT__FIFO_EMPTY(&w->yielders) ||
-	    at_load_uint(&weft__rt.nr_idle) == 0)
-		return co;
+	w->nyielders--;
+	if (weft__rt.nworkers > 1 && !WEFT__FIFO_EMPTY(&w->yielders) &&
+	    at_load_uint(&weft__rt.nr_idle) != 0)
+		share_yielders(w);
+	return co;
+}
+
+/* pop_yielder's slow path: the younger yielders into the deque, and an
+ * idle worker woken. */
+static void share_yielders(struct weft__worker *w)
+{
 	struct weft_co *rev = NULL, *p;
 	WEFT__FIFO_TAKE_ALL(&w->yielders, p);
+	w->nyielders = 0;
 	while (p) {
 		struct weft_co *next = p->next;
 		p->next = rev;
@@ -240,11 +255,10 @@ static struct weft_co *pop_yielder(struct weft__worker *w)
 			weft__queue_push_local(w, p);
 	}
 	weft__idle_notify();
-	return co;
 }
 
-/* The oldest coroutine w's loop woke, else the oldest locked to w. */
-static struct weft_co *pop_fifos(struct weft__worker *w)
+/* The oldest coroutine w's loop woke. */
+static struct weft_co *pop_ready(struct weft__worker *w)
 {
 	struct weft_co *co = weft__queue_pop_warm(&w->ready, weft__queue_ready_shared(w), true);
 	if (co) {
@@ -254,17 +268,52 @@ static struct weft_co *pop_fifos(struct weft__worker *w)
 		return co;
 	}
 	w->backlog_since = 0;
-	return weft__queue_pop(&w->pinned, true);
+	return NULL;
 }
 
-/* The next pop of w's ready round, if one is under way (fairness_turn). */
-static struct weft_co *round_pop(struct weft__worker *w)
+/* The oldest coroutine w's loop woke, else the oldest locked to w. */
+static struct weft_co *pop_fifos(struct weft__worker *w)
 {
-	if (!w->ready_round)
+	struct weft_co *co = pop_ready(w);
+	return co ? co : weft__queue_pop(&w->pinned, true);
+}
+
+/* The next pop of w's round, once one is under way (fairness_turn): the
+ * ready FIFO's share, then the pinned FIFO's, then the yield FIFO's.  A
+ * share ends early when its FIFO runs dry (thieves may have emptied the
+ * ready FIFO, pop_yielder may have shared the yielders), and the yield
+ * FIFO's at a yielder that is not due yet. */
+static __attribute__((noinline)) struct weft_co *round_pop_slow(struct weft__worker *w)
+{
+	struct weft_co *co;
+	if (w->ready_round) {
+		co = pop_ready(w);
+		w->ready_round = co ? w->ready_round - 1 : 0;
+		if (co)
+			return co;
+	}
+	if (w->pinned_round) {
+		co = weft__queue_pop(&w->pinned, true);
+		w->pinned_round = co ? w->pinned_round - 1 : 0;
+		if (co)
+			return co;
+	}
+	if (!w->yield_round)
 		return NULL;
-	struct weft_co *co = pop_fifos(w);
-	w->ready_round = co ? w->ready_round - 1 : 0;	/* thieves may have emptied them */
-	return co;
+	co = w->yielders.head;	/* the oldest yielder, if it is due */
+	if (!co || at_load_64(&w->c.dispatches) < co->yield_due) {
+		w->yield_round = 0;	/* the next round looks again */
+		return NULL;
+	}
+	w->yield_round--;
+	return pop_yielder(w);
+}
+
+static inline struct weft_co *round_pop(struct weft__worker *w)
+{
+	if (!(w->ready_round | w->pinned_round | w->yield_round))
+		return NULL;
+	return round_pop_slow(w);
 }
 
 /*
@@ -289,11 +338,15 @@ static bool poll_is_due(struct weft__worker *w, int64_t now)
 /*
  * Fairness, checked every GLOBAL_INTERVAL dispatches against the clock (and
  * at the next one when the monitor asks: a due deadline, a stuck worker):
- *   - the worker's ready FIFOs (what its loop woke, what is locked to it)
- *     get a *round* every READY_NS: as many pops as they held at the turn
- *     come before the LIFO end again (so a coroutine woken behind n others
- *     waits for at most n of them and one interval of LIFO work), and the
- *     next round starts only once this one is done;
+ *   - the worker's FIFOs (what its loop woke, what is locked to it, what
+ *     yielded) get a *round* every READY_NS: as many pops of each as it
+ *     held at the turn, in that order, come before the LIFO end again (so
+ *     a coroutine woken behind n others waits for at most n of them and
+ *     one interval of LIFO work, however fast the FIFOs before its own
+ *     refill), and the next round starts only once this one is done.  The
+ *     yield FIFO's share stops at a yielder that is not due yet
+ *     (weft__worker_push_yielder): as many coroutines as its LIFO end held
+ *     at its yield have not run yet, and it yielded to let them;
  *   - the injection queue gets a turn every inject interval: INJECT_NS at
  *     first (Tokio aims its global-queue interval at 200 us), doubling up
  *     to INJECT_MAX_NS with each turn taken while local work is still
@@ -325,9 +378,12 @@ static struct weft_co *fairness_turn(struct weft__worker *w)
 	/* A round under way is finished first, so the LIFO end runs between
 	 * rounds (renewing it whenever READY_NS had passed starved the LIFO
 	 * end of a worker whose 61 dispatches outlast READY_NS). */
-	if (!w->ready_round && now - w->ready_turn >= READY_NS) {	/* with what the service woke */
+	if (!(w->ready_round | w->pinned_round | w->yield_round) &&
+	    now - w->ready_turn >= READY_NS) {	/* with what the service woke */
 		w->ready_turn = now;
-		w->ready_round = at_load_64(&w->ready.len) + at_load_64(&w->pinned.len);
+		w->ready_round = at_load_64(&w->ready.len);
+		w->pinned_round = at_load_64(&w->pinned.len);
+		w->yield_round = w->nyielders;
 	}
 	if (!w->slice_start) {	/* the deque ran dry since the last turn */
 		w->slice_start = w->inject_turn = now;
@@ -382,7 +438,12 @@ struct weft__worker *weft__worker_budget_spent(struct weft__worker *w)
 {
 	weft__worker_ask_turn(w);	/* due timers and a harvest first */
 	weft_yield();
-	return weft__worker_self();
+	/* The caller is the first call of its new dispatch: what it spends by
+	 * bytes counts there, not in a count the next call would reset. */
+	w = weft__worker_self();
+	w->budget_dispatch = at_load_64(&w->c.dispatches);
+	w->budget_calls = 1;
+	return w;
 }
 
 /* co, taken from w's LIFO end (runnext or the deque's bottom), counted. */
@@ -392,7 +453,7 @@ static struct weft_co *lifo_hit(struct weft__worker *w, struct weft_co *co)
 	return co;
 }
 
-/* w's next coroutine between fairness turns: the ready round under way,
+/* w's next coroutine between fairness turns: the round under way,
  * the LIFO end, the ready FIFOs, the injection queue, the oldest yielder.
  * Runnext and the deque's bottom are the same LIFO end for the fairness
  * slice: only when both are dry does the slice restart. */

@@ -104,6 +104,7 @@ struct weft__worker {
 	unsigned budget_calls;		/* units spent in it (weft__worker_spend) */
 	int *errno_slot;		/* this worker thread's errno (the thread never changes) */
 	WEFT__FIFO(struct weft_co) yielders;	/* FIFO of yielders */
+	uint64_t nyielders;		/* how many it holds */
 	struct weft__stack_cache stacks;
 	uint64_t rng;
 	unsigned tick;
@@ -112,7 +113,9 @@ struct weft__worker {
 	int64_t inject_turn;		/* when the injection queue last had a turn */
 	int64_t inject_len;		/* the interval until its next turn */
 	int64_t ready_turn;		/* when its ready FIFO last had a round */
-	uint64_t ready_round;		/* FIFO pops left in the current round */
+	uint64_t ready_round;		/* pops left in the current round: of the ready */
+	uint64_t pinned_round;		/* FIFO, then of the pinned FIFO, */
+	uint64_t yield_round;		/* then of the yield FIFO (fairness_turn) */
 	bool spinning;
 	bool idle_short;		/* its last idle period was short (idle.c) */
 	int64_t idle_since;		/* when it last found no work; 0 while busy */
@@ -161,6 +164,20 @@ uint32_t weft__worker_rand(struct weft__worker *w);
  * scheduler would dispatch next from w's own queues), or NULL: then switch
  * to w's scheduler. */
 struct weft_co *weft__worker_successor(struct weft__worker *w);
+/* Queues co, which yielded on w, in w's yield FIFO (w's own thread).  co
+ * is due once w has dispatched as many coroutines as its LIFO end (runnext,
+ * the deque) held then: a round of w's FIFOs does not run it before them
+ * (the budget asks for a turn as it yields; worker.c, fairness_turn).  What
+ * the ready and pinned FIFOs held comes first anyway: a round pops them
+ * before the yield FIFO. */
+static inline void weft__worker_push_yielder(struct weft__worker *w, struct weft_co *co)
+{
+	int64_t lifo = w->deque.bottom - at_load_i64(&w->deque.top) +
+		       (at_load_ptr((void **)&w->runnext) != NULL);
+	co->yield_due = at_load_64(&w->c.dispatches) + (uint64_t)(lifo > 0 ? lifo : 0);
+	WEFT__FIFO_PUSH(&w->yielders, co);
+	w->nyielders++;
+}
 /* Makes w's next dispatch a fairness turn (the monitor, for w's due
  * timers or its ready FIFOs: monitor.c); any thread. */
 void weft__worker_ask_turn(struct weft__worker *w);

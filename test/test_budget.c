@@ -135,10 +135,51 @@ Test(budget, a_writer_whose_fd_stays_ready_lets_the_others_run)
 	run(1, writes, NULL);
 }
 
+static atomic_long runs;	/* the counter's runs so far */
+static atomic_bool counting;
+
+static void count_runs(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&counting)) {
+		atomic_fetch_add(&runs, 1);
+		weft_yield();
+	}
+}
+
+/* Makes n calls of call(target), each returning want, beside a coroutine
+ * that counts its runs and yields: every dispatch of the caller (the calls
+ * between two of the counter's runs) makes at most `most` calls, the first
+ * dispatch and every later one, the calls that yielded included. */
+static void calls_per_dispatch_at_most(long n, long most, ssize_t (*call)(void *), void *target,
+				       ssize_t want)
+{
+	atomic_store(&runs, 0);
+	atomic_store(&counting, true);
+	weft_co *counter = go(count_runs, NULL);
+	long last = -1, in_dispatch = 0, worst = 0;
+	for (long i = 0; i < n; i++) {
+		CHECK(call(target) == want);
+		long r = atomic_load(&runs);
+		in_dispatch = r == last ? in_dispatch + 1 : 1;
+		last = r;
+		if (in_dispatch > worst)
+			worst = in_dispatch;
+	}
+	atomic_store(&counting, false);
+	join(counter);
+	if (worst > most) {
+		fprintf(stderr, "a dispatch made %ld calls, %ld allowed\n", worst, most);
+		abort();
+	}
+}
+
 /* Big transfers that never wait: 64 KiB writes to /dev/null and reads of
  * /dev/zero (both always ready: epoll refuses them).  Each call spends a
  * unit and one per BUDGET_BYTES it moved, so the other coroutine runs
- * after the calls that spend BUDGET units, not after BUDGET calls. */
+ * after the calls that spend BUDGET units, not after BUDGET calls; and so
+ * in every later dispatch, where the call that yielded counts its bytes
+ * too (it went uncharged: 9 calls a dispatch where 8 are allowed). */
 enum { BIG = 64 << 10, BIG_UNITS = 1 + BIG / BUDGET_BYTES };
 
 static ssize_t write_big(void *fd)
@@ -162,6 +203,8 @@ static void big_transfers(void *arg)
 	CHECK(null >= 0 && zero >= 0);
 	calls_let_the_other_run_within(4 * BUDGET, within, write_big, &null, BIG);
 	calls_let_the_other_run_within(4 * BUDGET, within, read_big, &zero, BIG);
+	calls_per_dispatch_at_most(4 * BUDGET, within - 1, write_big, &null, BIG);
+	calls_per_dispatch_at_most(4 * BUDGET, within - 1, read_big, &zero, BIG);
 	CHECK(weft_close(null) == 0 && weft_close(zero) == 0);
 }
 

@@ -1939,6 +1939,7 @@ struct timer_load {
 	unsigned long at_write, at_read;
 	atomic_int written, read_done;
 	atomic_int sleepers_left;
+	bool locked;			/* the reader is locked to its worker */
 };
 
 static void load_sleeper(void *arg)
@@ -1959,9 +1960,13 @@ static void load_reader(void *arg)
 {
 	struct timer_load *t = arg;
 	char c;
+	if (t->locked)
+		CHECK(weft_lock_thread() == 0);
 	CHECK(weft_read(t->p[0], &c, 1, -1) == 1);
 	t->at_read = atomic_load(&t->wakes);
 	atomic_store(&t->read_done, 1);
+	if (t->locked)
+		CHECK(weft_unlock_thread() == 0);
 }
 
 static void load_yielder(void *arg)
@@ -1989,15 +1994,32 @@ static void timer_load_main(void *arg)
 	CHECK(weft_close(t->p[0]) == 0 && close(t->p[1]) == 0);
 }
 
-Test(io, a_busy_ready_fifo_does_not_keep_readiness_unharvested, .timeout = 120)
+static void timer_load_run(bool locked)
 {
 	static struct timer_load t;
+	memset(&t, 0, sizeof t);
+	t.locked = locked;
 	run(1, timer_load_main, &t);
 	cr_assert(atomic_load(&t.written), "the load ended before the write");
 	unsigned long waited = t.at_read - t.at_write;
 	cr_assert_leq(waited, 4ul * SLEEPERS,
 		      "%lu sleepers' wakes between the byte's write and its read (%d sleepers)", waited,
 		      SLEEPERS);
+}
+
+Test(io, a_busy_ready_fifo_does_not_keep_readiness_unharvested, .timeout = 120)
+{
+	timer_load_run(false);
+}
+
+/* The same with the reader locked to its worker (weft_lock_thread): its
+ * wake goes to the pinned FIFO, which a round pops for what it held at the
+ * turn, after the ready FIFO's share.  The pinned FIFO used to be popped
+ * only once the ready FIFO was empty, which the deadlines never let
+ * happen: the read returned once the load was over. */
+Test(io, a_busy_ready_fifo_does_not_keep_a_locked_reader_waiting, .timeout = 120)
+{
+	timer_load_run(true);
 }
 
 /* ------------------------------------------------------ fairness */

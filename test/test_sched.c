@@ -718,6 +718,53 @@ Test(sched, a_spawn_runs_beside_a_ready_fifo_that_never_empties, .timeout = 120)
 }
 
 /*
+ * And a yielder: the same load, and 20 ms in a coroutine yields once.  The
+ * yield FIFO has a share in the rounds of the worker's FIFOs, behind their
+ * ready shares, for a yielder once as many coroutines have run as its LIFO
+ * end held at its yield (none here: the ticks run from the ready FIFO).
+ * So it runs after the round under way and the next one's ready share (at
+ * most TICKERS ticks each: a ticker is in the ready FIFO once at a time),
+ * and a turn's 61 dispatches before each round: within 3 * TICKERS ticks.
+ * The yield FIFO used to be popped only once every other queue was empty,
+ * which the tickers' deadlines never let happen: the yielder ran again
+ * after 19,507 of the 20,000 ticks.
+ */
+struct yield_ticks {
+	struct ticks t;
+	unsigned at_yield, at_return;
+};
+
+static void late_yielder(void *arg)
+{
+	struct yield_ticks *y = arg;
+	cr_assert_eq(weft_sleep(weft_now() + 20 * 1000 * 1000), 0);
+	y->at_yield = y->t.done;
+	weft_yield();
+	y->at_return = y->t.done;
+}
+
+static void yield_tickers_root(void *arg)
+{
+	struct yield_ticks *y = arg;
+	weft_co *co[TICKERS + 1];
+	for (int i = 0; i < TICKERS; i++)
+		cr_assert_not_null(co[i] = weft_spawn(ticker, &y->t));
+	cr_assert_not_null(co[TICKERS] = weft_spawn(late_yielder, y));
+	for (int i = 0; i <= TICKERS; i++)
+		cr_assert_eq(weft_join(co[i]), 0);
+}
+
+Test(sched, a_yielder_runs_beside_a_ready_fifo_that_never_empties, .timeout = 120)
+{
+	struct yield_ticks y = { 0 };
+	cr_assert_eq(weft_main(yield_tickers_root, &y, &WEFT_CONFIG(.workers = 1)), 0);
+	cr_assert_lt(y.at_yield, y.t.done / 2, "the load was over before the yield");
+	cr_assert_leq(y.at_return - y.at_yield, 3u * TICKERS,
+		      "the yielder ran again after %u of %u ticks (it yielded after %u)",
+		      y.at_return - y.at_yield, y.t.done, y.at_yield);
+}
+
+/*
  * A worker whose dispatches are long still serves its deadlines within
  * about a monitor tick: both workers run chains of LONG_LINK_NS links (each
  * spawning the next into its runnext slot) while a sleeper sleeps 1 ms

@@ -104,8 +104,11 @@ runs=(
 	"interrupt.pml|bug|-DNO_UNUSED_PUT_BACK||an EINTR that did not end its wait is dropped"
 	"interrupt.pml|bug|-DDISARM_STORE||disarm stores over an interrupter's wake"
 	"harvest.pml|ok|||default: 4 sleepers' deadlines beside a reader"
-	"harvest.pml|ok|-DN=6||6 sleepers"
+	"harvest.pml|ok|-DN=6|-O2|6 sleepers"
+	"harvest.pml|ok|-DLOCKED||the reader locked to its worker (pinned FIFO)"
 	"harvest.pml|bug|-DBUG_EMPTY_FIFO_ONLY||turns harvest only an empty ready FIFO"
+	"harvest.pml|bug|-DLOCKED -DBUG_PINNED_LAST||pinned FIFO popped only once the ready FIFO is empty"
+	"harvest.pml|bug|-DBUG_YIELD_LAST||yield FIFO popped only once every other is empty"
 )
 
 one_run() {	# index
