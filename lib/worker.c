@@ -27,13 +27,17 @@
  *     FIFO at every turn) holds it back only until the LIFO end as it stood
  *     at its yield has run (by count) and the next round of the FIFOs
  *     (fairness_turn);
- *   - an event loop (loop.h): an epoll instance with the fds it owns, its
- *     timer heap, and an eventfd; an idle worker sleeps in its own
- *     epoll_wait, where its fds' readiness and its deadlines wake it too.
- *     A busy worker harvests its loop and fires its timers at its fairness
- *     turns (fds at most every POLL_NS, and only once what its last
- *     harvest woke has left its ready FIFO); the monitor thread (monitor.c)
- *     serves the loop of a worker stuck in one long coroutine.
+ *   - an event loop (loop.h): its timer heap and an eventfd in an epoll
+ *     instance of its own, beside the one epoll instance all workers share
+ *     for the fds (the shared poller: any worker harvests it, and what a
+ *     harvest wakes goes to the harvester's ready FIFO).  An idle worker
+ *     sleeps in an epoll_wait: in the shared instance when every other
+ *     worker sleeps too (it is then the one that hears readiness), else in
+ *     its own, where its deadlines and wakes reach it.  A busy worker
+ *     harvests and fires its timers at its fairness turns (fds at most
+ *     every POLL_NS, and only once what its last harvest woke has left its
+ *     ready FIFO); the monitor thread (monitor.c) serves the timers and
+ *     the fds of a worker stuck in one long coroutine.
  * Coroutines spawned from plain threads go to one global injection queue (a
  * mutex-protected FIFO, checked lock-free for emptiness).
  *
@@ -51,10 +55,10 @@
  * runnext is left to it until the last pass and a 3 us grace, and then
  * taken only if the victim dispatched nothing meanwhile (after Go's
  * runqgrab: steal_runnext); then it parks, unless it left work to a
- * victim: its sleep is an epoll_wait on its own loop, which returns at
- * once with whatever fds are ready and timers are due (one system call
- * where a harvest without blocking first made two: after a short batch
- * nothing is left to harvest first).
+ * victim: its sleep is an epoll_wait (see the event loop above), which
+ * returns at once with whatever is ready and due (one system call where a
+ * harvest without blocking first made two: after a short batch nothing is
+ * left to harvest first).
  *
  * Spinning and parking (after Go's proc.go, "Worker thread parking")
  * ----------------------------------------------------------------------
