@@ -30,8 +30,8 @@
 /* libweft's weft_close with op(fd, arg) in place of its close(2) (lib/io.h,
  * where it is defined): close, dup2 and dup3 of an fd weft may have
  * registered, from a coroutine. */
-typedef int weft__fd_op(int fd, void *arg);
-int weft__fd_replace(int fd, weft__fd_op *op, void *arg);
+typedef int weft__io_op(int fd, void *arg);
+int weft__io_replace(int fd, weft__io_op *op, void *arg);
 
 /* ------------------------------------------------------ the real functions */
 

@@ -9,7 +9,7 @@
  * fcntl(F_GETFL) shows the believed flag, F_SETFL and FIONBIO change it
  * and keep the real one set.  Copies share the record.  close of an fd the
  * hooks track or waited on, and dup2 and dup3 onto one, go through weft's
- * close protocol (weft__fd_replace) with the real call in place of its
+ * close protocol (weft__io_replace) with the real call in place of its
  * close(2): the coroutines parked on it are woken (their calls fail with
  * EBADF, wait.c), and no call registers the file being closed.
  */
@@ -113,7 +113,7 @@ HOOK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 /* --------------------------------------------------------------- close */
 
 /* The real close, dup2 or dup3 of fd (the target), which weft may have
- * registered (the caller forgot fd first): run through weft__fd_replace,
+ * registered (the caller forgot fd first): run through weft__io_replace,
  * which wakes the coroutines parked on fd and keeps any call from
  * registering the file until the real call has returned.  The hooks'
  * depth is raised around it (a call weft makes there is weft's own).
@@ -121,7 +121,7 @@ HOOK_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
  * where none can be made (no runtime running: weft registers nothing any
  * more), the real call alone. */
 struct letting_go {
-	weft__fd_op *op;
+	weft__io_op *op;
 	int fd;
 	int from, flags;	/* dup2, dup3 */
 	int result;
@@ -132,7 +132,7 @@ static int let_go_here(struct letting_go *l)
 {
 	if (!weft__hook_enter())
 		return l->op(l->fd, l);
-	int r = weft__fd_replace(l->fd, l->op, l);
+	int r = weft__io_replace(l->fd, l->op, l);
 	weft__hook_leave();
 	return r;
 }
@@ -195,7 +195,7 @@ static int real_dup3(int to, void *arg)
  * When the copy is going to happen, a tracked target is let go as close()
  * lets it go (the calls parked on it fail with EBADF), the real call
  * standing for the close(2): the number stays taken throughout. */
-static int dup_onto(int from, int to, weft__fd_op *op, int flags)
+static int dup_onto(int from, int to, weft__io_op *op, int flags)
 {
 	int mode = weft__hook_mode();
 	bool copies = mode != HOOK_PASS && from != to && REAL(fcntl)(from, F_GETFD) >= 0;

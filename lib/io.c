@@ -685,7 +685,7 @@ static int open_entry(int fd, struct weft__fd **e, bool make)
  * be making it.  A number that is not open, or has no entry, gets op alone
  * when `any` (dup2 onto a free number is no close), else EBADF.
  */
-static int close_with(int fd, weft__fd_op *op, void *arg, bool any)
+static int close_with(int fd, weft__io_op *op, void *arg, bool any)
 {
 	struct weft__fd *e;
 	int r = open_entry(fd, &e, true);
@@ -718,7 +718,7 @@ int weft_close(int fd)
 	return close_with(fd, close_op, NULL, false);
 }
 
-int weft__fd_replace(int fd, weft__fd_op *op, void *arg)
+int weft__io_replace(int fd, weft__io_op *op, void *arg)
 {
 	return close_with(fd, op, arg, true);
 }

@@ -73,7 +73,7 @@ void weft__io_nodelay(int fd);
  * has no entry.  Exported for the hooks (hook/hook.h declares it too);
  * not part of the API.
  */
-typedef int weft__fd_op(int fd, void *arg);
-__attribute__((visibility("default"))) int weft__fd_replace(int fd, weft__fd_op *op, void *arg);
+typedef int weft__io_op(int fd, void *arg);
+__attribute__((visibility("default"))) int weft__io_replace(int fd, weft__io_op *op, void *arg);
 
 #endif
