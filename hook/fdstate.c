@@ -23,7 +23,9 @@
  * forked while a runtime ran does not even read it: no fd of the child is
  * the hooks' (they pass every call through there, so an inherited fd shows
  * its real O_NONBLOCK).  The mutex is held across every fork, so that a
- * child has it unlocked whatever the other threads were doing.
+ * child has it unlocked whatever the other threads were doing; but for a
+ * fork from a signal handler, which may have interrupted the holder: that
+ * child never uses the table (depth.c), and its copy is reset.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -216,14 +218,18 @@ unsigned weft__hook_fd_gen(int fd)
 	return e ? __atomic_load_n(&e->gen, __ATOMIC_SEQ_CST) : 0;
 }
 
-void weft__hook_fd_fork_prepare(void)
+void weft__hook_fd_fork_prepare(bool in_handler)
 {
-	pthread_mutex_lock(&lock);
+	if (!in_handler)
+		pthread_mutex_lock(&lock);
 }
 
-void weft__hook_fd_fork_done(void)
+void weft__hook_fd_fork_done(bool in_handler, bool child)
 {
-	pthread_mutex_unlock(&lock);
+	if (!in_handler)
+		pthread_mutex_unlock(&lock);
+	else if (child)
+		lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;	/* never used there */
 }
 
 int weft__hook_blocking(int fd)
