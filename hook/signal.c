@@ -29,10 +29,10 @@
  * alternate signal stack when the handler runs there), and, unless it was
  * installed with SA_NODEFER, its signal is still blocked.  The next hooked
  * call (or the next handler) that finds one false resets the depth.  The
- * one case this misjudges: after a siglongjmp out of a handler on a thread
- * or coroutine's own stack, a hooked call made from deeper in that same
- * stack than the handler was, before any call from above it, is treated
- * as the handler's (it passes to libc) for SA_NODEFER handlers.
+ * one case this misjudges (docs/hooks.md): after a jump out of a handler
+ * on the interrupted stack, a hooked call from deeper in that stack than
+ * the handler's frame, before any from above it, is taken for the
+ * handler's when the handler had SA_NODEFER or its signal is blocked again.
  *
  * A sanitizer's runtime installs its own handlers through sigaction while
  * it starts, before anything else of the process runs (ThreadSanitizer's,
@@ -283,7 +283,7 @@ NOT_TSAN HOOK_EXPORT int sigaction(int sig, const struct sigaction *act, struct 
 
 /* Installs handler with flags, as the glibc call of that name: the old
  * handler, or SIG_ERR/EINVAL. */
-static void (*install_handler(int sig, void (*handler)(int), int flags, bool self_blocked))(int)
+NOT_TSAN static void (*install_handler(int sig, void (*handler)(int), int flags, bool self_blocked))(int)
 {
 	if (handler == SIG_ERR || sig <= 0 || sig >= NSIG) {
 		errno = EINVAL;
@@ -300,29 +300,29 @@ static void (*install_handler(int sig, void (*handler)(int), int flags, bool sel
 
 /* glibc's signal, bsd_signal and ssignal: BSD semantics (SA_RESTART, the
  * signal blocked in its handler). */
-HOOK_EXPORT void (*signal(int sig, void (*handler)(int)))(int)
+NOT_TSAN HOOK_EXPORT void (*signal(int sig, void (*handler)(int)))(int)
 {
 	return install_handler(sig, handler, SA_RESTART, true);
 }
 
-HOOK_EXPORT void (*bsd_signal(int sig, void (*handler)(int)))(int)
+NOT_TSAN HOOK_EXPORT void (*bsd_signal(int sig, void (*handler)(int)))(int)
 {
 	return install_handler(sig, handler, SA_RESTART, true);
 }
 
-HOOK_EXPORT void (*ssignal(int sig, void (*handler)(int)))(int)
+NOT_TSAN HOOK_EXPORT void (*ssignal(int sig, void (*handler)(int)))(int)
 {
 	return install_handler(sig, handler, SA_RESTART, true);
 }
 
 /* System V semantics: reset to SIG_DFL on delivery, not blocked in its
  * handler, no restart. */
-HOOK_EXPORT void (*sysv_signal(int sig, void (*handler)(int)))(int)
+NOT_TSAN HOOK_EXPORT void (*sysv_signal(int sig, void (*handler)(int)))(int)
 {
 	return install_handler(sig, handler, SA_RESETHAND | SA_NODEFER, false);
 }
 
-HOOK_EXPORT void (*__sysv_signal(int sig, void (*handler)(int)))(int)
+NOT_TSAN HOOK_EXPORT void (*__sysv_signal(int sig, void (*handler)(int)))(int)
 {
 	return install_handler(sig, handler, SA_RESETHAND | SA_NODEFER, false);
 }
@@ -330,7 +330,7 @@ HOOK_EXPORT void (*__sysv_signal(int sig, void (*handler)(int)))(int)
 /* sigset, as glibc's: SIG_HOLD blocks sig, any other disposition is
  * installed (no flags) and unblocks it; the old one is SIG_HOLD when sig
  * was blocked. */
-HOOK_EXPORT void (*sigset(int sig, void (*disp)(int)))(int)
+NOT_TSAN HOOK_EXPORT void (*sigset(int sig, void (*disp)(int)))(int)
 {
 	sigset_t set, was;
 	sigemptyset(&set);
