@@ -48,14 +48,18 @@ static void before_fork(void)
 
 static void in_parent(void)
 {
+	int saved = errno;
 	weft__hook_fd_fork_done(fork_in_handler, false);
+	errno = saved;
 }
 
 static void in_child(void)
 {
+	int saved = errno;
 	weft__hook_fd_fork_done(fork_in_handler, true);
 	if (fork_in_handler || __atomic_load_n(&running_at_fork, __ATOMIC_RELAXED))
 		__atomic_store_n(&forked, true, __ATOMIC_RELAXED);
+	errno = saved;
 }
 
 __attribute__((constructor)) static void watch_fork(void)
