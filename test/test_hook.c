@@ -1707,8 +1707,8 @@ Test(hook, handlers_and_actions_read_back_as_the_application_installed_them)
 {
 	REQUIRE_HOOKS();
 	SIGNAL_SCENARIO("old-handlers", NULL);
-	SIGNAL_SCENARIO("fork-errno", NULL);
 	SIGNAL_SCENARIO("signal-answers", NULL);
+	SIGNAL_SCENARIO("fork-errno", NULL);
 }
 
 /* Two threads' sigactions at once leave one whole action. */
