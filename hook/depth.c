@@ -14,8 +14,13 @@
  * (shared across fork) and on locks some other thread may have held at
  * the fork.  pthread_atfork handlers mark the child (a child of a process
  * without a runtime may start its own) and hold the fd table's lock across
- * the fork (fdstate.c).  A raw clone or vfork runs no handler (a vfork
- * child shares our memory: marking it would mark the parent).
+ * the fork (fdstate.c).  A fork from a signal handler takes no lock (the
+ * handler may have interrupted its holder): its child is marked whether or
+ * not a runtime ran, since the table may be half-written, and it passes
+ * every call to libc, as POSIX asks of a handler's child anyway (only
+ * async-signal-safe calls until exec).  A raw clone or vfork runs no
+ * handler (a vfork child shares our memory: marking it would mark the
+ * parent).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,24 +31,35 @@ static weft_key *depth_key;
 static pthread_once_t depth_once = PTHREAD_ONCE_INIT;
 static bool running_at_fork;	/* a runtime ran when fork was called */
 static bool forked;		/* written in the child only */
+/* This thread's fork runs in a signal handler: its prepare handler took
+ * no lock, and its child trusts nothing (see above). */
+static __thread bool fork_in_handler __attribute__((tls_model("initial-exec")));
 
+/* Each handler keeps errno: fork leaves it alone when it succeeds. */
 static void before_fork(void)
 {
+	int saved = errno;
+	fork_in_handler = weft__hook_in_handler();
 	weft_stats st = { .size = sizeof st };
 	__atomic_store_n(&running_at_fork, weft_stats_get(&st) == 0, __ATOMIC_RELAXED);
-	weft__hook_fd_fork_prepare();
+	weft__hook_fd_fork_prepare(fork_in_handler);
+	errno = saved;
 }
 
 static void in_parent(void)
 {
-	weft__hook_fd_fork_done();
+	int saved = errno;
+	weft__hook_fd_fork_done(fork_in_handler, false);
+	errno = saved;
 }
 
 static void in_child(void)
 {
-	weft__hook_fd_fork_done();
-	if (__atomic_load_n(&running_at_fork, __ATOMIC_RELAXED))
+	int saved = errno;
+	weft__hook_fd_fork_done(fork_in_handler, true);
+	if (fork_in_handler || __atomic_load_n(&running_at_fork, __ATOMIC_RELAXED))
 		__atomic_store_n(&forked, true, __ATOMIC_RELAXED);
+	errno = saved;
 }
 
 __attribute__((constructor)) static void watch_fork(void)

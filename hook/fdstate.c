@@ -17,13 +17,17 @@
  * Records are recycled, never freed, so a racing reader of a closing fd
  * never touches freed memory.
  *
- * A signal handler never writes the table, since its writers take a
- * mutex the handler may have interrupted the holder of (close and dup2
- * there leave the record as a close behind the hooks' back does).  A child
+ * A signal handler never writes the table (close and dup2 there leave the
+ * record as a close behind the hooks' back does).  Its mutex is held with
+ * every signal blocked (table_lock), so a handler the hooks do not know
+ * for one (installed by a raw system call, or run late by a sanitizer)
+ * never interrupts its holder on its own thread.  A child
  * forked while a runtime ran does not even read it: no fd of the child is
  * the hooks' (they pass every call through there, so an inherited fd shows
  * its real O_NONBLOCK).  The mutex is held across every fork, so that a
- * child has it unlocked whatever the other threads were doing.
+ * child has it unlocked whatever the other threads were doing; but for a
+ * fork from a signal handler, which may have interrupted the holder: that
+ * child never uses the table (depth.c), and its copy is reset.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -55,6 +59,27 @@ struct dir {
 static struct dir *table;		/* atomic */
 static struct weft__hook_ofd *free_ofds;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+/* The signal mask of a fork's thread before its prepare handler. */
+static __thread sigset_t fork_mask __attribute__((tls_model("initial-exec")));
+
+/* The table's lock, taken with every signal blocked on this thread (the
+ * caller's mask saved in *mask): no handler, however installed (and under
+ * ThreadSanitizer, whose deferred handlers run outside the hooks'
+ * trampoline, at its next interceptor), ever interrupts its holder, so a
+ * handler's close or fork never waits on its own thread. */
+static void table_lock(sigset_t *mask)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, mask);
+	pthread_mutex_lock(&lock);
+}
+
+static void table_unlock(const sigset_t *mask)
+{
+	pthread_mutex_unlock(&lock);
+	pthread_sigmask(SIG_SETMASK, mask, NULL);
+}
 
 #define LOAD(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
@@ -102,12 +127,13 @@ static struct entry *get(int fd)
 	struct entry *e = find(fd);
 	if (e || fd < 0)
 		return e;
-	pthread_mutex_lock(&lock);
+	sigset_t mask;
+	table_lock(&mask);
 	size_t i = (size_t)fd / CHUNK;
 	struct dir *d = cover(i);
 	if (d && !LOAD(&d->chunk[i]))
 		STORE(&d->chunk[i], calloc(CHUNK, sizeof(struct entry)));
-	pthread_mutex_unlock(&lock);
+	table_unlock(&mask);
 	e = find(fd);
 	if (!e)
 		errno = ENOMEM;
@@ -166,13 +192,14 @@ int weft__hook_fd_track(int fd)
 	struct entry *e = get(fd);
 	if (!e)
 		return -1;
-	pthread_mutex_lock(&lock);
+	sigset_t mask;
+	table_lock(&mask);
 	struct weft__hook_ofd *o = ofd_new();
 	if (o) {
 		attach(e, o);
 		ofd_put(o);	/* attach took the entry's reference */
 	}
-	pthread_mutex_unlock(&lock);
+	table_unlock(&mask);
 	if (!o)
 		errno = ENOMEM;
 	return o ? 0 : -1;
@@ -186,9 +213,10 @@ void weft__hook_fd_share(int from, int to)
 	struct entry *e = o ? get(to) : find(to);
 	if (!e)
 		return;
-	pthread_mutex_lock(&lock);
+	sigset_t mask;
+	table_lock(&mask);
 	attach(e, weft__hook_ofd(from));
-	pthread_mutex_unlock(&lock);
+	table_unlock(&mask);
 }
 
 bool weft__hook_fd_forget(int fd)
@@ -197,9 +225,10 @@ bool weft__hook_fd_forget(int fd)
 	if (!e || (!LOAD(&e->ofd) && !LOAD(&e->registered)) || weft__hook_in_handler())
 		return false;
 	__atomic_fetch_add(&e->gen, 1, __ATOMIC_SEQ_CST);
-	pthread_mutex_lock(&lock);
+	sigset_t mask;
+	table_lock(&mask);
 	attach(e, NULL);
-	pthread_mutex_unlock(&lock);
+	table_unlock(&mask);
 	__atomic_store_n(&e->registered, 0, __ATOMIC_RELEASE);
 	return true;
 }
@@ -217,14 +246,18 @@ unsigned weft__hook_fd_gen(int fd)
 	return e ? __atomic_load_n(&e->gen, __ATOMIC_SEQ_CST) : 0;
 }
 
-void weft__hook_fd_fork_prepare(void)
+void weft__hook_fd_fork_prepare(bool in_handler)
 {
-	pthread_mutex_lock(&lock);
+	if (!in_handler)
+		table_lock(&fork_mask);
 }
 
-void weft__hook_fd_fork_done(void)
+void weft__hook_fd_fork_done(bool in_handler, bool child)
 {
-	pthread_mutex_unlock(&lock);
+	if (!in_handler)
+		table_unlock(&fork_mask);
+	else if (child)
+		lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;	/* never used there */
 }
 
 int weft__hook_blocking(int fd)

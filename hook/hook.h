@@ -109,7 +109,7 @@ bool weft__hook_forked(void);
 /* ------------------------------------------------------------- signals */
 
 /* Whether the calling thread runs a signal handler installed through the
- * hooked sigaction or signal (signal.c); async-signal-safe. */
+ * hooked sigaction, signal or their kin (signal.c); async-signal-safe. */
 bool weft__hook_in_handler(void);
 /* The handlers run on the calling thread so far, for weft__hook_restarts. */
 struct weft__hook_sigs {
@@ -117,9 +117,12 @@ struct weft__hook_sigs {
 	unsigned norestart;	/* of those, without SA_RESTART */
 };
 void weft__hook_sigs_now(struct weft__hook_sigs *s);
-/* After a wait's EINTR: whether every handler run since `before` asked for
- * SA_RESTART (and one did), so the blocking call would have restarted. */
-bool weft__hook_restarts(const struct weft__hook_sigs *before);
+/* Whether a handler ran on the calling thread since *since. */
+bool weft__hook_handled_since(const struct weft__hook_sigs *since);
+/* After handlers ran: whether every handler run since *since asked for
+ * SA_RESTART, so the blocking call would have restarted; *since becomes
+ * now, for the rest of the call. */
+bool weft__hook_restarts(struct weft__hook_sigs *since);
 
 /* ------------------------------------------------------------- fd state */
 
@@ -160,9 +163,10 @@ void weft__hook_fd_registered(int fd);
 /* fd's generation: it changes whenever fd is closed through the hooks. */
 unsigned weft__hook_fd_gen(int fd);
 /* Around fork (pthread_atfork): the table's lock held across it, so that
- * the child's copy is consistent and unlocked. */
-void weft__hook_fd_fork_prepare(void);
-void weft__hook_fd_fork_done(void);
+ * the child's copy is consistent and unlocked; not by a fork in a signal
+ * handler (in_handler), whose child must not use the table. */
+void weft__hook_fd_fork_prepare(bool in_handler);
+void weft__hook_fd_fork_done(bool in_handler, bool child);
 
 /* ------------------------------------------------------------- waiting */
 
@@ -179,8 +183,11 @@ struct weft__hook_wait {
 	bool exact;		/* not after an EAGAIN: a spurious wake would mislead */
 	int64_t since;		/* when the call first had to wait (0: not yet) */
 	int64_t deadline;	/* absolute ns, -1 none: once timed */
+	struct weft__hook_sigs sigs;	/* a plain thread's handlers when the call began */
 };
 
+/* At the start of the call, before its first attempt: a handler that runs
+ * from then on ends the call as it would have ended the blocking one. */
 void weft__hook_wait_init(struct weft__hook_wait *w, int fd, int events, int mode);
 /* Waits until fd is ready for w's direction: 0, or -1 with errno EAGAIN at
  * the deadline, EBADF when fd was closed meanwhile, ECANCELED when the

@@ -16,7 +16,7 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <stdlib.h>
+#include <string.h>
 
 #include "hook.h"
 
@@ -35,23 +35,12 @@ struct op {
 	} buf;
 	const struct iovec *iov;
 	int iovcnt;
-	struct iovec *rest;	/* iov past `done`, after a partial write */
 	struct msghdr *msg;
 	const struct sockaddr *to;
 	socklen_t tolen;
 	struct sockaddr *from;
 	socklen_t *fromlen;
 };
-
-static ssize_t finish(struct op *op, ssize_t r)
-{
-	if (op->rest) {
-		int saved = errno;
-		free(op->rest);
-		errno = saved;
-	}
-	return r;
-}
 
 static ssize_t run(struct op *op, int fd)
 {
@@ -69,11 +58,11 @@ static ssize_t run(struct op *op, int fd)
 		if (n >= 0) {
 			op->done += (size_t)n;
 			if (n == 0 || op->done >= op->len || op->last)
-				return finish(op, (ssize_t)op->done);
+				return (ssize_t)op->done;
 			continue;
 		}
 		if ((errno != EAGAIN && errno != EWOULDBLOCK) || weft__hook_wait(&w) != 0)
-			return finish(op, op->done ? (ssize_t)op->done : -1);
+			return op->done ? (ssize_t)op->done : -1;
 	}
 }
 
@@ -178,27 +167,30 @@ static size_t iov_total(const struct iovec *iov, int iovcnt)
 	return sum;
 }
 
-/* op's vector past the op->done bytes already written: *iov, *cnt.  The
- * caller's vector is never modified. */
-static int iov_rest(struct op *op, struct iovec **iov, int *cnt)
+/* An attempt's vector after a partial one: a bounded copy on the stack,
+ * never an allocation (a hooked call may run in a signal handler). */
+enum { REST_MAX = 8 };
+
+/* op's vector past the op->done bytes already moved, into *cnt: the
+ * caller's own entries from the first one not yet begun, or, when one was
+ * begun, up to REST_MAX of them copied into rest with the first one's
+ * remainder (a shorter attempt; the loop makes the next).  The caller's
+ * vector is never modified. */
+static const struct iovec *iov_rest(const struct op *op, struct iovec rest[REST_MAX], int *cnt)
 {
-	*iov = (struct iovec *)op->iov;
-	*cnt = op->iovcnt;
-	if (op->done == 0)
-		return 0;
-	if (!op->rest && !(op->rest = malloc((size_t)op->iovcnt * sizeof *op->rest)))
-		return -1;
 	size_t skip = op->done;
 	int i = 0;
-	while (skip >= op->iov[i].iov_len)
+	while (i < op->iovcnt && skip >= op->iov[i].iov_len)
 		skip -= op->iov[i++].iov_len;
 	*cnt = op->iovcnt - i;
-	for (int k = 0; k < *cnt; k++)
-		op->rest[k] = op->iov[i + k];
-	op->rest[0].iov_base = (char *)op->rest[0].iov_base + skip;
-	op->rest[0].iov_len -= skip;
-	*iov = op->rest;
-	return 0;
+	if (skip == 0)
+		return op->iov + i;
+	if (*cnt > REST_MAX)
+		*cnt = REST_MAX;
+	memcpy(rest, op->iov + i, (size_t)*cnt * sizeof *rest);
+	rest[0].iov_base = (char *)rest[0].iov_base + skip;
+	rest[0].iov_len -= skip;
+	return rest;
 }
 
 static ssize_t readv_attempt(struct op *op, int fd)
@@ -208,30 +200,25 @@ static ssize_t readv_attempt(struct op *op, int fd)
 
 static ssize_t writev_attempt(struct op *op, int fd)
 {
-	struct iovec *iov;
+	struct iovec rest[REST_MAX];
 	int cnt;
-	if (iov_rest(op, &iov, &cnt) != 0)
-		return -1;
+	const struct iovec *iov = iov_rest(op, rest, &cnt);
 	return REAL(writev)(fd, iov, cnt);
 }
 
-/* op's message from `done` on, into m: its iovecs past `done` and, after
- * the first attempt, no control buffer (the ancillary data went with, or
- * came with, the first byte). */
-static int msg_rest(struct op *op, struct msghdr *m)
+/* op's message from `done` on, into m: its iovecs past `done` (rest:
+ * iov_rest's) and, after the first attempt, no control buffer (the
+ * ancillary data went with, or came with, the first byte). */
+static void msg_rest(const struct op *op, struct msghdr *m, struct iovec rest[REST_MAX])
 {
-	struct iovec *iov;
 	int cnt;
-	if (iov_rest(op, &iov, &cnt) != 0)
-		return -1;
 	*m = *op->msg;
-	m->msg_iov = iov;
+	m->msg_iov = (struct iovec *)iov_rest(op, rest, &cnt);
 	m->msg_iovlen = (size_t)cnt;
 	if (op->done) {
 		m->msg_control = NULL;
 		m->msg_controllen = 0;
 	}
-	return 0;
 }
 
 /* With MSG_WAITALL, each attempt fills the iovecs past `done`.  The
@@ -244,8 +231,8 @@ static ssize_t recvmsg_attempt(struct op *op, int fd)
 	if (!op->all)
 		return REAL(recvmsg)(fd, op->msg, op->flags);
 	struct msghdr m;
-	if (msg_rest(op, &m) != 0)
-		return -1;
+	struct iovec rest[REST_MAX];
+	msg_rest(op, &m, rest);
 	if (op->done) {
 		m.msg_name = NULL;
 		m.msg_namelen = 0;
@@ -269,8 +256,8 @@ static ssize_t recvmsg_attempt(struct op *op, int fd)
 static ssize_t sendmsg_attempt(struct op *op, int fd)
 {
 	struct msghdr m;
-	if (msg_rest(op, &m) != 0)
-		return -1;
+	struct iovec rest[REST_MAX];
+	msg_rest(op, &m, rest);
 	return REAL(sendmsg)(fd, &m, op->flags);
 }
 

@@ -66,6 +66,8 @@ static bool expired(const struct weft__hook_wait *w)
 void weft__hook_wait_init(struct weft__hook_wait *w, int fd, int events, int mode)
 {
 	*w = (struct weft__hook_wait){ .fd = fd, .events = events, .mode = mode, .deadline = -1 };
+	if (mode == HOOK_PLAIN)
+		weft__hook_sigs_now(&w->sigs);
 }
 
 /* weft_wait until deadline, its ECANCELED as EBADF when the hooks closed
@@ -115,11 +117,14 @@ static int poll_ms(int64_t deadline)
 	return ms > INT_MAX ? INT_MAX : (int)ms;
 }
 
-/* A plain thread's wait: the real poll(2).  A signal handler that
- * interrupts it ends it with EINTR as it would have ended the blocking
+/* A plain thread's wait: the real poll(2).  A signal handler that runs
+ * during the call ends it with EINTR as it would have ended the blocking
  * call (signal(7)): unless every handler run meanwhile asked for
- * SA_RESTART, and always on a socket with a timeout.  A handler the hooks
- * did not install (signal.c) counts as one without SA_RESTART. */
+ * SA_RESTART, and always on a socket with a timeout.  During the call is
+ * from its start (weft__hook_wait_init): a handler that ran in its first
+ * attempt, or between its polls, ends it before the next poll, as one that
+ * interrupts a poll does.  A handler the hooks did not install (signal.c)
+ * is seen only by its poll's EINTR, and counts as one without SA_RESTART. */
 static int block(struct weft__hook_wait *w)
 {
 	struct pollfd p = { .fd = w->fd, .events = w->events == WEFT_IN ? POLLIN : POLLOUT };
@@ -128,12 +133,15 @@ static int block(struct weft__hook_wait *w)
 			errno = EAGAIN;
 			return -1;
 		}
-		struct weft__hook_sigs before;
-		weft__hook_sigs_now(&before);
+		if (weft__hook_handled_since(&w->sigs) &&
+		    (w->deadline >= 0 || !weft__hook_restarts(&w->sigs))) {
+			errno = EINTR;
+			return -1;
+		}
 		int r = REAL(poll)(&p, 1, poll_ms(w->deadline));
 		if (r > 0)
 			return 0;	/* ready, or POLLNVAL: the retried call says EBADF */
-		if (r < 0 && (errno != EINTR || w->deadline >= 0 || !weft__hook_restarts(&before)))
+		if (r < 0 && (errno != EINTR || !weft__hook_handled_since(&w->sigs)))
 			return -1;
 	}
 }

@@ -1656,6 +1656,77 @@ Test(hook, a_hooked_call_in_a_signal_handler_never_parks_yields_or_locks)
 	handle_usr2(SIG_DFL);
 }
 
+/* Runs hook_signal_prog SCENARIO [ARG] (its own process: it installs
+ * handlers, forks, and hangs when it fails, until its watchdog): its exit
+ * status, or 128 + the signal that killed it. */
+static int signal_prog(const char *scenario, const char *arg)
+{
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		execl(SIGNAL_PROG, SIGNAL_PROG, scenario, arg, (char *)NULL);
+		_exit(127);
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+#define SIGNAL_SCENARIO(scenario, arg)                                              \
+	do {                                                                        \
+		int st_ = signal_prog(scenario, arg);                               \
+		if (st_ == 77)                                                      \
+			SKIP("hook: %s decided nothing here (its SKIP line says why)", \
+			     scenario);                                             \
+		cr_assert_eq(st_, 0, "hook_signal_prog %s: exit %d", scenario, st_);  \
+	} while (0)
+
+/* An SA_NODEFER handler left by siglongjmp: the coroutines of its worker,
+ * and a plain thread's close, are theirs again. */
+Test(hook, an_sa_nodefer_handler_left_by_siglongjmp_is_left)
+{
+	REQUIRE_HOOKS();
+	SIGNAL_SCENARIO("nodefer-coroutine", NULL);
+	SIGNAL_SCENARIO("nodefer-plain-close", NULL);
+}
+
+/* Handlers that make async-signal-safe calls on tracked fds while they
+ * interrupt the hooks' own (the fd table's lock) or malloc: never a
+ * deadlock, whichever of glibc's calls installed them. */
+Test(hook, handlers_that_close_fork_or_sendmsg_never_deadlock)
+{
+	REQUIRE_HOOKS();
+	SIGNAL_SCENARIO("close-in-handler", "sigset");
+	SIGNAL_SCENARIO("close-in-handler", "bsd_signal");
+	SIGNAL_SCENARIO("fork-in-handler", NULL);
+	SIGNAL_SCENARIO("sendmsg-in-handler", NULL);
+}
+
+/* The old action is the application's, whichever call installed it; errno
+ * after fork; glibc's answers to bad input. */
+Test(hook, handlers_and_actions_read_back_as_the_application_installed_them)
+{
+	REQUIRE_HOOKS();
+	SIGNAL_SCENARIO("old-handlers", NULL);
+	SIGNAL_SCENARIO("signal-answers", NULL);
+	SIGNAL_SCENARIO("fork-errno", NULL);
+}
+
+/* Two threads' sigactions at once leave one whole action. */
+Test(hook, concurrent_sigactions_leave_one_whole_action)
+{
+	REQUIRE_HOOKS();
+	SIGNAL_SCENARIO("sigaction-race", NULL);
+}
+
+/* A plain thread's blocking read ends on EINTR for a handler that ran in
+ * its first attempt, as the kernel's ends for one during the call. */
+Test(hook, a_handler_during_a_plain_threads_call_ends_it_with_eintr)
+{
+	REQUIRE_HOOKS();
+	SIGNAL_SCENARIO("eintr-from-start", NULL);
+}
+
 /* ---------------------------------------------------------------- POLLPRI */
 
 /* Sends an urgent byte on fd; if the poll has not returned WATCHDOG_MS
