@@ -50,7 +50,14 @@
 #include "hook.h"
 
 #define TLS __thread __attribute__((tls_model("initial-exec")))
+/* clang's no_sanitize("thread") still instruments function entry and exit,
+ * which TSan's early sigaction calls cannot take: it has an attribute that
+ * turns everything off. */
+#if defined(__clang__) && __has_attribute(disable_sanitizer_instrumentation)
+#define NOT_TSAN __attribute__((disable_sanitizer_instrumentation))
+#else
 #define NOT_TSAN __attribute__((no_sanitize("thread")))
+#endif
 #if defined(__x86_64__) || defined(__i386__)
 #define SPIN() __builtin_ia32_pause()
 #else

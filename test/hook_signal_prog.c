@@ -253,6 +253,11 @@ static void on_usr1_dup_close(int sig)
  * table's lock). */
 static int close_in_handler(const char *how)
 {
+	/* TSan runs the handler late, from its own interceptor of the
+	 * interrupted thread's next call: with clang's runtime the scene's
+	 * thread then makes no progress, which judges TSan, not the hooks */
+	if (skip_under_tsan("runs the handler late, at the thread's next interceptor"))
+		return SKIPPED;
 	if (strcmp(how, "sigset") == 0)
 		sigset(SIGUSR1, on_usr1_dup_close);
 	else
@@ -521,10 +526,10 @@ static int sigaction_race(void)
  * A decided read the signal did not end is ended by a byte written
  * WATCHDOG_S later, and fails. */
 static pthread_t reader_thread;
-static atomic_int about_to_read, round_done;
+static int about_to_read, round_done;	/* __atomic builtins */
 static atomic_long result, err;
 static _Atomic(void *) interrupted;
-static atomic_int noted;
+static int noted;	/* __atomic builtins */
 
 static void on_usr1_note(int sig, siginfo_t *info, void *ctx)
 {
