@@ -259,6 +259,20 @@ static bool last_reader_out(weft_rwlock *l, struct weft__wakes *ws)
 	return true;
 }
 
+/* Runs hand(l, ws) under the lock, then its wakes (after the release, as
+ * every wake): whether it handed the lock over.  The fault build pauses
+ * just before the release: the unlock paths' window (fault.h). */
+static bool hand_over(weft_rwlock *l, bool (*hand)(weft_rwlock *, struct weft__wakes *))
+{
+	struct weft__wakes ws = { NULL };
+	weft__lock_acquire(&l->lock);
+	bool handed = hand(l, &ws);
+	weft__fault_pause(WEFT__FAULT_UNLOCK, (uintptr_t)l);
+	weft__lock_release(&l->lock);
+	weft__wakes_run(&ws);	/* a hand-over's, or readers a writer's give-up let in */
+	return handed;
+}
+
 /* Gives back one read hold: EPERM if there is none.  The last reader out
  * while a writer waits hands the lock over under the lock, its hold given
  * back by the hand-over's add: it never lets go of the lock before it is
@@ -276,13 +290,7 @@ static int read_unlock(weft_rwlock *l)
 				return 0;
 			continue;
 		}
-		struct weft__wakes ws = { NULL };
-		weft__lock_acquire(&l->lock);
-		bool handed = last_reader_out(l, &ws);
-		weft__fault_pause(WEFT__FAULT_UNLOCK, (uintptr_t)l);
-		weft__lock_release(&l->lock);
-		weft__wakes_run(&ws);	/* readers a writer's give-up let in */
-		if (handed)
+		if (hand_over(l, last_reader_out))
 			return 0;
 	}
 }
@@ -324,15 +332,8 @@ static void write_unlock(weft_rwlock *l)
 		 * holder's (tried only on a word without waiters, as lock's) */
 		if (at_load_64(&l->state) == W_HELD && at_cas_64(&l->state, W_HELD, 0))
 			return;
-		struct weft__wakes ws = { NULL };
-		weft__lock_acquire(&l->lock);
-		bool handed = write_hand_over(l, &ws);
-		weft__fault_pause(WEFT__FAULT_UNLOCK, (uintptr_t)l);
-		weft__lock_release(&l->lock);
-		if (handed) {
-			weft__wakes_run(&ws);
+		if (hand_over(l, write_hand_over))
 			return;
-		}
 	}
 }
 

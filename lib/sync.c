@@ -191,7 +191,9 @@ static bool unlock_contended(weft_mutex *m, struct weft__wakes *ws)
 	weft__lock_acquire(&m->lock);
 	bool starving = at_load_uint(&m->state) & M_STARVING;
 	struct weft__wnode *n = weft__waitq_claim(&m->q);
-	bool more = n && !weft__waitq_empty(&m->q);	/* plain waits: waitq.h */
+	/* a node left may be one given up (waitq.h): then M_WAITERS stays set
+	 * for nobody, and the next unlock's claim finds none and clears it */
+	bool more = n && !weft__waitq_empty(&m->q);
 	if (n && starving) {
 		at_store_uint(&m->state, M_LOCKED | (more ? M_WAITERS | M_STARVING : 0));
 		weft__wakes_add(ws, n, 0);
