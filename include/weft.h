@@ -317,8 +317,9 @@ WEFT_EXPORT int weft_cancel(weft_co *co);
  * lost: an interrupted read leaves the data in the socket, an interrupted
  * send leaves the element with the sender; weft_write may have written a
  * prefix, as on any error.  Interrupts do not queue: interrupting co twice
- * before a wait takes the first is one interrupt.  The lifetime rules of the objects waited on are those of
- * weft_cancel.  From any thread; never blocks.  co must not have been
+ * before a wait takes the first is one interrupt.  The lifetime rules of
+ * the objects waited on are those of weft_cancel.  From any thread; never
+ * blocks.  co must not have been
  * joined or detached (an interrupt of a finished coroutine does nothing).
  * Errors: EINVAL for NULL.
  */
@@ -474,10 +475,11 @@ WEFT_EXPORT ssize_t weft_write(int fd, const void *buf, size_t len, int64_t dead
  * algorithm, set the option back to 0 after the call: setsockopt(fd,
  * IPPROTO_TCP, TCP_NODELAY, &zero, sizeof zero).  Setting it is best
  * effort: sockets that refuse it (Unix, vsock, SCTP ones) are left as they
- * are, and the call never fails or closes the connection for it.  When the process or system is out of fds or
- * memory (EMFILE, ENFILE, ENOBUFS, ENOMEM) it backs off (1 ms, doubling to
- * 100 ms; the coroutine sleeps, the worker serves others) and retries until
- * the deadline, which then fails with that errno.
+ * are, and the call never fails or closes the connection for it.  When
+ * the process or system is out of fds or memory (EMFILE, ENFILE, ENOBUFS,
+ * ENOMEM) it backs off (1 ms, doubling to 100 ms; the coroutine sleeps,
+ * the worker serves others) and retries until the deadline, which then
+ * fails with that errno.
  * ECONNABORTED is retried.  Errors: those of accept4(2), ETIMEDOUT, ECANCELED.
  */
 WEFT_EXPORT int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline);

@@ -9,8 +9,8 @@
  * rather than at the call sites.  On x86-64 a `lock`-prefixed RMW is itself
  * a full barrier, and the brackets are compiler barriers only (CK's
  * ck_pr_fence_memory would emit an mfence on each side even under TSO, which
- * an uncontended mutex would pay at every call: docs/notes/2026-12-06-measurements-behind-the-code.md,
- * "fence brackets").
+ * an uncontended mutex would pay at every call:
+ * docs/notes/2026-12-06-measurements-behind-the-code.md, "fence brackets").
  *
  * ThreadSanitizer cannot see through ck_pr's inline assembly (or its volatile
  * fallback) and ignores stand-alone fences, so under TSan the same operations

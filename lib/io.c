@@ -409,8 +409,8 @@ struct buf_op {
 
 /* recv(2) on sockets: the socket layer's entry, without read(2)'s file
  * layer (the position lock, the permission and fsnotify hooks): less per
- * call (docs/notes/2026-12-06-measurements-behind-the-code.md, "recv"); read(2) on
- * everything else. */
+ * call (docs/notes/2026-12-06-measurements-behind-the-code.md, "recv");
+ * read(2) on everything else. */
 static ssize_t read_attempt(struct weft__io_op *op, int fd)
 {
 	char *p = ((struct buf_op *)op)->p.in;

@@ -12,8 +12,8 @@
  * in all; then it swaps in 2 and sleeps on the futex until its swap
  * returns 0.  Each read of a spinner pulls the line (the object's state
  * beside the lock word) away from the holder, whose next write must fetch
- * it back, so reading after every pause slows the holder down (docs/notes/2026-12-06-measurements-behind-the-code.md,
- * "lock backoff").
+ * it back, so reading after every pause slows the holder down
+ * (docs/notes/2026-12-06-measurements-behind-the-code.md, "lock backoff").
  *
  * Orderings: the CAS and swap that take the lock are seq_cst RMWs (atomic.h)
  * and so at least acquire: the holder sees everything the previous holder

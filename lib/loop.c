@@ -403,10 +403,11 @@ void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
  * block) is still in cache when the coroutine runs a batch later, where a
  * harvest of everything ready (a thousand connections) had evicted it by
  * then: a miss each, several per message
- * (docs/notes/2026-12-05-one-batch-per-harvest.md).  A worker that runs dry after a full batch harvests the
- * next one itself, before it steals or sleeps: going to sleep first would
- * let it take the shared epfd only while every other worker sleeps too, and
- * at 2 workers the one awake would serve the backlog alone.  After a short
+ * (docs/notes/2026-12-05-one-batch-per-harvest.md).  A worker that runs
+ * dry after a full batch harvests the next one itself, before it steals or
+ * sleeps: going to sleep first would let it take the shared epfd only
+ * while every other worker sleeps too, and at 2 workers the one awake
+ * would serve the backlog alone.  After a short
  * batch nothing is left, and the sleep's own epoll_wait serves: no second
  * system call per sleep on a lightly loaded server.
  */

@@ -38,8 +38,8 @@ static inline void weft__queue_push(struct weft__locked_fifo *q, struct weft_co 
  * the pop after this reads.  With a thousand connections those lines have
  * left the cache since the harvest queued them, and each is a miss (and a
  * page walk: every coroutine's control block and stack top are pages of
- * their own) that otherwise stalls the switch (docs/notes/2026-12-06-measurements-behind-the-code.md,
- * "the ready FIFO's prefetch").  Under q's lock when shared:
+ * their own) that otherwise stalls the switch
+ * (docs/notes/2026-12-06-measurements-behind-the-code.md, "the ready FIFO's prefetch").  Under q's lock when shared:
  * a pusher writes the tail's next.  The head's sp is read relaxed: a
  * coroutine woken before its switch-out completed is writing it (park.h),
  * and a stale value only warms the wrong line.

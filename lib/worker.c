@@ -199,8 +199,9 @@ uint32_t weft__worker_rand_any(void)
 /* The owner's take, skipped without a fence when the deque is surely empty
  * (top only grows and only the owner moves bottom up).  It prefetches the
  * control block the next take returns, a line on a page of its own that
- * `enter` would miss on (a woken army's: docs/notes/2026-12-06-measurements-behind-the-code.md,
- * "the deque's prefetch"); only its address, since a thief may
+ * `enter` would miss on (a woken army's:
+ * docs/notes/2026-12-06-measurements-behind-the-code.md, "the deque's prefetch");
+ * only its address, since a thief may
  * take it and it may finish meanwhile. */
 static struct weft_co *take_local(struct weft__worker *w)
 {
@@ -220,7 +221,8 @@ static struct weft_co *take_local(struct weft__worker *w)
  * worker is busy or still spinning they stay here: a spinner that took the
  * holders of a contended lock between their turns only spread them over
  * two cores, each lock operation then crossing between them
- * (docs/notes/2026-12-06-measurements-behind-the-code.md, "private yielders").  A spinner finds nothing for SPIN_NS at most, sleeps
+ * (docs/notes/2026-12-06-measurements-behind-the-code.md,
+ * "private yielders").  A spinner finds nothing for SPIN_NS at most, sleeps
  * (nr_idle), and the next pop here shares.
  */
 static __attribute__((noinline)) void share_yielders(struct weft__worker *w);
