@@ -148,7 +148,7 @@ WEFT__ERR_OPAQUE struct weft__worker *weft__worker_self(void)
 
 /* Here rather than in coro.c so that it reads the thread-local itself: one
  * opaque call, not two (it sits on every mutex lock and unlock). */
-WEFT__ERR_OPAQUE weft_co *weft_self(void)
+WEFT__ERR_OPAQUE WEFT__SIGNAL_SAFE weft_co *weft_self(void)
 {
 	__asm__ volatile("" ::: "memory");
 	struct weft__worker *w = tls_worker;
