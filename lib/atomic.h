@@ -38,21 +38,6 @@
 #endif
 #endif
 
-/* A function the hooks' signal trampoline calls (weft_self).  Under
- * ThreadSanitizer the trampoline runs beneath TSan's own handler, at
- * whatever point the signal landed, inside TSan's runtime too: instrumented
- * code there re-enters that runtime.  clang's no_sanitize("thread") still
- * instruments function entry and exit; its other attribute turns
- * everything off. */
-#if defined(__clang__) && defined(__has_attribute)
-#if __has_attribute(disable_sanitizer_instrumentation)
-#define WEFT__SIGNAL_SAFE __attribute__((disable_sanitizer_instrumentation))
-#endif
-#endif
-#ifndef WEFT__SIGNAL_SAFE
-#define WEFT__SIGNAL_SAFE __attribute__((no_sanitize("thread")))
-#endif
-
 #if defined(__SANITIZE_ADDRESS__)
 #define WEFT_ASAN 1
 #elif defined(__has_feature)

@@ -26,6 +26,21 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+/* A function the hooks' signal trampoline calls (weft_self).  Under
+ * ThreadSanitizer the trampoline runs beneath TSan's own handler, at
+ * whatever point the signal landed, inside TSan's runtime too: instrumented
+ * code there re-enters that runtime.  clang's no_sanitize("thread") still
+ * instruments function entry and exit; its other attribute turns
+ * everything off. */
+#if defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(disable_sanitizer_instrumentation)
+#define WEFT__SANITIZE_OFF __attribute__((disable_sanitizer_instrumentation))
+#endif
+#endif
+#ifndef WEFT__SANITIZE_OFF
+#define WEFT__SANITIZE_OFF __attribute__((no_sanitize("thread")))
+#endif
+
 struct weft__san {
 	void *asan_fake_stack;	/* ASan's fake-stack handle while switched out */
 	const void *stack_lo;	/* the context's stack, for ASan */

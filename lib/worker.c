@@ -108,6 +108,7 @@
 #include "loop.h"
 #include "overflow.h"
 #include "park.h"
+#include "sanitize.h"
 #include "queue.h"
 #include "steal.h"
 #include "thread.h"
@@ -148,7 +149,7 @@ WEFT__ERR_OPAQUE struct weft__worker *weft__worker_self(void)
 
 /* Here rather than in coro.c so that it reads the thread-local itself: one
  * opaque call, not two (it sits on every mutex lock and unlock). */
-WEFT__ERR_OPAQUE WEFT__SIGNAL_SAFE weft_co *weft_self(void)
+WEFT__ERR_OPAQUE WEFT__SANITIZE_OFF weft_co *weft_self(void)
 {
 	__asm__ volatile("" ::: "memory");
 	struct weft__worker *w = tls_worker;
