@@ -197,16 +197,20 @@ Test(select, an_fd_closed_while_it_waits_is_its_case_with_ECANCELED)
 struct race {
 	int sv[2];
 	weft_chan *ch;	/* rendezvous: a send completes only if taken */
-	unsigned go;	/* atomic: round number released */
-	unsigned done;	/* atomic: helpers finished with the round */
+	uint64_t parks;	/* before the round's select */
+	unsigned delay;	/* the sender's, after the select parked (spins) */
 	int sent;
 };
 
+/* Both act once the select may have parked (or has taken a fast path:
+ * the helpers never park before they act), the sender after a delay
+ * that varies by round, so that its claim lands anywhere around the
+ * readiness wake. */
 static void race_writer(void *arg)
 {
 	struct race *r = arg;
+	wait_parks(r->parks, 1);
 	CHECK(weft_write(r->sv[1], "x", 1, -1) == 1);
-	__atomic_fetch_add(&r->done, 1, __ATOMIC_ACQ_REL);
 }
 
 /* Sends one element and frees the channel as soon as its send returns: the
@@ -215,9 +219,11 @@ static void race_sender(void *arg)
 {
 	struct race *r = arg;
 	weft_chan *ch = r->ch;
+	wait_parks(r->parks, 1);
+	for (volatile unsigned i = 0; i < r->delay; i++)
+		;
 	CHECK(weft_chan_send(ch, &r->sent, -1) == 0);
 	weft_chan_free(ch);
-	__atomic_fetch_add(&r->done, 1, __ATOMIC_ACQ_REL);
 }
 
 static void channel_and_fd_race(void *arg)
@@ -229,7 +235,8 @@ static void channel_and_fd_race(void *arg)
 	for (unsigned i = 0; i < rounds; i++) {
 		r.ch = weft_chan_new(sizeof(int), 0);
 		r.sent = (int)i;
-		r.done = 0;
+		r.parks = stats_now().total.parks;
+		r.delay = (i * 7919) % 4096;
 		weft_chan *ch = r.ch;
 		int v = -1;
 		weft_chan_case cs[2] = { fd_case(WEFT_SELECT_READABLE, r.sv[0]), recv_case(ch, &v) };
