@@ -927,20 +927,56 @@ WEFT_EXPORT int weft_chan_recv(weft_chan *ch, void *elem, int64_t deadline);
 WEFT_EXPORT int weft_chan_close(weft_chan *ch);
 
 /*
- * Select: waits until one of n (1..WEFT_SELECT_MAX) channel operations can
- * happen, does exactly that one, and returns its index; the others are not
- * performed.  When several are ready, one is picked at random (no case
- * starves).  The winning case's err is 0, or EPIPE when its channel is
- * closed (a send, or a receive with nothing left to drain).  A channel may
- * appear in several cases.  Errors: EINVAL (bad case, n out of range),
- * ETIMEDOUT, ECANCELED.  From coroutines and plain threads.
+ * Select: waits until one of n (1..WEFT_SELECT_MAX) cases can happen, does
+ * exactly that one, and returns its index; the others are not performed.
+ * When several are ready, one is picked at random (no case starves).  A
+ * case is a channel operation (WEFT_CHAN_SEND, WEFT_CHAN_RECV) or an fd's
+ * readiness (WEFT_SELECT_READABLE, WEFT_SELECT_WRITABLE), so "the socket
+ * is readable or the shutdown channel has a message" is one wait:
+ *
+ *     weft_chan_case cs[] = {
+ *         { .op = WEFT_SELECT_READABLE, .fd = sock },
+ *         { .ch = shutdown, .op = WEFT_CHAN_RECV, .elem = &msg },
+ *     };
+ *     int i = weft_chan_select(cs, 2, deadline);
+ *
+ * The winning case's err is 0, or EPIPE when its channel is closed (a
+ * send, or a receive with nothing left to drain), or ECANCELED when its fd
+ * was weft_close'd or weft_release'd while the select waited.  A channel
+ * may appear in several cases.  Errors: EINVAL (bad case, n out of range),
+ * ETIMEDOUT, ECANCELED (the caller was cancelled), EINTR (interrupted),
+ * and for fd cases those below.  From coroutines and plain threads (fd
+ * cases: coroutines only).
+ *
+ * An fd case (ch and elem NULL, fd set) is ready when fd is, as poll(2)
+ * says (a hang-up or an error is ready for both): exact, as weft_wait's
+ * answer, at the moment the select returns; performing it does nothing
+ * (the caller then reads or writes: another coroutine reading the same fd
+ * may have taken the data by then, and the read then waits).  Readiness
+ * the select saw but did not report (it picked another case) is left for
+ * the fd's next waiter.  The fd is registered as by any I/O call below (it
+ * becomes non-blocking) and must be closed with weft_close.  Other
+ * coroutines may wait on the same fd and direction meanwhile (a reader,
+ * weft_wait, another select): they queue, as for the I/O calls.  A select
+ * has at most one READABLE and one WRITABLE case (EINVAL for a second of
+ * either); the two may name one fd.  fd errors: EPERM from a plain thread;
+ * EBADF when fd is not open (or negative); ECANCELED when it is being
+ * weft_close'd as the select starts; ENOMEM (the fd table).  A plain
+ * close(2) of an fd a select waits on is undefined, as for every I/O call.
+ *
+ * ABI: the op values and the fd field were appended; fd sits where a
+ * 64-bit ABI had padding (the struct's size is unchanged there) and is
+ * read only for fd cases.
  */
 enum { WEFT_CHAN_SEND = 1, WEFT_CHAN_RECV = 2, WEFT_SELECT_MAX = 64 };
+enum { WEFT_SELECT_READABLE = 3, WEFT_SELECT_WRITABLE = 4 };
 typedef struct weft_chan_case {
-	weft_chan *ch;
-	int op;		/* WEFT_CHAN_SEND or WEFT_CHAN_RECV */
-	void *elem;	/* the element to send, or where to receive one */
-	int err;	/* out: 0, or EPIPE */
+	weft_chan *ch;	/* NULL for an fd case */
+	int op;		/* WEFT_CHAN_SEND, WEFT_CHAN_RECV, WEFT_SELECT_READABLE or
+			 * WEFT_SELECT_WRITABLE */
+	void *elem;	/* the element to send, or where to receive one; NULL for an fd case */
+	int err;	/* out: 0, EPIPE (a channel) or ECANCELED (an fd) */
+	int fd;		/* an fd case's fd */
 } weft_chan_case;
 WEFT_EXPORT int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline);
 

@@ -33,6 +33,7 @@
 #include "coro.h"
 #include "errors.h"
 #include "fault.h"
+#include "io.h"
 #include "waitq.h"
 #include "weft.h"
 #include "worker.h"
@@ -113,14 +114,34 @@ static void copy(weft_chan *ch, void *to, const void *from)
 
 enum { NOT_READY = -1 };
 
-/* A select's wait: one node per case, all on one waiter and claim word. */
+/* A select's wait: one node per channel case, all on one waiter and claim
+ * word, and its fd cases (at most one per direction: io.h), which park
+ * the same waiter in their fds' slots or queues. */
 struct select_wait {
 	struct weft__waiter waiter;
 	unsigned claim;
-	const weft_chan_case *cases;
+	weft_chan_case *cases;
 	size_t n;
-	struct weft__wnode nodes[WEFT_SELECT_MAX];
+	size_t nfd;				/* fd cases */
+	struct weft__io_case *fd[2];		/* in fds, in case order */
+	size_t fd_case[2];			/* their cases' indices */
+	struct weft__io_case fds[2];		/* by direction (FD_SLOT_IN, FD_SLOT_OUT) */
+	struct weft__wnode nodes[WEFT_SELECT_MAX];	/* a channel case's, at its index */
 };
+
+_Static_assert(sizeof(void *) != 8 || sizeof(weft_chan_case) == 32,
+	       "the fd field sits in what was padding (weft.h's ABI note)");
+
+static bool is_fd_case(const weft_chan_case *c)
+{
+	return c->op == WEFT_SELECT_READABLE || c->op == WEFT_SELECT_WRITABLE;
+}
+
+/* An fd case's direction: FD_SLOT_IN or FD_SLOT_OUT. */
+static int fd_slot(const weft_chan_case *c)
+{
+	return c->op == WEFT_SELECT_READABLE ? FD_SLOT_IN : FD_SLOT_OUT;
+}
 
 static struct weft__waitq *case_queue(const weft_chan_case *c)
 {
@@ -223,6 +244,8 @@ static size_t lock_order(const weft_chan_case *cases, size_t n, weft_chan **out)
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
 		weft_chan *ch = cases[i].ch;
+		if (is_fd_case(&cases[i]))
+			continue;
 		size_t j = k;
 		while (j > 0 && out[j - 1] > ch)
 			j--;
@@ -254,24 +277,36 @@ static int valid_cases(const weft_chan_case *cases, size_t n)
 {
 	if (!cases || n == 0 || n > WEFT_SELECT_MAX)
 		return -1;
+	unsigned slots = 0;	/* the fd cases' directions */
 	for (size_t i = 0; i < n; i++) {
 		const weft_chan_case *c = &cases[i];
-		if (!c->ch || (c->op != WEFT_CHAN_SEND && c->op != WEFT_CHAN_RECV) ||
-		    (!c->elem && c->ch->elem_size))
+		if (is_fd_case(c)) {
+			unsigned bit = 1u << fd_slot(c);
+			if (c->ch || c->elem || (slots & bit))
+				return -1;
+			slots |= bit;
+		} else if (!c->ch || (c->op != WEFT_CHAN_SEND && c->op != WEFT_CHAN_RECV) ||
+			   (!c->elem && c->ch->elem_size)) {
 			return -1;
+		}
 	}
 	return 0;
 }
 
-/* Under every lock: the first ready case from a random start, or -1. */
-static long select_ready(weft_chan_case *cases, size_t n, struct weft__wakes *ws)
+/* Under every lock: the first ready case from a random start, or -1 (an
+ * fd case is ready if its poll said so: choosing it performs nothing). */
+static long select_ready(struct select_wait *sw, struct weft__wakes *ws)
 {
-	size_t start = weft__worker_rand_any() % n;
+	size_t n = sw->n, start = weft__worker_rand_any() % n;
 	for (size_t k = 0; k < n; k++) {
 		size_t i = (start + k) % n;
-		weft_chan_case *c = &cases[i];
-		int r = c->op == WEFT_CHAN_SEND ? try_send(c->ch, c->elem, ws)
-						: try_recv(c->ch, c->elem, ws);
+		weft_chan_case *c = &sw->cases[i];
+		int r;
+		if (is_fd_case(c))
+			r = sw->fds[fd_slot(c)].ready ? 0 : NOT_READY;
+		else
+			r = c->op == WEFT_CHAN_SEND ? try_send(c->ch, c->elem, ws)
+						    : try_recv(c->ch, c->elem, ws);
 		if (r != NOT_READY) {
 			c->err = r;
 			return (long)i;
@@ -280,57 +315,154 @@ static long select_ready(weft_chan_case *cases, size_t n, struct weft__wakes *ws
 	return -1;
 }
 
-/* Under every lock: parks a node per case, waits, settles, and returns
- * with every lock released.  Abandoned, it relocks every channel to unlink
- * its nodes (they live: it waits on each); claimed, every channel but the
- * claimer's, whose nodes the claimer unlinked (claim): that one may be
- * freed already. */
-static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t k,
-			int64_t deadline, int *err)
+/* select_park's answer when readiness woke it: poll again. */
+enum { SELECT_AGAIN = -2 };
+
+/* Whether the park result r is a channel claimer's wake (waitq.h), not an
+ * fd queue's hand-over. */
+static bool claimer_woke(int r)
 {
-	struct select_wait sw;	/* not zeroed: its nodes are written as used */
-	sw.claim = 0;
-	sw.cases = cases;
-	sw.n = n;
-	weft__waiter_init(&sw.waiter);
-	for (size_t i = 0; i < n; i++) {
-		sw.nodes[i] = (struct weft__wnode){ .waiter = &sw.waiter, .claim = &sw.claim,
-						    .index = (unsigned)i, .data = cases[i].elem };
-		weft__waitq_push(case_queue(&cases[i]), &sw.nodes[i]);
+	return (r & WEFT__PARK_WAKE_CLAIMED) && !(r & WEFT__PARK_WAKE_READY);
+}
+
+/* After the park: the channel side.  Returns the case a channel claimer
+ * completed, or n.  A claimer's wake carries CLAIMED, and so does an fd
+ * queue's hand-over of a turn (fdtable.c), with READY: that one is no
+ * claim of ours, and the claim word decides.  Abandoned, it relocks every
+ * channel to unlink its nodes (they live: it waits on each); claimed,
+ * every channel but the claimer's, whose nodes the claimer unlinked
+ * (claim): that one may be freed already. */
+static size_t settle_channels(struct select_wait *sw, weft_chan **chs, size_t k, int r)
+{
+	struct weft__wnode handle = { .waiter = &sw->waiter, .claim = &sw->claim };
+	bool by_claimer = claimer_woke(r);
+	bool claimed = by_claimer || !weft__wnode_abandon(&handle);
+	size_t won = claimed ? weft__wnode_claimed_case(&handle, by_claimer ? r : r & ~WEFT__PARK_WAKE_CLAIMED)
+			     : sw->n;
+	const weft_chan *skip = claimed ? sw->cases[won].ch : NULL;
+	lock_all(chs, k, skip);
+	for (size_t i = 0; i < sw->n; i++)
+		if (!is_fd_case(&sw->cases[i]) && sw->cases[i].ch != skip)
+			weft__waitq_unlink(case_queue(&sw->cases[i]), &sw->nodes[i]);
+	unlock_all(chs, k, skip);
+	return won;
+}
+
+/* Under every lock: parks a node per channel case and the waiter in each
+ * fd case's slot or queue, waits, settles, and returns with every lock
+ * released: the case done, SELECT_AGAIN, or -1 with *err. */
+static long select_park(struct select_wait *sw, weft_chan **chs, size_t k, int64_t deadline,
+			int *err)
+{
+	weft_chan_case *cases = sw->cases;
+	sw->claim = 0;
+	weft__waiter_init(&sw->waiter);
+	for (size_t i = 0; i < sw->n; i++) {
+		if (is_fd_case(&cases[i]))
+			continue;
+		sw->nodes[i] = (struct weft__wnode){ .waiter = &sw->waiter, .claim = &sw->claim,
+						     .index = (unsigned)i, .data = cases[i].elem };
+		weft__waitq_push(case_queue(&cases[i]), &sw->nodes[i]);
 	}
 	unlock_all(chs, k, NULL);	/* RMWs: the StoreLoad the wait needs */
-	int r = weft__waiter_wait_fenced(&sw.waiter, deadline);
-	bool claimed = (r & WEFT__PARK_WAKE_CLAIMED) || !weft__wnode_abandon(&sw.nodes[0]);
-	size_t won = claimed ? weft__wnode_claimed_case(&sw.nodes[0], r) : n;
-	const weft_chan *skip = claimed ? cases[won].ch : NULL;
-	lock_all(chs, k, skip);
-	for (size_t i = 0; i < n; i++)
-		if (cases[i].ch != skip)
-			weft__waitq_unlink(case_queue(&cases[i]), &sw.nodes[i]);
-	unlock_all(chs, k, skip);
-	if (!claimed) {
-		*err = r;
-		return -1;
+	int self = 0;
+	for (size_t j = 0; j < sw->nfd; j++) {	/* RMWs too: slot CASes, qlock */
+		int r = weft__io_case_park(sw->fd[j], &sw->waiter);
+		self = self ? self : r;
 	}
-	cases[won].err = sw.nodes[won].result;
-	return (long)won;
+	if (self)	/* readiness nobody had, or a close: do not sleep */
+		weft__waiter_wake(&sw->waiter, self);
+	int r = weft__waiter_wait_fenced(&sw->waiter, deadline);
+	size_t won = settle_channels(sw, chs, k, r);
+	/* the fd cases see no channel claimer's flag (fdtable.h's results) */
+	int fd_r = claimer_woke(r) ? r & ~WEFT__PARK_WAKE_CLAIMED : r;
+	bool again = false;
+	long closed = -1;
+	for (size_t j = 0; j < sw->nfd; j++) {
+		weft__io_case_settle(sw->fd[j], &sw->waiter, fd_r);
+		if (closed < 0 && weft__io_case_closed(sw->fd[j]))
+			closed = (long)sw->fd_case[j];
+		again |= sw->fd[j]->ready;
+	}
+	if (won < sw->n) {	/* done, whatever else came */
+		cases[won].err = sw->nodes[won].result;
+		return (long)won;
+	}
+	if (closed >= 0 || again)	/* an interrupt that came too waits */
+		weft__park_interrupt_unused(sw->waiter.co, r);
+	if (closed >= 0) {
+		cases[closed].err = ECANCELED;
+		return closed;
+	}
+	if (again)
+		return SELECT_AGAIN;
+	*err = r;
+	return -1;
+}
+
+/* Ends the fd cases that began; `won` the case reported (or -1). */
+static void fd_cases_end(struct select_wait *sw, long won)
+{
+	for (size_t j = 0; j < sw->nfd; j++)
+		weft__io_case_end(sw->fd[j], (long)sw->fd_case[j] == won);
+}
+
+/* Begins every fd case: 0, or -1 with errno (none left begun). */
+static int fd_cases_begin(struct select_wait *sw, int64_t deadline)
+{
+	sw->nfd = 0;
+	for (size_t i = 0; i < sw->n; i++) {
+		const weft_chan_case *c = &sw->cases[i];
+		if (!is_fd_case(c))
+			continue;
+		int d = fd_slot(c);
+		struct weft__io_case *fc = &sw->fds[d];
+		if (weft__io_case_begin(fc, c->fd, d == FD_SLOT_IN ? WEFT_IN : WEFT_OUT, deadline) != 0) {
+			int e = weft__err_get();
+			fd_cases_end(sw, -1);
+			return weft__err_fail(e);
+		}
+		sw->fd_case[sw->nfd] = i;
+		sw->fd[sw->nfd++] = fc;
+	}
+	return 0;
+}
+
+/* One round: the fd cases polled, the channels tried, else a park.  The
+ * case done, SELECT_AGAIN, or -1 with *err. */
+static long select_once(struct select_wait *sw, weft_chan **chs, size_t k, int64_t deadline,
+			int *err)
+{
+	if (sw->nfd && (*err = -weft__io_cases_poll(sw->fd, sw->nfd)) != 0)
+		return -1;
+	struct weft__wakes ws = { NULL };
+	lock_all(chs, k, NULL);
+	long i = select_ready(sw, &ws);
+	if (i >= 0 || weft__clock_deadline_passed(deadline)) {
+		unlock_all(chs, k, NULL);
+		weft__wakes_run(&ws);
+		*err = ETIMEDOUT;
+		return i;
+	}
+	/* nothing was ready: ws is empty */
+	return select_park(sw, chs, k, deadline, err);
 }
 
 int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
 {
 	if (weft__co_take_entry(valid_cases(cases, n) == 0) != 0)
 		return -1;
+	struct select_wait sw;	/* not zeroed: its parts are written as used */
+	sw.cases = cases;
+	sw.n = n;
+	if (fd_cases_begin(&sw, deadline) != 0)
+		return -1;
 	weft_chan *chs[WEFT_SELECT_MAX];
 	size_t k = lock_order(cases, n, chs);
-	struct weft__wakes ws = { NULL };
-	lock_all(chs, k, NULL);
-	long i = select_ready(cases, n, &ws);
-	int err = ETIMEDOUT;
-	if (i >= 0 || weft__clock_deadline_passed(deadline)) {
-		unlock_all(chs, k, NULL);
-		weft__wakes_run(&ws);
-	} else {	/* nothing was ready: ws is empty */
-		i = select_park(cases, n, chs, k, deadline, &err);
-	}
+	long i;
+	int err = 0;
+	while ((i = select_once(&sw, chs, k, deadline, &err)) == SELECT_AGAIN)
+		;
+	fd_cases_end(&sw, i);
 	return i < 0 ? weft__err_fail(err) : (int)i;
 }

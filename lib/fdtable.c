@@ -330,15 +330,27 @@ void weft__fd_pass(struct weft__fd *e, int d)
 		weft__wnode_wake(n);
 }
 
-void weft__fd_nudge_slow(struct weft__fd *e, int d)
+/* Wakes the waiter in d's slot, with readiness; with mark_ready, leaves
+ * readiness for the next one when nobody waits there. */
+static void nudge(struct weft__fd *e, int d, bool mark_ready)
 {
 	bool queued;
-	struct weft__waiter *w = weft__fd_slot_claim(&e->slot[d], false, &queued);
+	struct weft__waiter *w = weft__fd_slot_claim(&e->slot[d], mark_ready, &queued);
 	if (!w)
 		return;
 	int bit = d == FD_SLOT_IN ? WEFT_IN : WEFT_OUT;
 	int r = WEFT__PARK_WAKE_READY | bit | (queued ? FD_WAKE_TURN(bit) : 0);
 	weft__fd_slot_release(e, d, queued, weft__waiter_wake(w, r), true);
+}
+
+void weft__fd_nudge_slow(struct weft__fd *e, int d)
+{
+	nudge(e, d, false);
+}
+
+void weft__fd_redeliver(struct weft__fd *e, int d)
+{
+	nudge(e, d, true);
 }
 
 void weft__fd_slot_forget(void **slot)

@@ -204,6 +204,10 @@ static inline void weft__fd_nudge(struct weft__fd *e, int d)
 	if ((uintptr_t)v >= 4096)	/* a waiter (slot.h): rare */
 		weft__fd_nudge_slow(e, d);
 }
+/* A call that took readiness on d and returns without using it (a select
+ * that reported another case): the readiness goes to a waiter in the
+ * slot, or is left for the next one (READY; a stale one costs a retry). */
+void weft__fd_redeliver(struct weft__fd *e, int d);
 /* Drops readiness seen while nobody waited (weft_wait re-checks with poll). */
 void weft__fd_slot_forget(void **slot);
 /* Readiness side.  Claims the waiter in d's slot, or returns NULL: with

@@ -42,19 +42,6 @@
 static const int64_t BACKOFF_MIN_NS = 1000 * 1000;
 static const int64_t BACKOFF_MAX_NS = 100 * 1000 * 1000;
 
-/* An I/O call in flight on fd: its entry, the generation it started in,
- * and what it must do for the fd's other waiters when it returns (`leave`):
- * pass the turns it holds (FD_WAKE_TURN of their directions, as in a wake
- * result), or wake a waiter that parked in the slot since readiness came
- * to this call (WEFT_IN/WEFT_OUT: readiness taken without the turn). */
-struct io {
-	int fd;
-	unsigned gen;
-	struct weft__fd *e;
-	struct weft__worker *w;	/* the caller's worker, until the call parks */
-	unsigned char leave;
-};
-
 enum { LEAVE_TURNS = FD_WAKE_TURN(WEFT_IN | WEFT_OUT) };	/* the turn bits of leave */
 
 /* Drops a reference taken in io_begin. */
@@ -104,7 +91,7 @@ static int gen_settled(struct weft__fd *e, unsigned *gen, bool call, int64_t dea
  * its close(2), where it would outlive the fd: gen stays odd until
  * close(2) has returned (weft_close).
  */
-static int io_begin(struct io *io, int fd, int64_t deadline)
+static int io_begin(struct weft__io *io, int fd, int64_t deadline)
 {
 	struct weft__worker *w = weft__worker_self();
 	if (!w || !w->current)
@@ -144,7 +131,7 @@ static int io_begin(struct io *io, int fd, int64_t deadline)
 /* The call moved n bytes (n >= 0): they count against the budget too
  * (worker.h), unless it parked, which gave the worker back.  A transfer
  * under a unit's worth costs one compare. */
-static inline void io_moved(struct io *io, ssize_t n)
+static inline void io_moved(struct weft__io *io, ssize_t n)
 {
 	if (n >= WEFT__WORKER_BUDGET_BYTES && io->w)
 		weft__worker_spend_bytes(io->w, (size_t)n);
@@ -154,7 +141,7 @@ static inline void io_moved(struct io *io, ssize_t n)
  * not end in EAGAIN, so what woke it may not be used up, and the next
  * waiter gets to try (fdtable.c).  A call that took readiness without the
  * turn wakes a waiter that parked in the slot meanwhile (weft__fd_nudge). */
-static __attribute__((noinline)) void io_leave(struct io *io)
+static __attribute__((noinline)) void io_leave(struct weft__io *io)
 {
 	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
 		if (io->leave & FD_WAKE_TURN(bit))
@@ -166,7 +153,7 @@ static __attribute__((noinline)) void io_leave(struct io *io)
 
 /* Ends the call.  The common case inline: a read woken by readiness, with
  * nobody else waiting (one load). */
-static inline void io_end(struct io *io)
+static inline void io_end(struct weft__io *io)
 {
 	unsigned leave = io->leave;
 	if (leave) {
@@ -178,13 +165,13 @@ static inline void io_end(struct io *io)
 	ref_drop(io->e);
 }
 
-static bool io_closed(struct io *io)
+static bool io_closed(const struct weft__io *io)
 {
 	return at_load_uint(&io->e->gen) != io->gen;
 }
 
 /* The call's result: r (>= 0), or -1 with errno e, after io_end. */
-static ssize_t io_return(struct io *io, ssize_t r, int e)
+static ssize_t io_return(struct weft__io *io, ssize_t r, int e)
 {
 	io_end(io);
 	return r >= 0 ? r : weft__err_fail(e);
@@ -192,7 +179,7 @@ static ssize_t io_return(struct io *io, ssize_t r, int e)
 
 /* Takes w out of the slots in `parked` (a waiter leaving a slot it held
  * with others queued takes the turn, to pass it on). */
-static inline void retract(struct io *io, int parked, struct weft__waiter *w)
+static inline void retract(struct weft__io *io, int parked, struct weft__waiter *w)
 {
 	if ((parked & WEFT_IN) && weft__fd_retract(io->e, FD_SLOT_IN, w))
 		io->leave |= FD_WAKE_TURN(WEFT_IN);
@@ -202,7 +189,7 @@ static inline void retract(struct io *io, int parked, struct weft__waiter *w)
 
 /* Takes w's nodes out of the queues in `queued`; returns those whose
  * claimer had taken it (each hands the turn, or wakes it for a close). */
-static int unqueue(struct io *io, int queued, struct weft__fd_node *q)
+static int unqueue(struct weft__io *io, int queued, struct weft__fd_node *q)
 {
 	int claimed = 0;
 	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++)
@@ -213,7 +200,7 @@ static int unqueue(struct io *io, int queued, struct weft__fd_node *q)
 
 /* After unqueue: waits out the claimers of the queues in `claimed` and
  * takes the turns they handed over; r is the park result. */
-static void take_turns(struct io *io, int claimed, struct weft__fd_node *q, int r)
+static void take_turns(struct weft__io *io, int claimed, struct weft__fd_node *q, int r)
 {
 	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
 		if (!(claimed & bit))
@@ -227,6 +214,62 @@ static void take_turns(struct io *io, int claimed, struct weft__fd_node *q, int 
  * of a park: those are >= 0 or a negative errno above -4096). */
 enum { WOULD_QUEUE = INT_MIN };
 
+/* Puts w in the slot, or the queue through q, of each direction of
+ * events, or takes readiness nobody had (p says which, per direction); a
+ * turn parked goes back into the slot, and readiness is counted anew.
+ * With q NULL (one direction only) it returns WOULD_QUEUE where it would
+ * queue, having changed nothing; else 0. */
+static inline __attribute__((always_inline)) int io_publish(struct weft__io *io, int events,
+							    struct weft__waiter *w,
+							    struct weft__fd_node *q,
+							    struct weft__io_parked *p)
+{
+	*p = (struct weft__io_parked){ 0, 0, 0 };
+	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
+		if (!(events & bit))
+			continue;
+		int r = weft__fd_park(io->e, d, w, io->leave & FD_WAKE_TURN(bit), q ? &q[d] : NULL);
+		if (r == FD_WOULD_QUEUE)
+			return WOULD_QUEUE;
+		p->parked |= r == FD_IN_SLOT ? bit : 0;
+		p->queued |= r == FD_IN_QUEUE ? bit : 0;
+		p->ready |= r == FD_TOOK_READY ? bit : 0;
+	}
+	io->leave &= (unsigned char)(LEAVE_TURNS & ~FD_WAKE_TURN(p->parked));
+	return 0;
+}
+
+/* Takes w back from where io_publish put it; returns the directions whose
+ * queue node a claimer had taken (each hands the turn, or wakes it for a
+ * close). */
+static inline __attribute__((always_inline)) int io_retract(struct weft__io *io,
+							    const struct weft__io_parked *p,
+							    struct weft__waiter *w,
+							    struct weft__fd_node *q)
+{
+	retract(io, p->parked, w);
+	return p->queued ? unqueue(io, p->queued, q) : 0;
+}
+
+/* After io_retract, r being the park result: takes the turns handed over
+ * and notes what the call must do when it returns (`leave`); returns the
+ * ready subset of events (ready: the readiness io_publish took). */
+static inline __attribute__((always_inline)) int io_settled(struct weft__io *io, int events,
+							    int ready, int claimed,
+							    struct weft__fd_node *q, int r)
+{
+	if (claimed) {
+		take_turns(io, claimed, q, r);
+		ready |= claimed;
+	}
+	if (r & WEFT__PARK_WAKE_READY) {	/* a readiness wake may hand the turn */
+		ready |= r & events;
+		io->leave |= (unsigned char)(r & FD_WAKE_TURN(events));
+	}
+	io->leave |= (unsigned char)(ready & ~(io->leave >> 4));	/* readiness without a turn */
+	return ready;
+}
+
 /*
  * Parks until one of events is (probably) ready: returns the subset the wake
  * reported, which may be spurious (readiness seen earlier and since used
@@ -238,49 +281,29 @@ enum { WOULD_QUEUE = INT_MIN };
  * direction only) it returns WOULD_QUEUE where it would queue, having
  * changed nothing but w's arming.
  */
-static inline __attribute__((always_inline)) int io_wait(struct io *io, int events,
+static inline __attribute__((always_inline)) int io_wait(struct weft__io *io, int events,
 							 int64_t deadline, struct weft__waiter *w,
 							 struct weft__fd_node *q)
 {
-	int parked = 0, queued = 0, ready = 0;
-	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
-		if (!(events & bit))
-			continue;
-		int r = weft__fd_park(io->e, d, w, io->leave & FD_WAKE_TURN(bit), q ? &q[d] : NULL);
-		if (r == FD_WOULD_QUEUE)
-			return WOULD_QUEUE;
-		parked |= r == FD_IN_SLOT ? bit : 0;
-		queued |= r == FD_IN_QUEUE ? bit : 0;
-		ready |= r == FD_TOOK_READY ? bit : 0;
-	}
-	/* a turn parked goes back into the slot; readiness is counted anew */
-	io->leave &= (unsigned char)(LEAVE_TURNS & ~FD_WAKE_TURN(parked));
-	int r, claimed = 0;
+	struct weft__io_parked p;
+	if (io_publish(io, events, w, q, &p) == WOULD_QUEUE)
+		return WOULD_QUEUE;
+	int r, claimed;
 	/* The close check comes after the slot CASes (see fdtable.h). */
-	if (ready || io_closed(io)) {
-		retract(io, parked, w);
-		claimed = queued ? unqueue(io, queued, q) : 0;
+	if (p.ready || io_closed(io)) {
+		claimed = io_retract(io, &p, w, q);
 		/* a claimer of ours is about to wake w, or lost to whoever did:
 		 * let the wake land rather than disarm under it */
 		r = claimed ? weft__waiter_wait(w, -1) : weft__waiter_disarm(w);
 		if (r == WEFT__WAITER_NOT_WOKEN)
-			r = ready ? WEFT__PARK_WAKE_READY | ready : ECANCELED;
+			r = p.ready ? WEFT__PARK_WAKE_READY | p.ready : ECANCELED;
 	} else {
 		/* every direction was published by an RMW after the arming (a
 		 * slot's CAS, or the queue lock): the fence the wait needs */
 		r = weft__waiter_wait_fenced(w, deadline);
-		retract(io, parked, w);
-		claimed = queued ? unqueue(io, queued, q) : 0;
+		claimed = io_retract(io, &p, w, q);
 	}
-	if (claimed) {
-		take_turns(io, claimed, q, r);
-		ready |= claimed;
-	}
-	if (r & WEFT__PARK_WAKE_READY) {	/* a readiness wake may hand the turn */
-		ready |= r & events;
-		io->leave |= (unsigned char)(r & FD_WAKE_TURN(events));
-	}
-	io->leave |= (unsigned char)(ready & ~(io->leave >> 4));	/* readiness without a turn */
+	int ready = io_settled(io, events, p.ready, claimed, q, r);
 	int got = io_closed(io) ? -ECANCELED : ready || (r & WEFT__PARK_WAKE_READY) ? ready : -r;
 	if (got != -EINTR)	/* ready or closed all the same */
 		weft__park_interrupt_unused(w->co, r);
@@ -291,7 +314,7 @@ static inline __attribute__((always_inline)) int io_wait(struct io *io, int even
  * direction, a free slot) keeps them off its frame.  Every message's
  * resume touches that frame's lines, cold with a thousand connections in
  * rotation (docs/notes/2026-12-06-lines-a-message-touches.md). */
-static __attribute__((noinline)) int io_wait_queued(struct io *io, int events, int64_t deadline,
+static __attribute__((noinline)) int io_wait_queued(struct weft__io *io, int events, int64_t deadline,
 						     struct weft__waiter *w)
 {
 	struct weft__fd_node q[2];
@@ -299,7 +322,7 @@ static __attribute__((noinline)) int io_wait_queued(struct io *io, int events, i
 }
 
 /* io_wait, or the wait-until-ready of a file epoll cannot watch. */
-static int io_park(struct io *io, int events, int64_t deadline)
+static int io_park(struct weft__io *io, int events, int64_t deadline)
 {
 	io->w = NULL;	/* it may go on on another worker, in another dispatch */
 	if (io->e->flags & FD_NO_POLL) {
@@ -320,7 +343,7 @@ static int io_park(struct io *io, int events, int64_t deadline)
 
 /* After a syscall failed with errno e: 0 to retry it (EINTR, or EAGAIN and
  * then a wake for events), else the errno to fail with. */
-static int io_retry(struct io *io, int e, int events, int64_t deadline)
+static int io_retry(struct weft__io *io, int e, int events, int64_t deadline)
 {
 	if (e == EINTR)
 		return 0;
@@ -343,7 +366,7 @@ static int io_retry(struct io *io, int e, int events, int64_t deadline)
  * come for the end of file (found by test/soak: CLOSE-WAIT connections
  * whose readers never woke).  The harvester sets `hangup` before it wakes.
  */
-static int park_if_drained(struct io *io, int64_t deadline)
+static int park_if_drained(struct weft__io *io, int64_t deadline)
 {
 	if (!at_load_uint(&io->e->drained) || !(io->e->flags & FD_STREAM) || at_load_uint(&io->e->hangup) ||
 	    weft__clock_deadline_passed(deadline))
@@ -361,7 +384,7 @@ static int park_if_drained(struct io *io, int64_t deadline)
 #define IO_LOOP static inline __attribute__((always_inline)) ssize_t
 
 /* io_begin for op, which learns the fd's kind for its attempts. */
-static int io_open(struct io *io, int fd, struct weft__io_op *op, int64_t deadline)
+static int io_open(struct weft__io *io, int fd, struct weft__io_op *op, int64_t deadline)
 {
 	if (io_begin(io, fd, deadline) != 0)
 		return -1;
@@ -372,7 +395,7 @@ static int io_open(struct io *io, int fd, struct weft__io_op *op, int64_t deadli
 IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_op *op,
 		int64_t deadline)
 {
-	struct io io;
+	struct weft__io io;
 	if (io_open(&io, fd, op, deadline) != 0)
 		return -1;
 	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
@@ -428,7 +451,7 @@ ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
 /* The write-all loop (io.h). */
 IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, int64_t deadline)
 {
-	struct io io;
+	struct weft__io io;
 	if (io_open(&io, fd, op, deadline) != 0)
 		return -1;
 	if (op->len > SSIZE_MAX)
@@ -509,7 +532,7 @@ void weft__io_nodelay(int fd)
 
 int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadline)
 {
-	struct io io;
+	struct weft__io io;
 	if (io_begin(&io, fd, deadline) != 0)
 		return -1;
 	int64_t step = BACKOFF_MIN_NS;
@@ -535,35 +558,65 @@ int weft_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int64_t deadl
 	}
 }
 
-/* poll(2) without waiting: the ready subset of events, or -errno. */
-static int ready_now(int fd, int events)
+/* poll(2) of n fds without waiting: 0, or -errno (EBADF: one is not
+ * open). */
+static int poll_now(struct pollfd *p, nfds_t n)
 {
-	struct pollfd p = { .fd = fd, .events = (short)((events & WEFT_IN ? POLLIN : 0) |
-							  (events & WEFT_OUT ? POLLOUT : 0)) };
-	int n;
-	while ((n = poll(&p, 1, 0)) < 0 && weft__err_get() == EINTR)
+	int r;
+	while ((r = poll(p, n, 0)) < 0 && weft__err_get() == EINTR)
 		;
-	if (n < 0)
+	if (r < 0)
 		return -weft__err_get();
-	if (p.revents & POLLNVAL)
-		return -EBADF;
+	for (nfds_t i = 0; i < n; i++)
+		if (p[i].revents & POLLNVAL)
+			return -EBADF;
+	return 0;
+}
+
+static struct pollfd poll_for(int fd, int events)
+{
+	return (struct pollfd){ .fd = fd, .events = (short)((events & WEFT_IN ? POLLIN : 0) |
+							       (events & WEFT_OUT ? POLLOUT : 0)) };
+}
+
+/* The ready subset of events in p's answer (a hang-up or an error is
+ * ready for both). */
+static int poll_ready(const struct pollfd *p, int events)
+{
 	int r = 0;
-	if ((events & WEFT_IN) && (p.revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)))
+	if ((events & WEFT_IN) && (p->revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)))
 		r |= WEFT_IN;
-	if ((events & WEFT_OUT) && (p.revents & (POLLOUT | POLLHUP | POLLERR)))
+	if ((events & WEFT_OUT) && (p->revents & (POLLOUT | POLLHUP | POLLERR)))
 		r |= WEFT_OUT;
 	return r;
 }
 
+/* poll(2) without waiting: the ready subset of events, or -errno. */
+static int ready_now(int fd, int events)
+{
+	struct pollfd p = poll_for(fd, events);
+	int r = poll_now(&p, 1);
+	return r < 0 ? r : poll_ready(&p, events);
+}
+
+/* Readiness remembered from before is stale: poll decides.  It was what
+ * a read's drained hint counted on (park_if_drained), so the next read
+ * must try. */
+static void forget_ready(struct weft__io *io, int events)
+{
+	if (events & WEFT_IN) {
+		weft__fd_slot_forget(&io->e->slot[FD_SLOT_IN]);
+		at_store_uint(&io->e->drained, 0);
+	}
+	if (events & WEFT_OUT)
+		weft__fd_slot_forget(&io->e->slot[FD_SLOT_OUT]);
+}
+
 /* weft_wait's loop, for an io already begun: exact readiness, or -errno. */
-static int wait_ready(struct io *io, int events, int64_t deadline)
+static int wait_ready(struct weft__io *io, int events, int64_t deadline)
 {
 	for (;;) {
-		/* Readiness remembered from before is stale: poll decides. */
-		if (events & WEFT_IN)
-			weft__fd_slot_forget(&io->e->slot[FD_SLOT_IN]);
-		if (events & WEFT_OUT)
-			weft__fd_slot_forget(&io->e->slot[FD_SLOT_OUT]);
+		forget_ready(io, events);
 		int r = ready_now(io->fd, events);
 		if (r != 0)
 			return r;
@@ -575,7 +628,7 @@ static int wait_ready(struct io *io, int events, int64_t deadline)
 /* weft_wait after the caller's EAGAIN: one park, no poll; readiness it
  * took may be spurious (weft.h), and a wake that brought none counts as
  * readiness for all of events (the caller's retry will tell). */
-static int wait_edge(struct io *io, int events, int64_t deadline)
+static int wait_edge(struct weft__io *io, int events, int64_t deadline)
 {
 	int r = io_park(io, events, deadline);
 	return r == 0 ? events : r;
@@ -586,7 +639,7 @@ int weft_wait(int fd, int events, int64_t deadline)
 	int dirs = events & (WEFT_IN | WEFT_OUT);
 	if (!dirs || (events & ~(WEFT_IN | WEFT_OUT | WEFT_AFTER_EAGAIN)))
 		return weft_self() ? weft__err_fail(EINVAL) : weft__err_fail(EPERM);
-	struct io io;
+	struct weft__io io;
 	if (io_begin(&io, fd, deadline) != 0)
 		return -1;
 	int r = events & WEFT_AFTER_EAGAIN ? wait_edge(&io, dirs, deadline)
@@ -596,9 +649,73 @@ int weft_wait(int fd, int events, int64_t deadline)
 	return (int)io_return(&io, r, -r);
 }
 
+/* ------------------------------------------------------ select's fd cases */
+
+static int case_slot(const struct weft__io_case *c)
+{
+	return c->events == WEFT_IN ? FD_SLOT_IN : FD_SLOT_OUT;
+}
+
+int weft__io_case_begin(struct weft__io_case *c, int fd, int events, int64_t deadline)
+{
+	c->events = (unsigned char)events;
+	c->ready = 0;
+	return io_begin(&c->io, fd, deadline);
+}
+
+int weft__io_cases_poll(struct weft__io_case *const *cs, size_t n)
+{
+	struct pollfd p[2];
+	WEFT__ASSERT(n <= 2);	/* one per direction */
+	for (size_t i = 0; i < n; i++) {
+		forget_ready(&cs[i]->io, cs[i]->events);
+		p[i] = poll_for(cs[i]->io.fd, cs[i]->events);
+	}
+	int r = poll_now(p, n);
+	for (size_t i = 0; i < n; i++)
+		cs[i]->ready = r == 0 && poll_ready(&p[i], cs[i]->events);
+	return r;
+}
+
+int weft__io_case_park(struct weft__io_case *c, struct weft__waiter *w)
+{
+	c->io.w = NULL;	/* it may go on on another worker */
+	c->p = (struct weft__io_parked){ 0, 0, 0 };
+	if (c->io.e->flags & FD_NO_POLL)	/* epoll cannot tell: always ready */
+		return WEFT__PARK_WAKE_READY | c->events;
+	io_publish(&c->io, c->events, w, c->q, &c->p);
+	/* The close check comes after the slot CAS (see fdtable.h). */
+	if (io_closed(&c->io))
+		return ECANCELED;
+	return c->p.ready ? WEFT__PARK_WAKE_READY | c->p.ready : 0;
+}
+
+void weft__io_case_settle(struct weft__io_case *c, struct weft__waiter *w, int r)
+{
+	int claimed = io_retract(&c->io, &c->p, w, c->q);
+	c->ready = io_settled(&c->io, c->events, c->p.ready, claimed, c->q, r) != 0;
+}
+
+bool weft__io_case_closed(const struct weft__io_case *c)
+{
+	return io_closed(&c->io);
+}
+
+void weft__io_case_end(struct weft__io_case *c, bool reported)
+{
+	/* a turn held is passed on anyway, and leaves READY with nobody
+	 * queued: only readiness without it needs handing back */
+	if (!reported && c->ready && !(c->io.leave & FD_WAKE_TURN(c->events)) &&
+	    !weft__io_case_closed(c)) {
+		c->io.leave &= (unsigned char)~c->events;
+		weft__fd_redeliver(c->io.e, case_slot(c));
+	}
+	io_end(&c->io);
+}
+
 int weft_connect(int fd, const struct sockaddr *addr, socklen_t addrlen, int64_t deadline)
 {
-	struct io io;
+	struct weft__io io;
 	if (io_begin(&io, fd, deadline) != 0)
 		return -1;
 	if (connect(fd, addr, addrlen) == 0)

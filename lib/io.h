@@ -29,7 +29,31 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "fdtable.h"
+
 struct weft__io_op;
+struct weft__waiter;
+struct weft__worker;
+
+/* An I/O call in flight on fd: its entry, the generation it started in,
+ * and what it must do for the fd's other waiters when it returns (`leave`):
+ * pass the turns it holds (FD_WAKE_TURN of their directions, as in a wake
+ * result), or wake a waiter that parked in the slot since readiness came
+ * to this call (WEFT_IN/WEFT_OUT: readiness taken without the turn). */
+struct weft__io {
+	int fd;
+	unsigned gen;
+	struct weft__fd *e;
+	struct weft__worker *w;	/* the caller's worker, until the call parks */
+	unsigned char leave;
+};
+
+/* Where a park put a waiter, per direction (WEFT_IN/WEFT_OUT bits): in
+ * the slot, in the queue, or nowhere since it took readiness nobody had
+ * (fdtable.h's FD_IN_SLOT, FD_IN_QUEUE, FD_TOOK_READY). */
+struct weft__io_parked {
+	unsigned char parked, queued, ready;
+};
 
 /* One non-blocking try on fd: >= 0, or -1 with errno (EAGAIN: park). */
 typedef ssize_t weft__io_attempt(struct weft__io_op *op, int fd);
@@ -58,6 +82,43 @@ ssize_t weft__io_call(int fd, int events, struct weft__io_op *op, int64_t deadli
  * bytes it wrote, which the loop adds to op->done.  On an error a prefix
  * (op->done bytes) has been written. */
 ssize_t weft__io_write_all(int fd, struct weft__io_op *op, int64_t deadline);
+
+/*
+ * An fd case of weft_chan_select (chan.c): a call in flight on fd for one
+ * direction, whose waiter is the select's, parked beside its channel
+ * nodes: io.c's wait in steps.  The select
+ *   begins each case (a reference on the entry, the fd registered);
+ *   polls them (weft__io_cases_poll: exact readiness, as weft_wait's);
+ *   parks: weft__io_case_park on each, after its channel nodes; a case
+ *   that must not sleep (readiness nobody had taken, a close) returns the
+ *   result the select wakes its own waiter with;
+ *   settles each once resumed (weft__io_case_settle, with the park result
+ *   as the fd cases see it: without a channel claimer's CLAIMED flag);
+ *   ends each (weft__io_case_end), saying whether it reported that case.
+ * A wake names its direction, not its fd, so a select has at most one
+ * case per direction; the two may share an fd.
+ */
+struct weft__io_case {
+	struct weft__io io;
+	struct weft__fd_node q[2];	/* its place in its direction's queue, if it queues */
+	struct weft__io_parked p;
+	unsigned char events;	/* WEFT_IN or WEFT_OUT */
+	unsigned char ready;	/* its last poll, or settle, saw it ready */
+};
+/* 0, or -1 with errno (EPERM outside a coroutine, EBADF, ECANCELED...). */
+int weft__io_case_begin(struct weft__io_case *c, int fd, int events, int64_t deadline);
+/* Drops the readiness the n cases remember and asks poll(2), without
+ * waiting, which are ready now (each case's `ready`): 0, or -errno (EBADF
+ * for an fd that is not open). */
+int weft__io_cases_poll(struct weft__io_case *const *cs, size_t n);
+/* 0 parked, else the wake result the select must wake itself with. */
+int weft__io_case_park(struct weft__io_case *c, struct weft__waiter *w);
+void weft__io_case_settle(struct weft__io_case *c, struct weft__waiter *w, int r);
+/* Whether c's fd was weft_close'd or weft_release'd since c began. */
+bool weft__io_case_closed(const struct weft__io_case *c);
+/* Ends c; readiness it saw that the select did not report (`reported`
+ * false) is left for the fd's next waiter. */
+void weft__io_case_end(struct weft__io_case *c, bool reported);
 
 /* Turns Nagle's algorithm off on a connected socket (weft_accept's and
  * weft_dial's, weft.h), best effort: a socket that refuses it (one that is

@@ -42,7 +42,7 @@ static int block(struct victim *v)
 {
 	char b;
 	int x = 0;
-	weft_chan_case cs[1] = { { v->ch, WEFT_CHAN_RECV, &x, 0 } };
+	weft_chan_case cs[1] = { { v->ch, WEFT_CHAN_RECV, &x, 0, 0 } };
 	switch (v->kind) {
 	case READ:
 		return (int)weft_read(v->sv[0], &b, 1, -1);

@@ -619,7 +619,7 @@ static void select_basics(void *arg)
 	int x = 1, y = 2, got = 0;
 	CHECK(weft_chan_send(a, &x, -1) == 0 && weft_chan_send(b, &y, -1) == 0);
 	/* two ready receives: one wins, the other's element stays */
-	weft_chan_case cs[2] = { { a, WEFT_CHAN_RECV, &got, -1 }, { b, WEFT_CHAN_RECV, &got, -1 } };
+	weft_chan_case cs[2] = { { a, WEFT_CHAN_RECV, &got, -1, 0 }, { b, WEFT_CHAN_RECV, &got, -1, 0 } };
 	int i = weft_chan_select(cs, 2, -1);
 	CHECK(i == 0 || i == 1);
 	CHECK(cs[i].err == 0 && got == (i == 0 ? 1 : 2));
@@ -629,14 +629,14 @@ static void select_basics(void *arg)
 	CHECK(weft_chan_select(cs, 2, weft_now() + 5 * MS) == -1 && errno == ETIMEDOUT);
 	CHECK(weft_chan_select(cs, 2, 0) == -1 && errno == ETIMEDOUT);
 	/* a send case; a closed channel's case reports EPIPE */
-	weft_chan_case mix[2] = { { a, WEFT_CHAN_SEND, &x, -1 }, { b, WEFT_CHAN_RECV, &got, -1 } };
+	weft_chan_case mix[2] = { { a, WEFT_CHAN_SEND, &x, -1, 0 }, { b, WEFT_CHAN_RECV, &got, -1, 0 } };
 	CHECK(weft_chan_select(mix, 2, -1) == 0 && mix[0].err == 0);
 	CHECK(weft_chan_close(b) == 0);
-	weft_chan_case closed[1] = { { b, WEFT_CHAN_RECV, &got, -1 } };
+	weft_chan_case closed[1] = { { b, WEFT_CHAN_RECV, &got, -1, 0 } };
 	CHECK(weft_chan_select(closed, 1, -1) == 0 && closed[0].err == EPIPE);
 	/* bad cases */
 	CHECK(weft_chan_select(cs, 0, -1) == -1 && errno == EINVAL);
-	weft_chan_case bad[1] = { { a, 3, &got, 0 } };
+	weft_chan_case bad[1] = { { a, 99, &got, 0, 0 } };
 	CHECK(weft_chan_select(bad, 1, -1) == -1 && errno == EINVAL);
 	weft_chan_free(a);
 	weft_chan_free(b);
@@ -657,7 +657,7 @@ static void select_waiter(void *arg)
 {
 	struct sel_wait *s = arg;
 	int va = 0, vb = 0;
-	weft_chan_case cs[2] = { { s->a, WEFT_CHAN_RECV, &va, -1 }, { s->b, WEFT_CHAN_RECV, &vb, -1 } };
+	weft_chan_case cs[2] = { { s->a, WEFT_CHAN_RECV, &va, -1, 0 }, { s->b, WEFT_CHAN_RECV, &vb, -1, 0 } };
 	s->which = weft_chan_select(cs, 2, -1);
 	CHECK(s->which >= 0 && cs[s->which].err == 0);
 	s->value = s->which == 0 ? va : vb;
@@ -672,7 +672,7 @@ static void select_parked(void *arg)
 		weft_yield();
 		/* offer on both: exactly one send completes */
 		int v1 = 10, v2 = 20;
-		weft_chan_case offer[2] = { { s.a, WEFT_CHAN_SEND, &v1, -1 }, { s.b, WEFT_CHAN_SEND, &v2, -1 } };
+		weft_chan_case offer[2] = { { s.a, WEFT_CHAN_SEND, &v1, -1, 0 }, { s.b, WEFT_CHAN_SEND, &v2, -1, 0 } };
 		int i = weft_chan_select(offer, 2, weft_now() + 1000 * MS);
 		CHECK(i == 0 || i == 1);
 		join(w);
@@ -696,7 +696,7 @@ static void select_fair(void *arg)
 	for (int i = 0; i < 10000; i++) {
 		CHECK(weft_chan_send(a, &v, 0) == 0 || errno == ETIMEDOUT);	/* keep both ready */
 		CHECK(weft_chan_send(b, &v, 0) == 0 || errno == ETIMEDOUT);
-		weft_chan_case cs[2] = { { a, WEFT_CHAN_RECV, &v, -1 }, { b, WEFT_CHAN_RECV, &v, -1 } };
+		weft_chan_case cs[2] = { { a, WEFT_CHAN_RECV, &v, -1, 0 }, { b, WEFT_CHAN_RECV, &v, -1, 0 } };
 		int w = weft_chan_select(cs, 2, -1);
 		CHECK(w == 0 || w == 1);
 		wins[w]++;

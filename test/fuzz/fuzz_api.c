@@ -818,7 +818,7 @@ static void op_select(struct ctx *c, unsigned a, unsigned d)
 		memset(c->elems[i], 0xee, 64);
 		if (op == WEFT_CHAN_SEND && !(seqs[i] = seq_new(c, ci, c->elems[i])))
 			op = WEFT_CHAN_RECV;
-		c->cases[i] = (weft_chan_case){ G.ch[ci].ch, op, c->elems[i], 12345 };
+		c->cases[i] = (weft_chan_case){ G.ch[ci].ch, op, c->elems[i], 12345, 0 };
 		if (G.ch[ci].esz == 0 && (x & 16))
 			c->cases[i].elem = NULL;
 	}
@@ -1334,7 +1334,7 @@ static void op_misuse(struct ctx *c, unsigned a, unsigned b)
 	case 9: {	/* select: bad n, NULL cases, bad op, NULL channel, NULL elem */
 		weft_chan_case *k = c->cases;
 		for (int i = 0; i <= WEFT_SELECT_MAX; i++)
-			k[i] = (weft_chan_case){ G.ch[0].ch, WEFT_CHAN_RECV, c->elems[0], 0 };
+			k[i] = (weft_chan_case){ G.ch[0].ch, WEFT_CHAN_RECV, c->elems[0], 0, 0 };
 		r = weft_chan_select(k, 0, dl);
 		EXPECT_FAIL(r, errno, "chan_select(n 0)", EINVAL);
 		r = weft_chan_select(k, WEFT_SELECT_MAX + 1, dl);
@@ -1835,8 +1835,8 @@ static void drain_channel(struct ctx *m, int ci)
 	EXPECT_FAIL(r, errno, "chan_send (closed)", EPIPE);
 	r = weft_chan_close(cr->ch);
 	EXPECT_FAIL(r, errno, "chan_close (closed)", EPIPE);
-	m->cases[0] = (weft_chan_case){ cr->ch, WEFT_CHAN_RECV, buf, 12345 };
-	m->cases[1] = (weft_chan_case){ cr->ch, WEFT_CHAN_SEND, buf, 12345 };
+	m->cases[0] = (weft_chan_case){ cr->ch, WEFT_CHAN_RECV, buf, 12345, 0 };
+	m->cases[1] = (weft_chan_case){ cr->ch, WEFT_CHAN_SEND, buf, 12345, 0 };
 	r = weft_chan_select(m->cases, 2, -1);
 	CHECK(r == 0 || r == 1, "chan_select (closed): %d errno %d", r, errno);
 	CHECK(m->cases[r].err == EPIPE, "chan_select (closed): err %d", m->cases[r].err);
