@@ -127,8 +127,7 @@ void drain_close(int fd)
 	weft_close(fd);
 }
 
-/* Tells every connection, and interrupts the idle ones. */
-static void drain_all(void)
+void drain_start(void)
 {
 	pthread_mutex_lock(&reg.lock);
 	reg.draining = true;
@@ -151,7 +150,7 @@ ssize_t drain_on_signal(int sigfd, weft_co *acceptor, weft_group *conns, int64_t
 	deadline = weft_now() + grace_ns;
 	weft_cancel(acceptor); /* sticky: no race with an accept under way */
 	weft_join(acceptor);
-	drain_all();
+	drain_start();
 	if (weft_group_wait(conns, deadline) != 0) {
 		left = weft_group_count(conns);
 		weft_group_cancel(conns);

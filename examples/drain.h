@@ -72,6 +72,13 @@ bool drain_conn_closing(const struct drain_conn *c);
 void drain_close(int fd);
 
 /*
+ * Begins the drain: every registered connection, and every one that joins
+ * later, is told; those waiting in drain_idle_read are interrupted.  Never
+ * blocks (drain_on_signal calls it after the acceptor has stopped).
+ */
+void drain_start(void);
+
+/*
  * The life of a server after start-up: waits for SIGINT or SIGTERM on
  * sigfd, stops accepting (cancels and joins acceptor, which must return on
  * ECANCELED), interrupts the idle connections, waits for the members of
