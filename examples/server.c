@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * server.c — the listening socket and the accept loop of the example
- * servers (see server.h).
+ * server.c — the listening socket, the accept loop and the drain on
+ * SIGINT or SIGTERM (drain.h) of the example servers (see server.h).
  */
 #include "server.h"
 
