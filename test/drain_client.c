@@ -181,7 +181,7 @@ static void client(void *arg)
 	case K_IN_FLIGHT:
 		weft_wg_wait(t.killed, t.deadline);
 		weft_sleep(weft_now() + 50 * 1000000LL); /* the drain under way */
-		r = exchange(fd, name, REQUEST + HALF, false);
+		r = exchange(fd, name, &REQUEST[HALF], false);
 		if (r == 1)
 			fail(fd, name, "kept alive by a draining server");
 		break;
