@@ -3,8 +3,9 @@
  * loadgen — a closed-loop load generator for echo servers.  Plain C11 and
  * epoll, no weft: it measures weft's servers and their peers alike.
  *
- *   loadgen [-u] [-c CONNS] [-s SIZE] [-d SECONDS] [-w SECONDS] [-h HOST]
- *           [-p PORT] [-t THREADS] [-i IMPL] [-W WORKERS]
+ *   loadgen [-u] [-c CONNS] [-s SIZE] [-b BIG -B BIG_SIZE] [-d SECONDS]
+ *           [-w SECONDS] [-h HOST] [-p PORT] [-t THREADS] [-i IMPL]
+ *           [-W WORKERS]
  *
  * Each of CONNS connections sends a message of SIZE bytes, waits for all of
  * it to come back, checks every byte, records the round trip and sends the
@@ -41,6 +42,13 @@
  * that comes later is no error (late=); any other datagram, or one of the
  * wrong length, is (check=fail).  Lost datagrams do not fail the check; the
  * name is udp-CONNS-SIZE.
+ *
+ * -b BIG -B BIG_SIZE: BIG more connections, each sending BIG_SIZE-byte
+ * messages in the same closed loop beside the CONNS ones (fairness: small
+ * requests beside long transfers).  They are left out of value, the
+ * latencies and conn_min, which are the CONNS connections' alone; their
+ * rate is big_mib_s (MiB echoed per second in the window); the name is
+ * fair-CONNS-SIZE.  Not with -u.
  *
  * Single-threaded by default, so that on a 2-CPU machine it takes one CPU
  * and leaves the other to the server; -t splits the connections over
@@ -84,6 +92,8 @@
 struct opts {
 	unsigned conns;
 	size_t size;
+	unsigned big_conns; /* -b: connections beside CONNS moving big_size messages */
+	size_t big_size; /* -B */
 	double duration_s, warmup_s;
 	const char *host, *port, *impl;
 	unsigned workers, threads;
@@ -201,6 +211,8 @@ struct conn {
 	int fd; /* -1 once failed */
 	uint32_t id; /* 0..conns-1, seeds the pattern */
 	uint32_t seq; /* the current message's number */
+	size_t size; /* of its messages: -s, or -B for a big one */
+	bool big; /* -b: not in the latencies, rate and conn_min */
 	size_t sent, got; /* of the current message: bytes written, echoed */
 	int64_t t0; /* when the current message was first written */
 	uint64_t done; /* echoes completed in the window */
@@ -226,6 +238,7 @@ struct loop {
 	int64_t next_sweep; /* -u: when to look for lost messages next */
 	struct hist hist; /* round trips completed in the window or the drain */
 	uint64_t msgs; /* round trips completed in the window */
+	uint64_t big_bytes; /* -b: bytes the big connections echoed in it */
 	unsigned errors, lost, late;
 	pthread_t thread;
 };
@@ -285,7 +298,7 @@ static bool set_events(struct loop *l, struct conn *c, bool out)
 /* Writes what the socket takes; waits for EPOLLOUT only when it is full. */
 static void conn_send(struct loop *l, struct conn *c)
 {
-	size_t size = l->o->size;
+	size_t size = c->size;
 
 	while (c->sent < size) {
 		ssize_t n = send(c->fd, c->msg + c->sent, size - c->sent,
@@ -313,7 +326,7 @@ static void conn_start(struct loop *l, struct conn *c)
 	c->sent = c->got = 0;
 	c->busy = true;
 	l->busy++;
-	fill_message((uint64_t *)c->msg, c->base, words(l->o->size), c->seq);
+	fill_message((uint64_t *)c->msg, c->base, words(c->size), c->seq);
 	c->t0 = now_ns();
 	conn_send(l, c);
 }
@@ -325,9 +338,11 @@ static void conn_done(struct loop *l, struct conn *c)
 
 	c->busy = false;
 	l->busy--;
-	if (t >= l->t_measure)
+	if (t >= l->t_measure && c->big && t < l->t_end)
+		l->big_bytes += c->size;
+	if (t >= l->t_measure && !c->big)
 		hist_add(&l->hist, t - c->t0);
-	if (t >= l->t_measure && t < l->t_end) {
+	if (t >= l->t_measure && !c->big && t < l->t_end) {
 		l->msgs++;
 		c->done++;
 	}
@@ -352,7 +367,7 @@ static void mismatch(struct loop *l, struct conn *c, const unsigned char *got,
  * must not come before it is sent. */
 static void stream_recv(struct loop *l, struct conn *c)
 {
-	size_t size = l->o->size;
+	size_t size = c->size;
 	ssize_t n;
 
 	do
@@ -545,7 +560,7 @@ static void loop_init(struct loop *l, const struct opts *o,
 	l->o = o;
 	l->conns = conns;
 	l->nconns = n;
-	l->scratch = xcalloc(1, o->size);
+	l->scratch = xcalloc(1, o->size > o->big_size ? o->size : o->big_size);
 	l->late_msg = xcalloc(words(o->size), sizeof(uint64_t));
 	l->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (l->ep < 0) {
@@ -557,9 +572,11 @@ static void loop_init(struct loop *l, const struct opts *o,
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
 		c->id = first + i;
-		c->msg = xcalloc(words(o->size), sizeof(uint64_t));
-		c->base = xcalloc(words(o->size), sizeof(uint64_t));
-		fill_base(c->base, words(o->size), c->id);
+		c->big = c->id >= o->conns;
+		c->size = c->big ? o->big_size : o->size;
+		c->msg = xcalloc(words(c->size), sizeof(uint64_t));
+		c->base = xcalloc(words(c->size), sizeof(uint64_t));
+		fill_base(c->base, words(c->size), c->id);
 		c->fd = dial(ai);
 		l->live++; /* until conn_fail says otherwise */
 		if (c->fd < 0 || epoll_ctl(l->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
@@ -597,9 +614,10 @@ static struct addrinfo *resolve(const struct opts *o)
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: loadgen [-u] [-c CONNS] [-s SIZE] [-d SECONDS] [-w SECONDS]\n"
-		"               [-h HOST] [-p PORT] [-t THREADS] [-i IMPL] [-W WORKERS]\n"
-		"-u: UDP (SIZE up to %d)\n"
+		"usage: loadgen [-u] [-c CONNS] [-s SIZE] [-b BIG -B BIG_SIZE] [-d SECONDS]\n"
+		"               [-w SECONDS] [-h HOST] [-p PORT] [-t THREADS] [-i IMPL]\n"
+		"               [-W WORKERS]\n"
+		"-u: UDP (SIZE up to %d; no -b)\n"
 		"defaults: -c 100 -s 64 -d 10 -w 1 -h 127.0.0.1 -p 7000 -t 1 -i unknown -W 1\n",
 		UDP_MAX);
 	exit(2);
@@ -636,11 +654,13 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	*o = (struct opts){ .conns = 100, .size = 64, .duration_s = 10,
 			    .warmup_s = 1, .host = "127.0.0.1", .port = "7000",
 			    .impl = "unknown", .workers = 1, .threads = 1 };
-	while ((ch = getopt(argc, argv, "uc:s:d:w:h:p:t:i:W:")) != -1) {
+	while ((ch = getopt(argc, argv, "uc:s:b:B:d:w:h:p:t:i:W:")) != -1) {
 		switch (ch) {
 		case 'u': o->udp = true; break;
 		case 'c': o->conns = (unsigned)parse_count(optarg, 1000000); break;
 		case 's': o->size = parse_count(optarg, 64 << 20); break;
+		case 'b': o->big_conns = (unsigned)parse_count(optarg, 1000000); break;
+		case 'B': o->big_size = parse_count(optarg, 64 << 20); break;
 		case 'd': o->duration_s = parse_seconds(optarg); break;
 		case 'w': o->warmup_s = parse_seconds(optarg); break;
 		case 'h': o->host = optarg; break;
@@ -651,16 +671,17 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		default: usage();
 		}
 	}
-	if (optind != argc || o->duration_s <= 0 || (o->udp && o->size > UDP_MAX))
+	if (optind != argc || o->duration_s <= 0 || (o->udp && o->size > UDP_MAX) ||
+	    (o->big_conns > 0) != (o->big_size > 0) || (o->udp && o->big_conns))
 		usage();
-	if (o->threads > o->conns)
-		o->threads = o->conns;
+	if (o->threads > o->conns + o->big_conns)
+		o->threads = o->conns + o->big_conns;
 }
 
 /* What the loops found, added up. */
 struct totals {
 	struct hist hist;
-	uint64_t msgs;
+	uint64_t msgs, big_bytes;
 	uint64_t conn_min; /* UINT64_MAX until a live connection is seen */
 	unsigned errors, lost, late;
 	int64_t stopped; /* when the last loop stopped */
@@ -670,13 +691,14 @@ static void add_up(struct totals *t, const struct loop *l)
 {
 	hist_merge(&t->hist, &l->hist);
 	t->msgs += l->msgs;
+	t->big_bytes += l->big_bytes;
 	t->errors += l->errors;
 	t->lost += l->lost;
 	t->late += l->late;
 	if (l->t_stopped > t->stopped)
 		t->stopped = l->t_stopped;
 	for (unsigned i = 0; i < l->nconns; i++)
-		if (l->conns[i].fd >= 0 && l->conns[i].done < t->conn_min)
+		if (l->conns[i].fd >= 0 && !l->conns[i].big && l->conns[i].done < t->conn_min)
 			t->conn_min = l->conns[i].done;
 }
 
@@ -712,7 +734,8 @@ static bool report(const struct opts *o, const struct totals *t, int64_t ns,
 	       " ops=%" PRIu64 " value=%.0f check=%s p50_us=%.1f p99_us=%.1f"
 	       " p999_us=%.1f max_us=%.1f conns=%u size=%zu threads=%u"
 	       " errors=%u lost=%u conn_min=%" PRIu64 " loadgen_cpu=%.2f",
-	       o->udp ? "udp" : "echo", o->conns, o->size, o->impl, o->workers,
+	       o->udp ? "udp" : o->big_conns ? "fair" : "echo", o->conns, o->size, o->impl,
+	       o->workers,
 	       ns, t->msgs,
 	       (double)t->msgs * NS_PER_S / (double)ns, ok ? "ok" : "fail",
 	       hist_quantile(h, 0.50) / 1e3, hist_quantile(h, 0.99) / 1e3,
@@ -721,6 +744,9 @@ static bool report(const struct opts *o, const struct totals *t, int64_t ns,
 	       t->conn_min == UINT64_MAX ? 0 : t->conn_min, cpu);
 	if (o->udp)
 		printf(" late=%u", t->late);
+	if (o->big_conns)
+		printf(" big_conns=%u big_size=%zu big_mib_s=%.1f", o->big_conns, o->big_size,
+		       (double)t->big_bytes * NS_PER_S / (double)ns / (1 << 20));
 	putchar('\n');
 	fflush(stdout);
 	return ok;
@@ -734,14 +760,16 @@ int main(int argc, char **argv)
 	struct loop *loops;
 	struct conn *conns;
 	int64_t t0, cpu0, t_measure, t_end, ns;
+	unsigned all;
 
 	parse_opts(argc, argv, &o);
 	raise_nofile();
 	ai = resolve(&o);
-	conns = xcalloc(o.conns, sizeof *conns);
+	all = o.conns + o.big_conns;
+	conns = xcalloc(all, sizeof *conns);
 	loops = xcalloc(o.threads, sizeof *loops);
 	for (unsigned t = 0, first = 0; t < o.threads; t++) {
-		unsigned n = o.conns / o.threads + (t < o.conns % o.threads);
+		unsigned n = all / o.threads + (t < all % o.threads);
 		loop_init(&loops[t], &o, ai, conns + first, first, n);
 		first += n;
 	}

@@ -1,58 +1,112 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * weft-graceful — an echo server that shuts down gracefully on SIGINT or
- * SIGTERM, leaving no coroutine behind.  docs/embedding.md walks through it.
+ * weft-graceful — a line server that drains on SIGINT or SIGTERM, losing
+ * no request and leaving no coroutine behind.  docs/embedding.md walks
+ * through it; the drain itself is drain.c, which weft-http shares.
  *
  *   weft-graceful [PORT]     (0: any free port; default 7000)
  *
- * Start-up: the signals are blocked before weft_init, so every thread the
- * runtime starts inherits the mask and they arrive only through a signalfd,
- * which a coroutine reads like any other fd.
- * Shutdown, when a signal comes: cancel the group that holds the accept
- * loop and every connection (weft_group_cancel): the acceptor's weft_accept
- * returns ECANCELED, now or at its next call (cancellation is sticky, so
- * there is no race with a connection being accepted), each connection
- * unwinds through its own error path (its parked weft_read returns
- * ECANCELED), and a connection the acceptor spawns meanwhile starts
- * cancelled.  Wait for the group, free it, print the runtime's stats,
- * return.  The main thread then stops the runtime with
- * weft_shutdown_until: a coroutine that outlived the group (none here) would
- * be cancelled after SHUTDOWN_GRACE_S, and named if it ignored that.
+ * Each line a client sends is a request, answered with the line itself;
+ * "sleep MS" is answered "slept MS" after MS milliseconds (a request that
+ * takes a while, to see one in flight at the signal).
+ *
+ * Start-up: the signals are blocked before weft_init (drain_signals), so
+ * every thread the runtime starts inherits the mask and they arrive only
+ * through a signalfd, which a coroutine reads like any other fd.  The
+ * listener comes from weft_listen; the acceptor spawns each connection
+ * into a group.
+ * Shutdown, when a signal comes (drain_on_signal): cancel the acceptor
+ * (cancellation is sticky, so there is no race with a connection being
+ * accepted), interrupt the connections waiting for their next line (an
+ * interrupted read loses nothing), let the others finish the line they
+ * hold, close each connection without a reset (drain_close), and cancel
+ * what is left after DRAIN_S.  Then wait for the group, free it, return.
+ * The main thread stops the runtime with weft_shutdown_until: a coroutine
+ * that outlived the group (none here) would be cancelled after
+ * SHUTDOWN_GRACE_S, and named if it ignored that.
  * A getaddrinfo-style blocking call is shown too: the greeting's host name
  * comes from gethostname(2) via weft_offload.
  */
-#define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
 #include <weft.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <pthread.h>
-#include <signal.h>
+#include <netdb.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
-enum { SHUTDOWN_GRACE_S = 5 };
+#include "drain.h"
+
+enum { DRAIN_S = 10, SHUTDOWN_GRACE_S = 5, LINE_MAX_ = 4096 };
 
 static struct {
-	weft_group *all;	/* the acceptor and every connection */
+	weft_group *all;	/* every connection */
 	char host[64];
 } conns;
 
+/* The answer to one line (without its newline), in out; its length. */
+static int answer(const char *line, size_t len, char *out, size_t size)
+{
+	char *end;
+	unsigned long ms;
+
+	if (len > 6 && len < 16 && memcmp(line, "sleep ", 6) == 0 &&
+	    (ms = strtoul(line + 6, &end, 10)) <= 60000 && end == line + len) {
+		if (weft_sleep(weft_now() + (int64_t)ms * 1000000) != 0)
+			return -1;	/* cancelled at the drain's deadline */
+		return snprintf(out, size, "slept %lu\n", ms);
+	}
+	return snprintf(out, size, "%.*s\n", (int)len, line);
+}
+
+/* Answers the whole lines of buf[0..*len), keeping the rest; -1 on error. */
+static int answer_lines(int fd, char *buf, size_t *len)
+{
+	char out[LINE_MAX_ + 2];
+	char *p = buf, *nl;
+
+	while ((nl = memchr(p, '\n', *len - (size_t)(p - buf))) != NULL) {
+		int n = answer(p, (size_t)(nl - p), out, sizeof out);
+
+		if (n < 0 || weft_write(fd, out, (size_t)n, -1) < 0)
+			return -1;
+		p = nl + 1;
+	}
+	*len -= (size_t)(p - buf);
+	memmove(buf, p, *len);
+	return *len < LINE_MAX_ ? 0 : -1;	/* a line too long: close */
+}
+
 static void connection(void *arg)
 {
-	int fd = (int)(intptr_t)arg;
+	struct drain_conn c;
+	char buf[LINE_MAX_];
+	size_t len;
+	ssize_t n;
+
+	drain_conn_join(&c, (int)(intptr_t)arg);
 	weft_set_name("connection");
-	char buf[4096];
-	int len = snprintf(buf, sizeof buf, "hello from %s\n", conns.host);
-	ssize_t n = weft_write(fd, buf, (size_t)len, -1);
-	while (n >= 0 && (n = weft_read(fd, buf, sizeof buf, -1)) > 0)
-		n = weft_write(fd, buf, (size_t)n, -1);
-	/* n < 0: the client went away, or we were cancelled (ECANCELED) */
-	weft_close(fd);
+	len = (size_t)snprintf(buf, sizeof buf, "hello from %s\n", conns.host);
+	n = weft_write(c.fd, buf, len, -1);
+	len = 0;
+	/* Between two lines the read is drain_idle_read: the drain may end
+	 * it (ESHUTDOWN).  Within a line it is a plain read: the drain lets
+	 * the client finish it, and answers it. */
+	while (n >= 0) {
+		n = len == 0 ? drain_idle_read(&c, buf, sizeof buf)
+			     : weft_read(c.fd, buf + len, sizeof buf - len, -1);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		if (answer_lines(c.fd, buf, &len) != 0)
+			n = -1;
+	}
+	if (n == 0)
+		weft_close(c.fd);	/* the client closed first */
+	else
+		drain_close(c.fd);	/* we end it: no reset */
+	drain_conn_leave(&c);
 }
 
 static void accept_loop(void *arg)
@@ -62,7 +116,7 @@ static void accept_loop(void *arg)
 	for (;;) {
 		int fd = weft_accept(lfd, NULL, NULL, -1);
 		if (fd < 0) {
-			if (errno == ECANCELED)	/* shutting down */
+			if (errno == ECANCELED)	/* the drain */
 				return;
 			perror("weft_accept");	/* EMFILE and the like back off inside */
 			if (errno == ECONNABORTED || errno == EPROTO)
@@ -75,26 +129,6 @@ static void accept_loop(void *arg)
 	}
 }
 
-static int listen_on(int port)
-{
-	int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int one = 1;
-	struct sockaddr_in6 a = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port),
-				  .sin6_addr = IN6ADDR_ANY_INIT };
-	socklen_t alen = sizeof a;
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-	    bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 1024) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&a, &alen) != 0) {
-		perror("listen");
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	printf("listening on %d\n", ntohs(a.sin6_port));
-	fflush(stdout);
-	return fd;
-}
-
 static void lookup_host(void *unused)
 {
 	(void)unused;
@@ -102,54 +136,54 @@ static void lookup_host(void *unused)
 		strcpy(conns.host, "weft");
 }
 
+/* A runner waits for this line (the port, for port 0). */
+static void say_listening(int lfd)
+{
+	struct sockaddr_storage a;
+	socklen_t alen = sizeof a;
+	char port[16] = "?";
+
+	if (getsockname(lfd, (struct sockaddr *)&a, &alen) == 0)
+		getnameinfo((struct sockaddr *)&a, alen, NULL, 0, port, sizeof port,
+			    NI_NUMERICSERV);
+	printf("listening on %s\n", port);
+	fflush(stdout);
+}
+
 struct server {
-	int port, sigfd, status;
+	const char *port;
+	int sigfd, status;
 };
 
 static void server_main(void *arg)
 {
 	struct server *s = arg;
+	weft_co *acceptor = NULL;
 	weft_set_name("main");
+	int lfd = weft_listen(NULL, s->port, 1024, 0);
 	conns.all = weft_group_new();
-	int lfd = listen_on(s->port);
-	if (!conns.all || lfd < 0 || weft_offload(lookup_host, NULL) != 0 ||
-	    !weft_group_spawn(conns.all, accept_loop, (void *)(intptr_t)lfd)) {
+	if (lfd < 0 || !conns.all || weft_offload(lookup_host, NULL) != 0 ||
+	    !(acceptor = weft_spawn(accept_loop, (void *)(intptr_t)lfd))) {
+		perror("start-up");
 		s->status = 1;
 		weft_group_free(conns.all);
 		return;
 	}
+	say_listening(lfd);
 
-	struct signalfd_siginfo si;	/* park until SIGINT or SIGTERM */
-	if (weft_read(s->sigfd, &si, sizeof si, -1) != (ssize_t)sizeof si)
-		perror("signalfd");	/* shut down all the same */
-	else
-		fprintf(stderr, "signal %u: shutting down\n", si.ssi_signo);
-
-	weft_group_cancel(conns.all);	/* the acceptor and every connection */
-	weft_group_wait(conns.all, -1);	/* each has closed its fd */
-	weft_group_free(conns.all);
+	/* until SIGINT or SIGTERM; then the drain, and the acceptor joined */
+	if (drain_on_signal(s->sigfd, acceptor, conns.all, DRAIN_S * 1000000000LL) != 0)
+		s->status = 1;	/* some had to be cancelled */
+	weft_group_free(conns.all);	/* every member has returned */
 	weft_close(lfd);
 	weft_close(s->sigfd);
-
-	/* The group's wait returns once the last member has returned, while it
-	 * may still be switching out: wait the moment that takes, 1 s at most. */
-	weft_stats st = { .size = sizeof st };
-	for (int i = 0; i < 1000 && weft_stats_get(&st) == 0 && st.live > 1; i++)
-		weft_sleep(weft_now() + 1000000);
-	fprintf(stderr, "shut down: %llu coroutines left besides main\n",
-		(unsigned long long)(st.live - 1));
 }
 
 int main(int argc, char **argv)
 {
-	struct server s = { .port = argc > 1 ? atoi(argv[1]) : 7000 };
-	sigset_t stop;
-	sigemptyset(&stop);
-	sigaddset(&stop, SIGINT);
-	sigaddset(&stop, SIGTERM);
+	struct server s = { .port = argc > 1 ? argv[1] : "7000" };
 	/* Before weft_init: the workers and helpers inherit the mask. */
-	if (pthread_sigmask(SIG_BLOCK, &stop, NULL) != 0 ||
-	    (s.sigfd = signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
+	if ((s.sigfd = drain_signals()) < 0) {
 		perror("signalfd");
 		return 1;
 	}

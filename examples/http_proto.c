@@ -141,6 +141,7 @@ static bool answer(struct http_conn *c, enum answer a)
 		return false;
 	memcpy(c->out + c->out_len, answers[a], n);
 	c->out_len += n;
+	c->out_count++;
 	return true;
 }
 
@@ -169,7 +170,9 @@ static size_t empty_lines(const struct http_conn *c, size_t pos)
 void http_conn_init(struct http_conn *c)
 {
 	c->in_len = c->out_len = 0;
+	c->out_count = 0;
 	c->skip = 0;
+	c->closing = false;
 }
 
 /* Consumes the first pos bytes of c->in. */
@@ -188,6 +191,7 @@ enum http_state http_answer(struct http_conn *c)
 		const char *head, *blank;
 		struct request r;
 		enum answer a;
+		size_t end;
 
 		pos += drop_body(c, pos);
 		if (c->skip > 0)
@@ -205,12 +209,16 @@ enum http_state http_answer(struct http_conn *c)
 			st = answer(c, BAD_REQUEST) ? HTTP_CLOSE : HTTP_OUT_FULL;
 			break;
 		}
+		end = (size_t)(blank + 4 - c->in);
+		/* the last request that has arrived, its body included */
+		if (c->closing && c->in_len - end <= r.body)
+			r.keep_alive = false;
 		a = !r.keep_alive ? CLOSE : r.http10 ? KEEP_ALIVE_10 : KEEP_ALIVE;
 		if (!answer(c, a)) {
 			st = HTTP_OUT_FULL; /* this request again, after the flush */
 			break;
 		}
-		pos += (size_t)(blank + 4 - head);
+		pos = end;
 		c->skip = r.body;
 		st = r.keep_alive ? HTTP_OPEN : HTTP_CLOSE;
 	}

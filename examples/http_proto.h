@@ -18,6 +18,7 @@
 #ifndef WEFT_EXAMPLE_HTTP_PROTO_H
 #define WEFT_EXAMPLE_HTTP_PROTO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,6 +29,8 @@ struct http_conn {
 	size_t in_len; /* bytes read and not yet parsed, at in[0] */
 	uint64_t skip; /* body bytes of the last request still to discard */
 	size_t out_len; /* answers in out[0], not yet written */
+	unsigned out_count; /* how many answers out[] holds */
+	bool closing; /* the server closes: see http_answer */
 	char in[HTTP_IN_MAX];
 	char out[HTTP_OUT_MAX];
 };
@@ -47,7 +50,9 @@ extern const char http_hello_close[];
 void http_conn_init(struct http_conn *c);
 
 /* Answers the complete requests in c->in (appending to c->out) and keeps
- * the incomplete rest at the start of c->in for the next read. */
+ * the incomplete rest at the start of c->in for the next read.  With
+ * c->closing set (a server draining), the request that ends what has
+ * arrived is answered with "Connection: close", and HTTP_CLOSE returned. */
 enum http_state http_answer(struct http_conn *c);
 
 #endif

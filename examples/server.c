@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * server.c — the listening socket and the accept loop of the example
- * servers (see server.h).
+ * server.c — the listening socket, the accept loop and the drain on
+ * SIGINT or SIGTERM (drain.h) of the example servers (see server.h).
  */
 #include "server.h"
 
@@ -20,17 +20,24 @@
 #define DEFAULT_PORT "7000"
 #define BACKLOG 4096 /* the kernel caps it at net.core.somaxconn */
 
+#define DEFAULT_DRAIN_MS 5000
+
 struct server {
 	const char *name;
 	int type; /* SOCK_STREAM or SOCK_DGRAM */
 	int fd; /* listening (TCP) or bound (UDP), non-blocking */
 	unsigned port;
+	int sigfd; /* TCP: SIGINT and SIGTERM (drain_signals) */
+	int64_t drain_ns;
+	weft_group *conns; /* TCP: every connection */
+	int status; /* main()'s */
 };
 
 /* The connection handler (TCP) or the socket's (UDP): one server per
- * process, so a plain static, and a coroutine needs no argument but its
+ * process, so plain statics, and a coroutine needs no argument but its
  * socket. */
-static void (*handler)(int fd);
+static void (*tcp_handler)(struct drain_conn *c);
+static void (*udp_handler)(int fd);
 
 static int fail(const char *name, const char *what)
 {
@@ -92,7 +99,11 @@ static int open_socket(struct server *s)
 
 static void connection(void *fd)
 {
-	handler((int)(intptr_t)fd);
+	struct drain_conn c;
+
+	drain_conn_join(&c, (int)(intptr_t)fd);
+	tcp_handler(&c);
+	drain_conn_leave(&c);
 }
 
 /* A runner waits for this line; stdout may be a pipe. */
@@ -125,28 +136,46 @@ static bool one_connection_failed(int err)
 }
 
 /* The accept loop, a coroutine like the connections: while it waits in
- * weft_accept, the worker runs them. */
+ * weft_accept, the worker runs them.  Cancelled by the drain. */
 static void acceptor(void *p)
 {
 	struct server *s = p;
 
-	say_listening(s);
 	for (;;) {
 		int fd = weft_accept(s->fd, NULL, NULL, -1);
-		weft_co *co;
 
 		if (fd < 0) {
+			if (errno == ECANCELED)
+				return;
 			if (!one_connection_failed(errno))
 				exit(fail(s->name, "accept"));
 			continue;
 		}
-		co = weft_spawn(connection, (void *)(intptr_t)fd);
-		if (co == NULL) { /* out of memory: drop this client only */
-			weft_close(fd);
-			continue;
-		}
-		weft_detach(co); /* it frees itself when the client is done */
+		/* a member: the group frees it when the client is done */
+		if (weft_group_spawn(s->conns, connection, (void *)(intptr_t)fd) == NULL)
+			weft_close(fd); /* out of memory: drop this client only */
 	}
+}
+
+/* The TCP server's main coroutine: the acceptor, then the drain. */
+static void tcp_main(void *p)
+{
+	struct server *s = p;
+	weft_co *acc;
+
+	s->conns = weft_group_new();
+	acc = s->conns ? weft_spawn(acceptor, s) : NULL;
+	if (acc == NULL) {
+		s->status = fail(s->name, "spawn");
+		weft_group_free(s->conns);
+		return;
+	}
+	say_listening(s);
+	drain_on_signal(s->sigfd, acc, s->conns, s->drain_ns);
+	weft_group_free(s->conns);
+	weft_close(s->fd);
+	weft_close(s->sigfd);
+	s->status = 0;
 }
 
 /* The UDP server's one coroutine: the handler, on the bound socket. */
@@ -155,40 +184,48 @@ static void datagrams(void *p)
 	struct server *s = p;
 
 	say_listening(s);
-	handler(s->fd);
+	udp_handler(s->fd);
 }
 
 /* The socket of type on the port of the command line; then run(&s) as
  * weft's main coroutine.  An exit status for main(). */
-static int serve(int argc, char **argv, struct server *s, void (*handle)(int fd),
-		 void (*run)(void *))
+static int serve(int argc, char **argv, struct server *s, void (*run)(void *))
 {
 	const char *port = argc > 1 ? argv[1] : getenv("PORT");
+	const char *drain_ms = getenv("DRAIN_MS");
+	unsigned ms = DEFAULT_DRAIN_MS;
 
-	if (argc > 2 || parse_port(port ? port : DEFAULT_PORT, &s->port) != 0) {
-		fprintf(stderr, "usage: %s [PORT]   (else $PORT, else %s)\n",
-			s->name, DEFAULT_PORT);
+	if (argc > 2 || parse_port(port ? port : DEFAULT_PORT, &s->port) != 0 ||
+	    (drain_ms && parse_port(drain_ms, &ms) != 0)) {
+		fprintf(stderr, "usage: %s [PORT]   (else $PORT, else %s; "
+			"$DRAIN_MS: 0..65535)\n", s->name, DEFAULT_PORT);
 		return 2;
 	}
-	handler = handle;
+	s->drain_ns = (int64_t)ms * 1000000;
 	raise_fd_limit();
 	if (open_socket(s) != 0)
 		return 1;
 	if (weft_main(run, s, NULL) != 0)
 		return fail(s->name, "weft_main");
-	return 1; /* the acceptor never returns, a UDP handler only on failure */
+	return s->status;
 }
 
-int serve_tcp(int argc, char **argv, const char *name, void (*handle)(int fd))
+int serve_tcp(int argc, char **argv, const char *name, void (*handle)(struct drain_conn *c))
 {
-	struct server s = { .name = name, .type = SOCK_STREAM };
+	struct server s = { .name = name, .type = SOCK_STREAM, .status = 1 };
 
-	return serve(argc, argv, &s, handle, acceptor);
+	tcp_handler = handle;
+	/* before weft_init: every thread it starts inherits the mask */
+	s.sigfd = drain_signals();
+	if (s.sigfd < 0)
+		return fail(name, "signalfd");
+	return serve(argc, argv, &s, tcp_main);
 }
 
 int serve_udp(int argc, char **argv, const char *name, void (*handle)(int fd))
 {
-	struct server s = { .name = name, .type = SOCK_DGRAM };
+	struct server s = { .name = name, .type = SOCK_DGRAM, .status = 1 };
 
-	return serve(argc, argv, &s, handle, datagrams);
+	udp_handler = handle;
+	return serve(argc, argv, &s, datagrams); /* returns only on failure */
 }

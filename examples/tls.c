@@ -60,9 +60,12 @@ static ssize_t flush(struct tls_conn *t, struct http_conn *c)
 }
 
 /* weft-http's loop (http.c), over TLS.  The 16 KiB of buffers are on the
- * heap, leaving the coroutine's stack to OpenSSL's calls. */
-static void https(int fd)
+ * heap, leaving the coroutine's stack to OpenSSL's calls.  Its reads are
+ * OpenSSL's, so the drain (drain.h) does not interrupt them: a connection
+ * ends on its own, or is cancelled at the drain's deadline. */
+static void https(struct drain_conn *dc)
 {
+	int fd = dc->fd;
 	struct tls_conn t;
 	struct http_conn *c = NULL;
 	enum http_state st = HTTP_OPEN;

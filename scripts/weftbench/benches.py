@@ -97,6 +97,10 @@ class ServerBench:
     conns: int
     size: int = 0  # message bytes, for echo
     fixed_workers: Optional[int] = None  # run only at this worker count
+    # echo: this many more connections moving big_size-byte messages beside
+    # the conns ones, whose rate and latencies alone the row reports
+    big_conns: int = 0
+    big_size: int = 0
 
 
 SERVER_BENCHES: List[ServerBench] = [
@@ -116,6 +120,14 @@ SERVER_BENCHES: List[ServerBench] = [
                 "thousands of requests, so it measures the TLS record layer "
                 "more than handshakes", "https", "req/s", 100,
                 fixed_workers=1),
+    # issue 49: small requests beside long transfers on one worker, the
+    # small ones' p99 (a coroutine moving 1 MiB without waiting must let
+    # the others run: the byte budget)
+    ServerBench("fair-100-64", "fair",
+                "echo fairness: 100 connections of 64 B messages beside 4 "
+                "moving 1 MiB messages, closed loop; the rate and latencies "
+                "are the small ones' (loadgen -b)", "echo", "msgs/s", 100, 64,
+                fixed_workers=1, big_conns=4, big_size=1 << 20),
     ServerBench("udp-100-64", "udp",
                 "UDP echo, 100 sockets, 64 B datagrams, closed loop (loadgen "
                 "-u: a datagram not echoed within 0.5 s is lost and replaced)",

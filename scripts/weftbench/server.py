@@ -149,7 +149,8 @@ class Load:
 def load_echo(sb: ServerBench, impl: str, workers: int, port: int,
               tool: Path, run_s: float, warm_s: float, threads: int) -> Load:
     udp = ["-u"] if sb.server == "udp-echo" else []
-    cmd = [str(tool)] + udp + ["-c", str(sb.conns), "-s", str(sb.size),
+    big = ["-b", str(sb.big_conns), "-B", str(sb.big_size)] if sb.big_conns else []
+    cmd = [str(tool)] + udp + ["-c", str(sb.conns), "-s", str(sb.size)] + big + [
            "-d", str(run_s), "-w", str(warm_s), "-p", str(port),
            "-t", str(threads), "-i", impl, "-W", str(workers)]
     return Load(cmd, warm_s, run_s + warm_s + 60, parse_result)
@@ -245,6 +246,7 @@ LOADS = {
     "http": (find_wrk, load_wrk, http_check),
     "tls": (find_wrk_tls, load_wrk, https_check),
     "udp": (find_loadgen, load_echo, udp_check),
+    "fair": (find_loadgen, load_echo, None),
 }
 
 
