@@ -3,8 +3,10 @@
  * stall detector ($WEFT_STALL_MS). */
 #define WEFT_ERRNO_GUARD	/* errno is read after calls that suspend */
 #include "harness.h"
+#include <dirent.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <time.h>
@@ -148,7 +150,8 @@ Test(stats, weft_stats_1_prints_a_table_at_shutdown)
 
 struct spin {
 	int64_t ms;
-	bool yield_every_ms;
+	int64_t yield_every_us;	/* 0: never */
+	atomic_bool *stop;	/* if set, ends the spin early */
 	uint64_t id;
 };
 
@@ -156,11 +159,11 @@ void weft_test_spin(void *arg)
 {
 	struct spin *s = arg;
 	s->id = weft_co_id(weft_self());
-	int64_t end = weft_now() + s->ms * MS, next = weft_now() + MS;
-	while (weft_now() < end) {
-		if (s->yield_every_ms && weft_now() >= next) {
+	int64_t end = weft_now() + s->ms * MS, next = weft_now() + s->yield_every_us * 1000;
+	while (weft_now() < end && !(s->stop && atomic_load(s->stop))) {
+		if (s->yield_every_us && weft_now() >= next) {
 			weft_yield();
-			next = weft_now() + MS;
+			next = weft_now() + s->yield_every_us * 1000;
 		}
 	}
 }
@@ -180,7 +183,7 @@ static void stall_main(void *arg)
 /* Runs a spinner under WEFT_STALL_MS=stall_ms; returns what stderr got. */
 static struct stall_run run_spinner(const char *stall_ms, int64_t ms, bool yield, char *out, size_t size)
 {
-	struct stall_run r = { .spin = { .ms = ms, .yield_every_ms = yield } };
+	struct stall_run r = { .spin = { .ms = ms, .yield_every_us = yield ? 1000 : 0 } };
 	setenv("WEFT_STALL_MS", stall_ms, 1);
 	struct stderr_capture cap = stderr_capture_begin();
 	int rc = weft_main(stall_main, &r, &WEFT_CONFIG(.workers = 2));
@@ -261,7 +264,7 @@ static void busy_main(void *arg)
  * tick made about 300 (a busy single-worker server paid them all). */
 Test(stats, one_busy_worker_wakes_the_monitor_only_to_look_for_stalls)
 {
-	struct busy_run r = { .spin = { .ms = 300, .yield_every_ms = true } };
+	struct busy_run r = { .spin = { .ms = 300, .yield_every_us = 1000 } };
 	cr_assert_eq(weft_main(busy_main, &r, &WEFT_CONFIG(.workers = 1)), 0);
 	cr_assert_leq(r.wakeups, 100, "%llu wakeups in 300 ms", (unsigned long long)r.wakeups);
 	cr_assert_geq(r.wakeups, 1, "it still samples for stalls");
@@ -269,19 +272,86 @@ Test(stats, one_busy_worker_wakes_the_monitor_only_to_look_for_stalls)
 
 /* With several workers the monitor samples every 1 ms while its samples
  * find something to do, and backs off to 8 ms after 50 that found nothing
- * (monitor.c): over a 300 ms busy run whose coroutine switches every 1 ms,
- * about 50 + 4 + 31 wakeups, where a fixed 1 ms tick made about 300. */
-Test(stats, a_busy_worker_that_switches_backs_the_monitor_off)
+ * (monitor.c).  A sample finds something when the worker is stuck (it saw
+ * the same dispatch as the sample before), which a coroutine that switches
+ * every 0.25 ms never is, unless its worker is kept off its CPU: then the
+ * period goes back to 1 ms, as it must.  So the wakeups of a fixed window
+ * tell nothing on a loaded machine (a starved monitor with a fixed 1 ms
+ * tick made fewer than 150 in 300 ms there), and the state itself is
+ * watched instead: a plain thread reads each thread's blocking syscall
+ * from /proc until it sees the monitor in epoll_wait with the 8 ms timeout
+ * (no worker waits with one here: the idle one has no timers), while the
+ * coroutine switches; it fails if that never happens in 10 s. */
+static const int BACKED_OFF_MS = 8;
+
+static bool is_epoll_wait(long nr)
 {
-	struct busy_run r = { .spin = { .ms = 300, .yield_every_ms = true } };
-	cr_assert_eq(weft_main(busy_main, &r, &WEFT_CONFIG(.workers = 2)), 0);
-	cr_assert_leq(r.wakeups, 150, "%llu wakeups in 300 ms", (unsigned long long)r.wakeups);
-	cr_assert_geq(r.wakeups, 1, "it still samples");	/* valgrind's turns: ~36 a second */
+#ifdef SYS_epoll_wait
+	if (nr == SYS_epoll_wait)
+		return true;
+#endif
+	return nr == SYS_epoll_pwait;
+}
+
+static bool a_thread_waits_for_ms(int ms)
+{
+	DIR *d = opendir("/proc/self/task");
+	CHECK(d);
+	bool seen = false;
+	for (struct dirent *e; !seen && (e = readdir(d));) {
+		char path[300], line[256];
+		snprintf(path, sizeof path, "/proc/self/task/%s/syscall", e->d_name);
+		FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
+		if (!f)
+			continue;
+		long nr;
+		unsigned long long arg[4];
+		if (fgets(line, sizeof line, f) &&
+		    sscanf(line, "%ld %llx %llx %llx %llx", &nr, &arg[0], &arg[1], &arg[2], &arg[3]) == 5)
+			seen = is_epoll_wait(nr) && (int)arg[3] == ms;
+		fclose(f);
+	}
+	closedir(d);
+	return seen;
+}
+
+struct backoff_watch {
+	atomic_bool seen, done;
+	int64_t give_up;
+};
+
+static void *backoff_watcher(void *arg)
+{
+	struct backoff_watch *b = arg;
+	while (weft_now() < b->give_up && !a_thread_waits_for_ms(BACKED_OFF_MS))
+		nanosleep(&(struct timespec){ .tv_nsec = MS }, NULL);
+	atomic_store(&b->seen, weft_now() < b->give_up);
+	atomic_store(&b->done, true);
+	return NULL;
+}
+
+static void backoff_main(void *arg)
+{
+	struct backoff_watch *b = arg;
+	struct spin sp = { .ms = 2 * (b->give_up - weft_now()) / MS, .yield_every_us = 250,
+			   .stop = &b->done };
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, backoff_watcher, b) == 0);
+	join(go(weft_test_spin, &sp));
+	CHECK(pthread_join(t, NULL) == 0);
+}
+
+Test(stats, a_busy_worker_that_switches_backs_the_monitor_off, .timeout = 60)
+{
+	struct backoff_watch b = { .give_up = weft_now() + slack(10000 * MS) };
+	cr_assert_eq(weft_main(backoff_main, &b, &WEFT_CONFIG(.workers = 2)), 0);
+	cr_assert(atomic_load(&b.seen), "in 10 s of switching, the monitor never waited %d ms",
+		  BACKED_OFF_MS);
 }
 
 Test(stats, one_worker_without_stall_reports_leaves_the_monitor_asleep)
 {
-	struct busy_run r = { .spin = { .ms = 300, .yield_every_ms = true } };
+	struct busy_run r = { .spin = { .ms = 300, .yield_every_us = 1000 } };
 	setenv("WEFT_STALL_MS", "0", 1);
 	int rc = weft_main(busy_main, &r, &WEFT_CONFIG(.workers = 1));
 	unsetenv("WEFT_STALL_MS");
