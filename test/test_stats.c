@@ -397,8 +397,9 @@ static void lone_main(void *arg)
 {
 	struct lone_run *r = arg;
 	socket_pair(r->sv);
+	uint64_t parks = stats_now().total.parks;
 	weft_co *reader = go(lone_reader, r);
-	weft_sleep(weft_now() + 10 * MS);	/* parked, its fd registered */
+	wait_parks(parks, 1);	/* parked, its fd registered */
 	get_stats(r->before, 2);
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, byte_dripper, r) == 0);
@@ -473,11 +474,12 @@ static void echo_main(void *arg)
 	struct echo_run *r = arg;
 	weft_co *co[ECHO_CONNS];
 	r->done = weft_sem_new(0);
+	uint64_t parks = stats_now().total.parks;
 	for (int c = 0; c < ECHO_CONNS; c++) {
 		socket_pair(r->sv[c]);
 		co[c] = go(echo_conn, &r->sv[c][0]);
 	}
-	weft_sleep(weft_now() + 10 * MS);	/* every one parked, its fd registered */
+	wait_parks(parks, ECHO_CONNS);	/* every one parked, its fd registered */
 	get_stats(r->before, 2);
 	pthread_t t;
 	CHECK(pthread_create(&t, NULL, echo_driver, r) == 0);
