@@ -3,7 +3,7 @@
  * coro_test.h — what the coroutine-level suites (io, sync, cancel) share:
  * checks that work inside coroutines, runtime start-up, sizes scaled for
  * sanitizers and valgrind, the one slack factor of wall-clock bounds, a
- * wait for coroutines to park, channel operations in coroutines, a victim
+ * wait for coroutines to park (and for a thread to sleep in epoll_wait), channel operations in coroutines, a victim
  * blocked in every kind of call (cancel, interrupt), loopback
  * sockets, checks outside coroutines, and weft programs run in a child
  * (fatal paths).
@@ -20,7 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "weft.h"
@@ -29,6 +31,12 @@
 #include <valgrind/valgrind.h>
 #else
 #define RUNNING_ON_VALGRIND 0
+#endif
+
+#ifdef SYS_epoll_wait	/* not on AArch64, which has epoll_pwait only */
+#define EPOLL_WAIT_NR(nr) ((nr) == SYS_epoll_wait)
+#else
+#define EPOLL_WAIT_NR(nr) false
 #endif
 
 /* Checks inside coroutines: abort (the harness reports the crash), since
@@ -90,8 +98,34 @@ static inline void run(unsigned workers, void (*fn)(void *), void *arg)
  * must know which coroutines can park meanwhile (a yield is no park). */
 static inline void wait_parks(uint64_t parks, uint64_t n)
 {
-	while (stats_now().total.parks < parks + n)
-		weft_yield();
+	while (stats_now().total.parks < parks + n) {
+		if (weft_self())
+			weft_yield();
+		else	/* a plain thread: leave the CPUs to the workers */
+			nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000 }, NULL);
+	}
+}
+
+/* Whether thread tid of this process is blocked in epoll_wait (or
+ * epoll_pwait) with a timeout other than 0 (*timeout_ms: which), read from
+ * /proc: a test waits for a worker or the monitor to be asleep there rather
+ * than sleeping and assuming it. */
+static inline bool thread_in_epoll_wait(long tid, int *timeout_ms)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/self/task/%ld/syscall", tid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	long nr;
+	unsigned long long arg[4];
+	bool in = fgets(line, sizeof line, f) &&
+		  sscanf(line, "%ld %llx %llx %llx %llx", &nr, &arg[0], &arg[1], &arg[2], &arg[3]) == 5 &&
+		  (nr == SYS_epoll_pwait || EPOLL_WAIT_NR(nr)) && (int)arg[3] != 0;
+	fclose(f);
+	if (in && timeout_ms)
+		*timeout_ms = (int)arg[3];
+	return in;
 }
 
 static inline weft_co *go(void (*fn)(void *), void *arg)

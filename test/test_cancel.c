@@ -94,9 +94,10 @@ Test(cancel, a_finished_coroutine_is_a_no_op)
 Test(cancel, from_a_plain_thread)
 {
 	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
+	uint64_t parks = stats_now().total.parks;
 	weft_co *co = weft_spawn(forever, NULL);
 	cr_assert_not_null(co);
-	usleep(10000);
+	wait_parks(parks, 1);	/* cancelled in its sleep */
 	cr_assert_eq(weft_cancel(co), 0);
 	cr_assert_eq(weft_join(co), 0);
 	cr_assert_eq(weft_shutdown(), 0);

@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <time.h>
@@ -284,32 +283,15 @@ Test(stats, one_busy_worker_wakes_the_monitor_only_to_look_for_stalls)
  * coroutine switches; it fails if that never happens in 10 s. */
 static const int BACKED_OFF_MS = 8;
 
-static bool is_epoll_wait(long nr)
-{
-#ifdef SYS_epoll_wait
-	if (nr == SYS_epoll_wait)
-		return true;
-#endif
-	return nr == SYS_epoll_pwait;
-}
-
 static bool a_thread_waits_for_ms(int ms)
 {
 	DIR *d = opendir("/proc/self/task");
 	CHECK(d);
 	bool seen = false;
 	for (struct dirent *e; !seen && (e = readdir(d));) {
-		char path[300], line[256];
-		snprintf(path, sizeof path, "/proc/self/task/%s/syscall", e->d_name);
-		FILE *f = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
-		if (!f)
-			continue;
-		long nr;
-		unsigned long long arg[4];
-		if (fgets(line, sizeof line, f) &&
-		    sscanf(line, "%ld %llx %llx %llx %llx", &nr, &arg[0], &arg[1], &arg[2], &arg[3]) == 5)
-			seen = is_epoll_wait(nr) && (int)arg[3] == ms;
-		fclose(f);
+		int timeout;
+		seen = e->d_name[0] != '.' && thread_in_epoll_wait(atol(e->d_name), &timeout) &&
+		       timeout == ms;
 	}
 	closedir(d);
 	return seen;
