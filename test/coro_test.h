@@ -95,10 +95,13 @@ static inline void run(unsigned workers, void (*fn)(void *), void *arg)
  * earlier) have happened: coroutines that switched out to wait, each
  * registered where its waker finds it.  A test waits for that state before
  * it acts on the waiters, rather than sleeping and assuming it; the caller
- * must know which coroutines can park meanwhile (a yield is no park). */
+ * must know which coroutines can park meanwhile (a yield is no park).
+ * Fails after 10 s (slack) without. */
 static inline void wait_parks(uint64_t parks, uint64_t n)
 {
+	int64_t give_up = weft_now() + slack(10000 * MS);
 	while (stats_now().total.parks < parks + n) {
+		CHECK(weft_now() < give_up);	/* they never parked */
 		if (weft_self())
 			weft_yield();
 		else	/* a plain thread: leave the CPUs to the workers */
