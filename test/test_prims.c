@@ -444,7 +444,7 @@ static void rd_release(struct rw *rw)
 static void timed_writer(void *arg)
 {
 	struct rw *rw = arg;
-	CHECK(weft_rwlock_wrlock(rw->l, weft_now() + 200 * MS) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_rwlock_wrlock(rw->l, weft_now() + slack(200 * MS)) == -1 && errno == ETIMEDOUT);
 }
 
 static void late_reader(void *arg)
