@@ -15,24 +15,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* The objects a victim blocks on, one kind per test round. */
-enum kind { READ, SLEEP, JOIN, MUTEX, COND, SEM, RWLOCK, WG, RECV, SEND, SELECT, NKINDS };
-
-struct victim {
-	enum kind kind;
-	int sv[2];
-	weft_mutex *m;
-	weft_cond *c;
-	weft_sem *s;
-	weft_rwlock *rw;
-	weft_wg *wg;
-	weft_chan *ch;
-	weft_co *target;
-	unsigned parked;	/* atomic: about to block */
-	int result, err;
-	bool cond_mutex_held;
-};
-
 static void forever(void *arg)
 {
 	(void)arg;
@@ -40,52 +22,10 @@ static void forever(void *arg)
 		;
 }
 
-static int block(struct victim *v)
-{
-	char b;
-	int x = 0;
-	weft_chan_case cs[1] = { { v->ch, WEFT_CHAN_RECV, &x, 0, 0 } };
-	switch (v->kind) {
-	case READ:
-		return (int)weft_read(v->sv[0], &b, 1, -1);
-	case SLEEP:
-		return weft_sleep(-1);
-	case JOIN:
-		return weft_join(v->target);
-	case MUTEX:
-		return weft_mutex_lock(v->m);
-	case COND: {	/* v->m is held (victim) */
-		int r = weft_cond_wait(v->c, v->m, -1);
-		int e = errno;
-		v->cond_mutex_held = weft_mutex_unlock(v->m) == 0;
-		errno = e;
-		return r;
-	}
-	case SEM:
-		return weft_sem_acquire(v->s, -1);
-	case RWLOCK:	/* write-held by the root */
-		return weft_rwlock_rdlock(v->rw, -1);
-	case WG:
-		return weft_wg_wait(v->wg, -1);
-	case RECV:
-		return weft_chan_recv(v->ch, &x, -1);
-	case SEND:
-		return weft_chan_send(v->ch, &x, -1);
-	case SELECT:
-		return weft_chan_select(cs, 1, -1);
-	default:
-		abort();
-	}
-}
-
 static void victim(void *arg)
 {
-	struct victim *v = arg;
-	if (v->kind == COND)
-		CHECK(weft_mutex_lock(v->m) == 0);
-	__atomic_store_n(&v->parked, 1, __ATOMIC_RELEASE);
-	v->result = block(v);
-	v->err = errno;
+	struct blocker *v = arg;
+	blocker_main(v);
 	/* nothing is sticky: the calls after it run as usual */
 	char b;
 	CHECK(weft_write(v->sv[1], "x", 1, -1) == 1);
@@ -93,50 +33,18 @@ static void victim(void *arg)
 	CHECK(weft_sleep(weft_now() + MS / 10) == 0);
 }
 
+/* Each victim's objects are then as they were, nobody waiting on them, and
+ * the joiner's target stays joinable, not interrupted (blocker_end). */
 static void interrupt_each_kind(void *arg)
 {
 	(void)arg;
-	for (int k = 0; k < NKINDS; k++) {
-		struct victim v = { .kind = k, .m = weft_mutex_new(), .c = weft_cond_new(),
-				    .s = weft_sem_new(0), .rw = weft_rwlock_new(),
-				    .wg = weft_wg_new(), .ch = weft_chan_new(sizeof(int), 0) };
-		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, v.sv) == 0);
-		CHECK(weft_wg_add(v.wg, 1) == 0);
-		uint64_t parks = stats_now().total.parks;
-		v.target = go(forever, NULL);
-		wait_parks(parks, 1);
-		if (k == MUTEX)
-			CHECK(weft_mutex_lock(v.m) == 0);
-		if (k == RWLOCK)
-			CHECK(weft_rwlock_wrlock(v.rw, -1) == 0);
-		parks = stats_now().total.parks;
-		weft_co *co = go(victim, &v);
-		while (!__atomic_load_n(&v.parked, __ATOMIC_ACQUIRE))
-			weft_yield();
-		wait_parks(parks, 1);	/* the victim, in its blocking call */
+	for (int k = 0; k < BLOCK_KINDS; k++) {
+		struct blocker v;
+		weft_co *co = blocker_start(&v, k, forever, victim);
 		CHECK(weft_interrupt(co) == 0);
 		CHECK(weft_join(co) == 0);
 		CHECK(v.result == -1 && v.err == EINTR);
-		if (k == COND)
-			CHECK(v.cond_mutex_held);
-		if (k == MUTEX)
-			CHECK(weft_mutex_unlock(v.m) == 0);
-		if (k == RWLOCK)
-			CHECK(weft_rwlock_unlock(v.rw) == 0);
-		/* the objects are as they were: nobody waits on them */
-		CHECK(weft_mutex_trylock(v.m) == 0 && weft_mutex_unlock(v.m) == 0);
-		CHECK(weft_rwlock_wrlock(v.rw, 0) == 0 && weft_rwlock_unlock(v.rw) == 0);
-		CHECK(weft_sem_release(v.s) == 0 && weft_sem_acquire(v.s, 0) == 0);
-		/* the joiner's target stays joinable, and was not interrupted */
-		CHECK(weft_cancel(v.target) == 0);
-		CHECK(weft_join(v.target) == 0);
-		CHECK(weft_close(v.sv[0]) == 0 && weft_close(v.sv[1]) == 0);
-		weft_mutex_free(v.m);
-		weft_cond_free(v.c);
-		weft_sem_free(v.s);
-		weft_rwlock_free(v.rw);
-		weft_wg_free(v.wg);
-		weft_chan_free(v.ch);
+		blocker_end(&v);
 	}
 }
 

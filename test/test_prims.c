@@ -270,6 +270,7 @@ struct rw {
 	atomic_uint readers, writers;
 	atomic_uint entered;
 	atomic_bool stop;
+	weft_sem *release;	/* rd_hold unlocks on it */
 	atomic_bool writer_done;
 	unsigned long value;	/* written under the write lock */
 };
@@ -422,20 +423,28 @@ static void unlock_not_mine(void *arg)
 	CHECK(weft_rwlock_wrlock(arg, weft_now() + 2 * MS) == -1 && errno == ETIMEDOUT);
 }
 
+/* Holds a read lock, parked (one park) until rd_release. */
 static void rd_hold(void *arg)
 {
 	struct rw *rw = arg;
 	CHECK(weft_rwlock_rdlock(rw->l, -1) == 0);
 	atomic_fetch_add(&rw->entered, 1);
-	while (!atomic_load(&rw->stop))
-		CHECK(weft_sleep(weft_now() + MS / 2) == 0);
+	CHECK(weft_sem_acquire(rw->release, -1) == 0);
 	CHECK(weft_rwlock_unlock(rw->l) == 0);
 }
 
+static void rd_release(struct rw *rw)
+{
+	atomic_store(&rw->stop, true);
+	CHECK(weft_sem_release(rw->release) == 0);
+}
+
+/* Gives up after 200 ms: long enough for the late reader to queue behind
+ * it on a loaded machine (wait_parks fails if it does not). */
 static void timed_writer(void *arg)
 {
 	struct rw *rw = arg;
-	CHECK(weft_rwlock_wrlock(rw->l, weft_now() + 20 * MS) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_rwlock_wrlock(rw->l, weft_now() + slack(200 * MS)) == -1 && errno == ETIMEDOUT);
 }
 
 static void late_reader(void *arg)
@@ -470,17 +479,22 @@ static void rw_errors(void *arg)
 	CHECK(weft_rwlock_unlock(l) == -1 && errno == EPERM);
 
 	/* a writer that gives up lets in the readers queued behind it */
-	struct rw rw = { .l = l };
+	struct rw rw = { .l = l, .release = weft_sem_new(0) };
+	CHECK(rw.release);
+	uint64_t parks = stats_now().total.parks;
 	weft_co *holder = go(rd_hold, &rw);
-	await_at_least(&rw.entered, 1);
+	wait_parks(parks, 1);	/* in, and parked */
 	weft_co *w = go(timed_writer, &rw);
-	CHECK(weft_sleep(weft_now() + 5 * MS) == 0);	/* the writer waits */
+	wait_parks(parks, 2);	/* the writer waits */
 	weft_co *late = go(late_reader, &rw);
+	wait_parks(parks, 3);	/* the reader is held back */
+	CHECK(atomic_load(&rw.entered) == 1);
 	join(w);
 	join(late);
 	CHECK(atomic_load(&rw.entered) == 2);
-	atomic_store(&rw.stop, true);
+	rd_release(&rw);
 	join(holder);
+	weft_sem_free(rw.release);
 	weft_rwlock_free(l);
 }
 
@@ -491,20 +505,6 @@ Test(prims, rwlock_deadlines_ownership_and_errors)
 	fails_with(weft_rwlock_unlock(NULL), EINVAL);
 	weft_rwlock_free(NULL);
 	run(2, rw_errors, NULL);
-}
-
-/* Waits until a writer is queued on l, which a reader holds: a read try
- * fails exactly then (a fixed sleep is not enough where the writer's
- * worker can be kept off its CPU for longer). */
-static void await_queued_writer(weft_rwlock *l)
-{
-	int64_t end = weft_now() + slack(10000 * MS);
-	while (weft_rwlock_rdlock(l, 0) == 0) {
-		CHECK(weft_rwlock_unlock(l) == 0);
-		CHECK(weft_now() < end);
-		CHECK(weft_sleep(weft_now() + MS / 10) == 0);
-	}
-	CHECK(errno == ETIMEDOUT);
 }
 
 /* A writer queued behind a reader, cancelled, lets in the reader queued
@@ -519,14 +519,15 @@ static void cancelled_writer(void *arg)
 static void rw_cancel(void *arg)
 {
 	(void)arg;
-	struct rw rw = { .l = weft_rwlock_new() };
-	CHECK(rw.l);
+	struct rw rw = { .l = weft_rwlock_new(), .release = weft_sem_new(0) };
+	CHECK(rw.l && rw.release);
+	uint64_t parks = stats_now().total.parks;
 	weft_co *holder = go(rd_hold, &rw);
-	await_at_least(&rw.entered, 1);
+	wait_parks(parks, 1);	/* in, and parked */
 	weft_co *w = go(cancelled_writer, &rw);
-	await_queued_writer(rw.l);	/* and new readers are held back */
+	wait_parks(parks, 2);	/* the writer waits */
 	weft_co *late = go(late_reader, &rw);
-	CHECK(weft_sleep(weft_now() + 5 * MS) == 0);	/* the reader queues */
+	wait_parks(parks, 3);	/* the reader is held back */
 	CHECK(atomic_load(&rw.entered) == 1);
 	CHECK(weft_cancel(w) == 0);
 	join(w);
@@ -534,8 +535,9 @@ static void rw_cancel(void *arg)
 	CHECK(atomic_load(&rw.entered) == 2);
 	CHECK(weft_rwlock_rdlock(rw.l, 0) == 0);	/* nobody waits: in at once */
 	CHECK(weft_rwlock_unlock(rw.l) == 0);
-	atomic_store(&rw.stop, true);
+	rd_release(&rw);
 	join(holder);
+	weft_sem_free(rw.release);
 	CHECK(weft_rwlock_wrlock(rw.l, 0) == 0);
 	CHECK(weft_rwlock_unlock(rw.l) == 0);
 	weft_rwlock_free(rw.l);
@@ -675,7 +677,7 @@ static void once_slow(void *arg)
 	struct once_case *oc = arg;
 	atomic_fetch_add(&oc->calls, 1);
 	while (!atomic_load(&oc->done))
-		CHECK(weft_sleep(weft_now() + MS / 2) == 0);
+		weft_yield();	/* not a park: the caller counts its waiter's */
 }
 
 static void once_slow_caller(void *arg)
@@ -704,8 +706,9 @@ static void once_errors(void *arg)
 	/* a waiter cancelled while fn runs returns ECANCELED; fn completes */
 	weft_co *r = go(once_slow_caller, &oc);
 	await_at_least(&oc.calls, 1);
+	uint64_t parks = stats_now().total.parks;
 	weft_co *c = go(once_cancelled, &oc.once);
-	CHECK(weft_sleep(weft_now() + 2 * MS) == 0);
+	wait_parks(parks, 1);	/* waiting for fn */
 	CHECK(weft_cancel(c) == 0);
 	join(c);
 	atomic_store(&oc.done, 1);

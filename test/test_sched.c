@@ -291,9 +291,15 @@ Test(sched, a_busy_workers_next_coroutine_is_taken_by_another, .timeout = 30)
 	cr_assert_eq(weft_join(a), 0);
 	struct wake_spin ws = { .ch = weft_chan_new(sizeof(int), 0) };
 	cr_assert_not_null(ws.ch);
+	weft_stats st = { .size = sizeof st };
+	cr_assert_eq(weft_stats_get(&st), 0);
+	uint64_t parks = st.total.parks;
 	weft_co *r = weft_spawn(receiver, &ws);
 	cr_assert_not_null(r);
-	nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);	/* let it park */
+	do {	/* until it parks: the send then wakes it into the sender's runnext */
+		nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000 }, NULL);
+		cr_assert_eq(weft_stats_get(&st), 0);
+	} while (st.total.parks == parks);
 	weft_co *w = weft_spawn(wake_then_spin, &ws);
 	cr_assert_not_null(w);
 	cr_assert_eq(weft_join(w), 0);
