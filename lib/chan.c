@@ -131,9 +131,9 @@ static struct weft__waitq *case_queue(const weft_chan_case *c)
  * other nodes on ch go with it: once claimed, the select never touches ch
  * again (ch may be freed as soon as we return), so its claimer unlinks
  * them; the select's waiter waits for us (WAKING) before its stack goes. */
-static struct weft__wnode *claim(weft_chan *ch, struct weft__waitq *q)
+static struct weft__wnode *claim(weft_chan *ch, struct weft__waitq *q, struct weft__wakes *ws)
 {
-	struct weft__wnode *n = weft__waitq_claim(q);
+	struct weft__wnode *n = weft__waitq_claim(q, ws);
 	if (!n || n->sole)
 		return n;
 	struct select_wait *sw = (struct select_wait *)((char *)(n - n->index) -
@@ -150,7 +150,7 @@ static int try_send(weft_chan *ch, const void *elem, struct weft__wakes *ws)
 {
 	if (ch->closed)
 		return EPIPE;
-	struct weft__wnode *r = claim(ch, &ch->recvq);
+	struct weft__wnode *r = claim(ch, &ch->recvq, ws);
 	if (r) {
 		copy(ch, r->data, elem);
 		weft__wakes_add(ws, r, 0);
@@ -171,13 +171,13 @@ static int try_recv(weft_chan *ch, void *elem, struct weft__wakes *ws)
 		copy(ch, elem, slot(ch, 0));
 		ch->head = (ch->head + 1) % ch->cap;
 		ch->count--;
-		if ((s = claim(ch, &ch->sendq))) {	/* room for one more */
+		if ((s = claim(ch, &ch->sendq, ws))) {	/* room for one more */
 			copy(ch, slot(ch, ch->count++), s->data);
 			weft__wakes_add(ws, s, 0);
 		}
 		return 0;
 	}
-	if ((s = claim(ch, &ch->sendq))) {	/* rendezvous */
+	if ((s = claim(ch, &ch->sendq, ws))) {	/* rendezvous */
 		copy(ch, elem, s->data);
 		weft__wakes_add(ws, s, 0);
 		return 0;
@@ -190,8 +190,17 @@ static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 	if (weft__co_take_entry(ch && (elem || !ch->elem_size)) != 0)
 		return -1;
 	struct weft__wakes ws = { NULL };
-	weft__lock_acquire(&ch->lock);
-	int r = op == WEFT_CHAN_SEND ? try_send(ch, elem, &ws) : try_recv(ch, elem, &ws);
+	int r;
+	for (;;) {
+		weft__lock_acquire(&ch->lock);
+		r = op == WEFT_CHAN_SEND ? try_send(ch, elem, &ws) : try_recv(ch, elem, &ws);
+		if (r != NOT_READY || !at_load_uint(&ws.dropped))
+			break;
+		/* it dropped nodes whose waiters relock ch: they leave it
+		 * before we wait (waitq.h), then we look again */
+		weft__lock_release(&ch->lock);
+		weft__wakes_settle(&ws);
+	}
 	if (r != NOT_READY) {
 		weft__lock_release(&ch->lock);
 		weft__wakes_run(&ws);
@@ -304,10 +313,17 @@ static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t
 	size_t won = claimed ? weft__wnode_claimed_case(&sw.nodes[0], r) : n;
 	const weft_chan *skip = claimed ? cases[won].ch : NULL;
 	lock_all(chs, k, skip);
-	for (size_t i = 0; i < n; i++)
-		if (cases[i].ch != skip)
-			weft__waitq_unlink(case_queue(&cases[i]), &sw.nodes[i]);
+	unsigned *droppers[WEFT_SELECT_MAX];
+	for (size_t i = 0; i < n; i++) {
+		droppers[i] = NULL;
+		if (cases[i].ch == skip)	/* its claimer unlinked these (claim) */
+			continue;
+		droppers[i] = weft__wnode_dropper(&sw.nodes[i]);
+		weft__waitq_unlink(case_queue(&cases[i]), &sw.nodes[i]);
+	}
 	unlock_all(chs, k, skip);
+	for (size_t i = 0; i < n; i++)	/* every channel left: their droppers may return */
+		weft__wnode_left(droppers[i]);
 	if (!claimed) {
 		*err = r;
 		return -1;
@@ -323,8 +339,16 @@ int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
 	weft_chan *chs[WEFT_SELECT_MAX];
 	size_t k = lock_order(cases, n, chs);
 	struct weft__wakes ws = { NULL };
-	lock_all(chs, k, NULL);
-	long i = select_ready(cases, n, &ws);
+	long i;
+	for (;;) {
+		lock_all(chs, k, NULL);
+		i = select_ready(cases, n, &ws);
+		if (i >= 0 || !at_load_uint(&ws.dropped))
+			break;
+		/* as chan_op: the waiters of the nodes it dropped leave first */
+		unlock_all(chs, k, NULL);
+		weft__wakes_settle(&ws);
+	}
 	int err = ETIMEDOUT;
 	if (i >= 0 || weft__clock_deadline_passed(deadline)) {
 		unlock_all(chs, k, NULL);

@@ -57,6 +57,16 @@
  * its give-up step (weft__wait_park_hook's gave_up), as the claimer
  * counted it out.  So a claim that returns NULL may have emptied a
  * queue of such nodes: its caller treats it as "everyone gave up".
+ *
+ * That waiter still relocks the object, so a claimer that dropped its node
+ * must not return (after which the object may be freed: a broadcast, an
+ * unlock, a free) before it has left: it points the node at a count on
+ * its own stack (weft__wakes' dropped) and adds one, under the lock; the
+ * waiter, relocking, finds its node unlinked, reads that pointer under the
+ * lock, unlocks (its last access to the object) and then takes one off
+ * (the claimer's stack word: it waits for it).  weft__wakes_run waits for
+ * the count to reach 0.  A select's nodes dropped on the channels it
+ * relocks count likewise.  Nothing is paid when nothing was dropped.
  */
 #ifndef WEFT_WAITQ_H
 #define WEFT_WAITQ_H
@@ -65,6 +75,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "atomic.h"
 #include "list.h"
 #include "lock.h"
 #include "park.h"
@@ -80,6 +91,7 @@ struct weft__wnode {
 	struct weft__wnode *wake_next;	/* in its claimer's wakes, once claimed */
 	unsigned index;			/* this node's case (select) */
 	int result;			/* set by the claimer: 0 done, EPIPE (closed), WEFT__PARK_WAKE_RETRY */
+	unsigned *dropper;		/* set under the lock by a claimer that dropped it: its wakes' count */
 	bool linked;
 	bool sole;			/* claim is this node's alone (not a select's) */
 };
@@ -97,9 +109,12 @@ struct weft__waitq {
 };
 
 /* The nodes a waker claimed under an object's lock, to wake after its
- * release (linked through their wake_next pointers). */
+ * release (linked through their wake_next pointers), and how many dead
+ * nodes it dropped whose waiters have yet to leave the object (atomic:
+ * each such waiter decrements it, its last step, after its unlock). */
 struct weft__wakes {
 	struct weft__wnode *head;
+	unsigned dropped;
 };
 
 /* A new object that keeps wait queues, zeroed (its lock free, its queues
@@ -115,9 +130,11 @@ static inline bool weft__waitq_empty(const struct weft__waitq *q)
 }
 void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n);
 void weft__waitq_unlink(struct weft__waitq *q, struct weft__wnode *n);
-/* Pops nodes until one can be claimed (dropping dead ones); NULL when none
- * can. */
-struct weft__wnode *weft__waitq_claim(struct weft__waitq *q);
+/* Pops nodes until one can be claimed (dropping dead ones, counted in ws:
+ * see weft__wakes_run); NULL when none can.  ws NULL only for an object
+ * that is never freed (an fd table entry): its dropped waiters are not
+ * waited for. */
+struct weft__wnode *weft__waitq_claim(struct weft__waitq *q, struct weft__wakes *ws);
 /* Under the lock: completes the claimed node n with result and adds it to
  * ws, to be woken after the lock's release.  (Inline, as is the empty
  * check below: they sit on every channel operation.) */
@@ -127,7 +144,8 @@ static inline void weft__wakes_add(struct weft__wakes *ws, struct weft__wnode *n
 	n->wake_next = ws->head;
 	ws->head = n;
 }
-/* Under the lock: claims every live node of q with result, into ws. */
+/* Under the lock: claims every live node of q with result, into ws
+ * (never NULL here). */
 void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes *ws);
 /* The same for the live nodes of q whose data is `data` (a queue that
  * objects share: once.c); the others stay queued. */
@@ -137,7 +155,8 @@ void weft__waitq_claim_all_of(struct weft__waitq *q, const void *data, int resul
  * nodes and their waiters, never the object. */
 void weft__wnode_wake(struct weft__wnode *n);
 void weft__wakes_run_list(struct weft__wnode *head);
-static inline void weft__wakes_run(struct weft__wakes *ws)
+void weft__wakes_wait_dropped(struct weft__wakes *ws);
+static inline void weft__wakes_wake(struct weft__wakes *ws)
 {
 	struct weft__wnode *n = ws->head;
 	if (n && !n->wake_next)
@@ -145,6 +164,30 @@ static inline void weft__wakes_run(struct weft__wakes *ws)
 	else if (n)
 		weft__wakes_run_list(n);
 }
+/* With no lock held: waits until every waiter whose node ws dropped has
+ * left the object (weft__wnode_left), so that the caller's return, after
+ * which the object may be freed, is after their last access too.  Every
+ * claimer runs it before it returns. */
+static inline void weft__wakes_settle(struct weft__wakes *ws)
+{
+	if (at_load_uint(&ws->dropped))
+		weft__wakes_wait_dropped(ws);
+}
+/* The wakes, then the settle: a claimer's last step. */
+static inline void weft__wakes_run(struct weft__wakes *ws)
+{
+	weft__wakes_wake(ws);
+	weft__wakes_settle(ws);
+}
+/* The waiter's side, under the lock, after it relocked to unlink n: the
+ * count of the claimer that dropped n (NULL if it unlinked n itself), to
+ * pass to weft__wnode_left once the lock is released. */
+static inline unsigned *weft__wnode_dropper(const struct weft__wnode *n)
+{
+	return n->linked ? NULL : n->dropper;
+}
+/* After the waiter's last access to the object: lets its dropper return. */
+void weft__wnode_left(unsigned *dropper);
 
 /* Under lock: arms x and queues it on q (data: see wnode). */
 void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data);
