@@ -68,22 +68,6 @@ void weft_chan_free(weft_chan *ch)
 	free(ch);
 }
 
-int weft_chan_close(weft_chan *ch)
-{
-	if (!ch)
-		return weft__err_fail(EINVAL);
-	struct weft__wakes ws = { NULL };
-	weft__lock_acquire(&ch->lock);
-	bool was = ch->closed;
-	ch->closed = true;
-	/* both queues emptied: a select claimed here leaves no node on ch */
-	weft__waitq_claim_all(&ch->recvq, EPIPE, &ws);
-	weft__waitq_claim_all(&ch->sendq, EPIPE, &ws);
-	weft__lock_release(&ch->lock);
-	weft__wakes_run(&ws);
-	return was ? weft__err_fail(EPIPE) : 0;
-}
-
 /* ------------------------------------------------------ one operation */
 
 /* (With elements of size 0 the ring is empty and every slot is its start,
@@ -142,6 +126,33 @@ static struct weft__wnode *claim(weft_chan *ch, struct weft__waitq *q, struct we
 		if (sw->cases[i].ch == ch)
 			weft__waitq_unlink(case_queue(&sw->cases[i]), &sw->nodes[i]);
 	return n;
+}
+
+/* Under ch's lock, for its close: claims every live node of q with EPIPE,
+ * through claim, so that a select with other cases on ch leaves none of
+ * them behind (its nodes on ch are not the claimer's to drop: the select
+ * never relocks ch, and a dropper would wait for it there for good). */
+static void claim_all(weft_chan *ch, struct weft__waitq *q, struct weft__wakes *ws)
+{
+	struct weft__wnode *n;
+	while ((n = claim(ch, q, ws)))
+		weft__wakes_add(ws, n, EPIPE);
+}
+
+int weft_chan_close(weft_chan *ch)
+{
+	if (!ch)
+		return weft__err_fail(EINVAL);
+	struct weft__wakes ws = { NULL };
+	weft__lock_acquire(&ch->lock);
+	bool was = ch->closed;
+	ch->closed = true;
+	/* both queues emptied: a select claimed here leaves no node on ch */
+	claim_all(ch, &ch->recvq, &ws);
+	claim_all(ch, &ch->sendq, &ws);
+	weft__lock_release(&ch->lock);
+	weft__wakes_run(&ws);
+	return was ? weft__err_fail(EPIPE) : 0;
 }
 
 /* Under the lock: 0 sent, EPIPE, or NOT_READY.  A partner it completed

@@ -76,8 +76,10 @@ struct weft__wnode *weft__waitq_claim(struct weft__waitq *q, struct weft__wakes 
 void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes *ws)
 {
 	struct weft__wnode *n;
-	while ((n = weft__waitq_claim(q, ws)))
+	while ((n = weft__waitq_claim(q, ws))) {
+		WEFT__ASSERT(n->sole);
 		weft__wakes_add(ws, n, result);
+	}
 }
 
 void weft__waitq_claim_all_of(struct weft__waitq *q, const void *data, int result,

@@ -145,7 +145,8 @@ static inline void weft__wakes_add(struct weft__wakes *ws, struct weft__wnode *n
 	ws->head = n;
 }
 /* Under the lock: claims every live node of q with result, into ws
- * (never NULL here). */
+ * (never NULL here).  Plain waits only: a select's nodes on one channel
+ * go together (chan.c's claim). */
 void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes *ws);
 /* The same for the live nodes of q whose data is `data` (a queue that
  * objects share: once.c); the others stay queued. */

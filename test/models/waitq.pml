@@ -19,6 +19,9 @@
  * the waiter's wait there is over: completed, or given up and its node
  * dropped by a call that returned -- POSIX's destroy after a broadcast
  * whose waiter timed out) or, with -DMAYBE_FREE, may leave it.
+ * With -DCLOSE each partner is a close (weft_chan_close): it claims every
+ * live node it finds, not the first only (a select with two cases on the
+ * closed object: the first is claimed, the second must go with it).
  * Beside the claims, the waiter's deadline and weft_cancel race for its park
  * word (each at most once, at any time after the park).
  *
@@ -49,7 +52,10 @@
  *   BUG_RELOCK_WINNER    (SELECT) a claimed select relocks the claimer's
  *                        object too
  *   BUG_KEEP_SIBLINGS    (SELECT SAME_OBJ) the claimer leaves the select's
- *                        other nodes on its object linked
+ *                        other nodes on its object linked; with CLOSE
+ *                        (claim_all of waitq.c, which knows no select) the
+ *                        close then drops them and waits for good for the
+ *                        select, which never relocks its claimer's object
  *   NO_DROP_WAIT         a claimer that dropped an abandoned node returns
  *                        without waiting for its waiter to leave: the
  *                        object is freed under the relocking waiter
@@ -67,6 +73,11 @@
 #define NNODE 1
 #endif
 #define NOBJ 2
+#ifdef CLOSE
+#define CLAIM_MORE true	/* a close claims every live node */
+#else
+#define CLAIM_MORE !claimed
+#endif
 #ifndef NCLAIM
 #define NCLAIM 1	/* partners per object the waiter waits on */
 #endif
@@ -117,7 +128,7 @@ inline unlock(o)
 
 proctype Waiter()
 {
-	byte i, r, won;
+	byte i, r, won = NOBJ;	/* the claimer's object, NOBJ none */
 	bool abandoned;
 	/* weft__wait_enqueue / select_park: every lock held, nodes pushed */
 	for (i : 0 .. NOBJ - 1) {
@@ -213,10 +224,11 @@ proctype Waiter()
 	}
 #endif
 	/* weft__wnode_left: every lock released, each dropper may return
-	 * (dropper[] was written under the lock, and never after the unlink) */
+	 * (dropper[] was written under the lock, and never after the unlink);
+	 * only for the nodes it retracted: not on its claimer's object */
 	for (i : 0 .. NNODE - 1) {
 		if
-		:: dropper[i] != 0 -> dropcount[dropper[i]]--
+		:: dropper[i] != 0 && nodeobj[i] != won -> dropcount[dropper[i]]--
 		:: else
 		fi
 	}
@@ -236,29 +248,32 @@ proctype Waiter()
 proctype Partner(byte o)
 {
 	byte i, j;
-	bool claimed = false, woke;
+	bool claimed = false, took, woke;
 	lock(o);
-	/* weft__waitq_claim: pop until a claim CAS succeeds */
+	/* weft__waitq_claim: pop until a claim CAS succeeds (a close: on to
+	 * the end of the queue) */
 	for (i : 0 .. NNODE - 1) {
 		if
-		:: !claimed && linked[i] && nodeobj[i] == o ->
+		:: CLAIM_MORE && linked[i] && nodeobj[i] == o ->
 			touch(o);
 			assert(!gone);
 			linked[i] = false;
 			atomic {
 				if
 #ifdef BUG_SOLE_STORE
-				:: NNODE == 1 -> claim = (i + 1) | WAKING; claimed = true
+				:: NNODE == 1 -> claim = (i + 1) | WAKING; took = true
 #endif
-				:: claim == 0 -> claim = (i + 1) | WAKING; claimed = true
+				:: claim == 0 -> claim = (i + 1) | WAKING; took = true
 				:: else	/* dead: dropped, counted */
+					took = false;
 					dropper[i] = _pid;
 					dropcount[_pid]++;
 					droppedon[o] = true
 				fi
 			}
 			if
-			:: claimed ->
+			:: took ->
+				claimed = true;
 				completed++;
 				claimedon = o;
 #ifndef BUG_KEEP_SIBLINGS
