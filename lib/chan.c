@@ -324,17 +324,14 @@ static long select_park(weft_chan_case *cases, size_t n, weft_chan **chs, size_t
 	size_t won = claimed ? weft__wnode_claimed_case(&sw.nodes[0], r) : n;
 	const weft_chan *skip = claimed ? cases[won].ch : NULL;
 	lock_all(chs, k, skip);
-	unsigned *droppers[WEFT_SELECT_MAX];
-	for (size_t i = 0; i < n; i++) {
-		droppers[i] = NULL;
-		if (cases[i].ch == skip)	/* its claimer unlinked these (claim) */
-			continue;
-		droppers[i] = weft__wnode_dropper(&sw.nodes[i]);
-		weft__waitq_unlink(case_queue(&cases[i]), &sw.nodes[i]);
-	}
+	/* skip's nodes: its claimer unlinked them (claim) */
+	for (size_t i = 0; i < n; i++)
+		if (cases[i].ch != skip)
+			weft__wnode_retract(case_queue(&cases[i]), &sw.nodes[i]);
 	unlock_all(chs, k, skip);
 	for (size_t i = 0; i < n; i++)	/* every channel left: their droppers may return */
-		weft__wnode_left(droppers[i]);
+		if (cases[i].ch != skip)
+			weft__wnode_left(&sw.nodes[i]);
 	if (!claimed) {
 		*err = r;
 		return -1;

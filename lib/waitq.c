@@ -54,10 +54,9 @@ static bool take(struct weft__waitq *q, struct weft__wnode *n, struct weft__wake
 	weft__waitq_unlink(q, n);
 	if (at_cas_uint(n->claim, 0, (n->index + 1) | WAITQ_WAKING))
 		return true;
-	if (ws) {
-		n->dropper = &ws->dropped;
+	n->dropper = ws ? &ws->dropped : NULL;
+	if (ws)
 		at_faa_uint(&ws->dropped, 1);
-	}
 	return false;
 }
 
@@ -135,12 +134,6 @@ void weft__wakes_wait_dropped(struct weft__wakes *ws)
 	}
 }
 
-void weft__wnode_left(unsigned *dropper)
-{
-	if (dropper)
-		at_fas_uint(dropper, 1);
-}
-
 void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)
 {
 	weft__waiter_init(&x->waiter);
@@ -186,14 +179,11 @@ int weft__wait_park_hook(struct weft__wait *x, struct weft__lock *lock, struct w
 	weft__fault_pause(WEFT__FAULT_ABANDONED, (uintptr_t)obj);
 	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(lock);
-	unsigned *dropper = weft__wnode_dropper(&x->node);
-	if (x->node.linked) {	/* else a claimer dropped it, and did our part */
-		weft__waitq_unlink(q, &x->node);
-		if (gave_up)
-			gave_up(obj, &ws);
-	}
+	/* not retracted: a claimer dropped it, and did our part */
+	if (weft__wnode_retract(q, &x->node) && gave_up)
+		gave_up(obj, &ws);
 	weft__lock_release(lock);
-	weft__wnode_left(dropper);	/* the object may go now */
+	weft__wnode_left(&x->node);	/* the object may go now */
 	weft__wakes_run(&ws);
 	return r;
 }

@@ -88,10 +88,12 @@ struct weft__wnode {
 	struct weft__waiter *waiter;	/* shared by the nodes of one wait */
 	unsigned *claim;		/* atomic, shared likewise: 0 open, (case+1)|WAKING, ABANDONED */
 	void *data;			/* the element to send, where to receive it, or the word waited for (once.c) */
-	struct weft__wnode *wake_next;	/* in its claimer's wakes, once claimed */
+	union {
+		struct weft__wnode *wake_next;	/* in its claimer's wakes, once claimed */
+		unsigned *dropper;	/* a claimer that dropped it: its wakes' count (never claimed) */
+	};
 	unsigned index;			/* this node's case (select) */
 	int result;			/* set by the claimer: 0 done, EPIPE (closed), WEFT__PARK_WAKE_RETRY */
-	unsigned *dropper;		/* set under the lock by a claimer that dropped it: its wakes' count */
 	bool linked;
 	bool sole;			/* claim is this node's alone (not a select's) */
 };
@@ -180,15 +182,26 @@ static inline void weft__wakes_run(struct weft__wakes *ws)
 	weft__wakes_wake(ws);
 	weft__wakes_settle(ws);
 }
-/* The waiter's side, under the lock, after it relocked to unlink n: the
- * count of the claimer that dropped n (NULL if it unlinked n itself), to
- * pass to weft__wnode_left once the lock is released. */
-static inline unsigned *weft__wnode_dropper(const struct weft__wnode *n)
+/* The waiter's side, under the lock it relocked after its abandon (or
+ * after another case won its select): takes n out of q; true if it did,
+ * false if a claimer dropped n (then n keeps that claimer's count for
+ * weft__wnode_left). */
+static inline bool weft__wnode_retract(struct weft__waitq *q, struct weft__wnode *n)
 {
-	return n->linked ? NULL : n->dropper;
+	if (!n->linked)
+		return false;
+	weft__waitq_unlink(q, n);
+	n->dropper = NULL;
+	return true;
 }
-/* After the waiter's last access to the object: lets its dropper return. */
-void weft__wnode_left(unsigned *dropper);
+/* After the waiter's last access to the object, its lock released, for
+ * each node it retracted: lets the claimer that dropped n, if one did,
+ * return.  n is the waiter's own: nobody else writes it any more. */
+static inline void weft__wnode_left(struct weft__wnode *n)
+{
+	if (n->dropper)
+		at_fas_uint(n->dropper, 1);
+}
 
 /* Under lock: arms x and queues it on q (data: see wnode). */
 void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data);
