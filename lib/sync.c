@@ -228,13 +228,17 @@ static void unlock_slow(weft_mutex *m, struct weft__wakes *ws)
 	}
 }
 
-/* Releases m, held by the caller; the waiter it hands over to, if any, and
- * the nodes it dropped are in ws, to run. */
-static void release(weft_mutex *m, struct weft__wakes *ws)
+/* Releases m, held by the caller.  True if it took the slow path: then the
+ * waiter it handed over to, if any, and the nodes it dropped are in ws, to
+ * run; the fast path leaves ws as it was (an unlock with nobody queued
+ * pays nothing for them). */
+static inline bool release(weft_mutex *m, struct weft__wakes *ws)
 {
 	at_store_ptr(&m->owner, NULL);
-	if (!unlock_fast(m))
-		unlock_slow(m, ws);
+	if (unlock_fast(m))
+		return false;
+	unlock_slow(m, ws);
+	return true;
 }
 
 int weft_mutex_lock(weft_mutex *m)
@@ -268,8 +272,8 @@ int weft_mutex_unlock(weft_mutex *m)
 	if (at_load_ptr(&m->owner) != caller())
 		return weft__err_fail(EPERM);
 	struct weft__wakes ws = { NULL };
-	release(m, &ws);
-	weft__wakes_run(&ws);
+	if (release(m, &ws))
+		weft__wakes_run(&ws);
 	return 0;
 }
 
