@@ -45,18 +45,26 @@ static struct weft__wnode *node_of(struct weft__list_link *l)
 	return WEFT__LIST_ENTRY(l, struct weft__wnode, link);
 }
 
+/* Counts the dead node n, unlinked, in ws (NULL: not counted), whose
+ * waiter relocks the object: ws waits for it to leave (waitq.h).  Out of
+ * line: a claim that drops nothing carries none of it. */
+static __attribute__((cold, noinline)) void drop(struct weft__wnode *n, struct weft__wakes *ws)
+{
+	n->dropper = ws ? &ws->dropped : NULL;
+	if (ws)
+		at_faa_uint(&ws->dropped, 1);
+}
+
 /* Takes n out of q and claims it; false if it was dead (its wait won
  * elsewhere or abandoned: dropped, and its waiter, finding it unlinked,
- * knows it, and relocks the object: ws waits for it to leave, waitq.h).
- * A CAS even for a sole node: its waiter abandons it without the lock. */
+ * knows it).  A CAS even for a sole node: its waiter abandons it without
+ * the lock. */
 static bool take(struct weft__waitq *q, struct weft__wnode *n, struct weft__wakes *ws)
 {
 	weft__waitq_unlink(q, n);
 	if (at_cas_uint(n->claim, 0, (n->index + 1) | WAITQ_WAKING))
 		return true;
-	n->dropper = ws ? &ws->dropped : NULL;
-	if (ws)
-		at_faa_uint(&ws->dropped, 1);
+	drop(n, ws);
 	return false;
 }
 
