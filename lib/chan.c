@@ -201,27 +201,21 @@ static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 	if (weft__co_take_entry(ch && (elem || !ch->elem_size)) != 0)
 		return -1;
 	struct weft__wakes ws = { NULL };
-	int r;
-	for (;;) {
-		weft__lock_acquire(&ch->lock);
-		r = op == WEFT_CHAN_SEND ? try_send(ch, elem, &ws) : try_recv(ch, elem, &ws);
-		if (r != NOT_READY || !at_load_uint(&ws.dropped))
-			break;
-		/* it dropped nodes whose waiters relock ch: they leave it
-		 * before we wait (waitq.h), then we look again */
-		weft__lock_release(&ch->lock);
-		weft__wakes_settle(&ws);
-	}
+	weft__lock_acquire(&ch->lock);
+	int r = op == WEFT_CHAN_SEND ? try_send(ch, elem, &ws) : try_recv(ch, elem, &ws);
 	if (r != NOT_READY) {
 		weft__lock_release(&ch->lock);
 		weft__wakes_run(&ws);
 		return r ? weft__err_fail(r) : 0;
 	}
-	/* NOT_READY completed nobody: ws is empty. */
+	/* NOT_READY completed nobody, but may have dropped nodes whose waiters
+	 * relock ch: we wait for them (waitq.h) once the park has released
+	 * the lock, as cond_wait does for its mutex, and before we return. */
 	struct weft__wait x;
 	struct weft__waitq *q = op == WEFT_CHAN_SEND ? &ch->sendq : &ch->recvq;
 	weft__wait_enqueue(&x, q, elem);
 	r = weft__wait_park(&x, &ch->lock, q, deadline);
+	weft__wakes_settle(&ws);
 	return r ? weft__err_fail(r) : 0;
 }
 
@@ -347,22 +341,15 @@ int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)
 	weft_chan *chs[WEFT_SELECT_MAX];
 	size_t k = lock_order(cases, n, chs);
 	struct weft__wakes ws = { NULL };
-	long i;
-	for (;;) {
-		lock_all(chs, k, NULL);
-		i = select_ready(cases, n, &ws);
-		if (i >= 0 || !at_load_uint(&ws.dropped))
-			break;
-		/* as chan_op: the waiters of the nodes it dropped leave first */
-		unlock_all(chs, k, NULL);
-		weft__wakes_settle(&ws);
-	}
+	lock_all(chs, k, NULL);
+	long i = select_ready(cases, n, &ws);
 	int err = ETIMEDOUT;
 	if (i >= 0 || weft__clock_deadline_passed(deadline)) {
 		unlock_all(chs, k, NULL);
 		weft__wakes_run(&ws);
-	} else {	/* nothing was ready: ws is empty */
+	} else {	/* nothing was ready: ws holds only nodes dropped (chan_op) */
 		i = select_park(cases, n, chs, k, deadline, &err);
+		weft__wakes_settle(&ws);
 	}
 	return i < 0 ? weft__err_fail(err) : (int)i;
 }
