@@ -98,6 +98,10 @@ struct weft__wnode {
 	bool sole;			/* claim is this node's alone (not a select's) */
 };
 
+/* A select keeps WEFT_SELECT_MAX of them on its stack: dropper shares a
+ * word rather than grow them. */
+_Static_assert(sizeof(struct weft__wnode) <= 64, "a wait node stays within 64 bytes");
+
 /* One wait on one queue (everything but select). */
 struct weft__wait {
 	struct weft__waiter waiter;
