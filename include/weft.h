@@ -792,6 +792,15 @@ WEFT_EXPORT int weft_stats_get(weft_stats *out);
  * while the last member is still on its way out.  What stays undefined is freeing an
  * object while a call on it has not returned: a waiter still parked on it,
  * or a call that another thread may still make.
+ *
+ * To keep that rule, a call said below never to block (an unlock, a
+ * release, a signal or broadcast, a close, weft_wg_add) may wait a moment
+ * in one case: when it finds a waiter whose deadline or cancel has just
+ * ended its wait, it waits for that waiter to leave the object (a few
+ * instructions: retake the object's internal lock, unlink, release it).  A
+ * coroutine yields meanwhile, a plain thread spins and then yields its
+ * CPU.  That waiter needs nothing the caller holds, so this cannot
+ * deadlock; but none of these calls is async-signal-safe.
  */
 
 typedef struct weft_mutex weft_mutex;

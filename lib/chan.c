@@ -69,22 +69,6 @@ void weft_chan_free(weft_chan *ch)
 	free(ch);
 }
 
-int weft_chan_close(weft_chan *ch)
-{
-	if (!ch)
-		return weft__err_fail(EINVAL);
-	struct weft__wakes ws = { NULL };
-	weft__lock_acquire(&ch->lock);
-	bool was = ch->closed;
-	ch->closed = true;
-	/* both queues emptied: a select claimed here leaves no node on ch */
-	weft__waitq_claim_all(&ch->recvq, EPIPE, &ws);
-	weft__waitq_claim_all(&ch->sendq, EPIPE, &ws);
-	weft__lock_release(&ch->lock);
-	weft__wakes_run(&ws);
-	return was ? weft__err_fail(EPIPE) : 0;
-}
-
 /* ------------------------------------------------------ one operation */
 
 /* (With elements of size 0 the ring is empty and every slot is its start,
@@ -152,9 +136,9 @@ static struct weft__waitq *case_queue(const weft_chan_case *c)
  * other nodes on ch go with it: once claimed, the select never touches ch
  * again (ch may be freed as soon as we return), so its claimer unlinks
  * them; the select's waiter waits for us (WAKING) before its stack goes. */
-static struct weft__wnode *claim(weft_chan *ch, struct weft__waitq *q)
+static struct weft__wnode *claim(weft_chan *ch, struct weft__waitq *q, struct weft__wakes *ws)
 {
-	struct weft__wnode *n = weft__waitq_claim(q);
+	struct weft__wnode *n = weft__waitq_claim(q, ws);
 	if (!n || n->sole)
 		return n;
 	struct select_wait *sw = (struct select_wait *)((char *)(n - n->index) -
@@ -165,13 +149,40 @@ static struct weft__wnode *claim(weft_chan *ch, struct weft__waitq *q)
 	return n;
 }
 
+/* Under ch's lock, for its close: claims every live node of q with EPIPE,
+ * through claim, so that a select with other cases on ch leaves none of
+ * them behind (its nodes on ch are not the claimer's to drop: the select
+ * never relocks ch, and a dropper would wait for it there for good). */
+static void claim_all(weft_chan *ch, struct weft__waitq *q, struct weft__wakes *ws)
+{
+	struct weft__wnode *n;
+	while ((n = claim(ch, q, ws)))
+		weft__wakes_add(ws, n, EPIPE);
+}
+
+int weft_chan_close(weft_chan *ch)
+{
+	if (!ch)
+		return weft__err_fail(EINVAL);
+	struct weft__wakes ws = { NULL };
+	weft__lock_acquire(&ch->lock);
+	bool was = ch->closed;
+	ch->closed = true;
+	/* both queues emptied: a select claimed here leaves no node on ch */
+	claim_all(ch, &ch->recvq, &ws);
+	claim_all(ch, &ch->sendq, &ws);
+	weft__lock_release(&ch->lock);
+	weft__wakes_run(&ws);
+	return was ? weft__err_fail(EPIPE) : 0;
+}
+
 /* Under the lock: 0 sent, EPIPE, or NOT_READY.  A partner it completed
  * goes on ws, to be woken after the lock's release (waitq.h). */
 static int try_send(weft_chan *ch, const void *elem, struct weft__wakes *ws)
 {
 	if (ch->closed)
 		return EPIPE;
-	struct weft__wnode *r = claim(ch, &ch->recvq);
+	struct weft__wnode *r = claim(ch, &ch->recvq, ws);
 	if (r) {
 		copy(ch, r->data, elem);
 		weft__wakes_add(ws, r, 0);
@@ -192,13 +203,13 @@ static int try_recv(weft_chan *ch, void *elem, struct weft__wakes *ws)
 		copy(ch, elem, slot(ch, 0));
 		ch->head = (ch->head + 1) % ch->cap;
 		ch->count--;
-		if ((s = claim(ch, &ch->sendq))) {	/* room for one more */
+		if ((s = claim(ch, &ch->sendq, ws))) {	/* room for one more */
 			copy(ch, slot(ch, ch->count++), s->data);
 			weft__wakes_add(ws, s, 0);
 		}
 		return 0;
 	}
-	if ((s = claim(ch, &ch->sendq))) {	/* rendezvous */
+	if ((s = claim(ch, &ch->sendq, ws))) {	/* rendezvous */
 		copy(ch, elem, s->data);
 		weft__wakes_add(ws, s, 0);
 		return 0;
@@ -218,11 +229,14 @@ static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 		weft__wakes_run(&ws);
 		return r ? weft__err_fail(r) : 0;
 	}
-	/* NOT_READY completed nobody: ws is empty. */
+	/* NOT_READY completed nobody, but may have dropped nodes whose waiters
+	 * relock ch: we wait for them (waitq.h) once the park has released
+	 * the lock, as cond_wait does for its mutex, and before we return. */
 	struct weft__wait x;
 	struct weft__waitq *q = op == WEFT_CHAN_SEND ? &ch->sendq : &ch->recvq;
 	weft__wait_enqueue(&x, q, elem);
 	r = weft__wait_park(&x, &ch->lock, q, deadline);
+	weft__wakes_settle(&ws);
 	return r ? weft__err_fail(r) : 0;
 }
 
@@ -343,8 +357,11 @@ static size_t settle_channels(struct select_wait *sw, weft_chan **chs, size_t k,
 	lock_all(chs, k, skip);
 	for (size_t i = 0; i < sw->n; i++)
 		if (!is_fd_case(&sw->cases[i]) && sw->cases[i].ch != skip)
-			weft__waitq_unlink(case_queue(&sw->cases[i]), &sw->nodes[i]);
+			weft__wnode_retract(case_queue(&sw->cases[i]), &sw->nodes[i]);
 	unlock_all(chs, k, skip);
+	for (size_t i = 0; i < sw->n; i++)	/* every channel left: their droppers may return */
+		if (!is_fd_case(&sw->cases[i]) && sw->cases[i].ch != skip)
+			weft__wnode_left(&sw->nodes[i]);
 	return won;
 }
 
@@ -444,8 +461,10 @@ static long select_once(struct select_wait *sw, weft_chan **chs, size_t k, int64
 		*err = ETIMEDOUT;
 		return i;
 	}
-	/* nothing was ready: ws is empty */
-	return select_park(sw, chs, k, deadline, err);
+	/* nothing was ready: ws holds only nodes dropped (chan_op) */
+	long r = select_park(sw, chs, k, deadline, err);
+	weft__wakes_settle(&ws);
+	return r;
 }
 
 int weft_chan_select(weft_chan_case *cases, size_t n, int64_t deadline)

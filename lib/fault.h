@@ -46,6 +46,11 @@
  *                         claim may drop the abandoned node (waitq.h).  The
  *                         function runs in the waiter's context, with no
  *                         lock held.
+ *   WEFT__FAULT_DROPPED   weft__wakes_wait_dropped (waitq.c), when a
+ *                         claimer, its lock released, starts to wait for
+ *                         the waiters whose abandoned nodes it dropped to
+ *                         leave the object: the function may let a waiter
+ *                         held at WEFT__FAULT_ABANDONED go on.
  */
 enum weft__fault_point {
 	WEFT__FAULT_IO_BEGIN,
@@ -53,6 +58,7 @@ enum weft__fault_point {
 	WEFT__FAULT_CLOSED,
 	WEFT__FAULT_UNLOCK,
 	WEFT__FAULT_ABANDONED,
+	WEFT__FAULT_DROPPED,
 	WEFT__FAULT_POINTS
 };
 

@@ -302,7 +302,7 @@ void weft__fd_unqueue_done(struct weft__fd_node *n, int r, int bit)
  * says what the slot holds after the hand-off. */
 static struct weft__wnode *claim_head(struct weft__fd *e, int d, void **next)
 {
-	struct weft__wnode *n = weft__waitq_claim(&e->queue[d]);
+	struct weft__wnode *n = weft__waitq_claim(&e->queue[d], NULL);
 	if (n) {
 		n->result = turn_result(d);
 		*next = (void *)(FD_TURN | (weft__waitq_empty(&e->queue[d]) ? 0 : FD_QUEUED));
@@ -387,7 +387,7 @@ void weft__fd_close_wake(struct weft__fd *e, int d)
 	weft__lock_acquire(&e->qlock);
 	struct weft__wnode *n;
 	/* no turn with these: each call sees the close and returns */
-	while ((n = weft__waitq_claim(&e->queue[d])))
+	while ((n = weft__waitq_claim(&e->queue[d], NULL)))
 		weft__wakes_add(&ws, n, WEFT__PARK_WAKE_READY | bit);
 	weft__lock_release(&e->qlock);
 	weft__wakes_run(&ws);

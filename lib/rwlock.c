@@ -129,7 +129,7 @@ static void update(weft_rwlock *l, uint64_t delta)
  * writer_gave_up would have done. */
 static bool admit_writer(weft_rwlock *l, struct weft__wakes *ws)
 {
-	struct weft__wnode *n = weft__waitq_claim(&l->wq);
+	struct weft__wnode *n = weft__waitq_claim(&l->wq, ws);
 	if (!n)
 		return false;
 	/* relaxed: the lock's release and the wake's CAS publish it */
@@ -143,7 +143,7 @@ static uint64_t admit_readers(weft_rwlock *l, struct weft__wakes *ws)
 {
 	uint64_t delta = 0;
 	struct weft__wnode *n;
-	while ((n = weft__waitq_claim(&l->rq))) {
+	while ((n = weft__waitq_claim(&l->rq, ws))) {
 		delta += READER;
 		weft__wakes_add(ws, n, 0);
 	}

@@ -136,7 +136,7 @@ static bool hand_over(weft_sem *s, struct weft__wakes *ws)
 {
 	if (!(at_load_64(&s->state) & WAITERS))
 		return false;
-	struct weft__wnode *n = weft__waitq_claim(&s->q);
+	struct weft__wnode *n = weft__waitq_claim(&s->q, ws);
 	if (n)
 		weft__wakes_add(ws, n, 0);
 	if (weft__waitq_empty(&s->q))
@@ -158,10 +158,9 @@ int weft_sem_release(weft_sem *s)
 		weft__lock_acquire(&s->lock);
 		bool handed = hand_over(s, &ws);
 		weft__lock_release(&s->lock);
-		if (handed) {
-			weft__wakes_run(&ws);
+		weft__wakes_run(&ws);	/* also when only dropped nodes were found */
+		if (handed)
 			return 0;
-		}
 	}
 	return r ? weft__err_fail(r) : 0;
 }

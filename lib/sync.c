@@ -190,7 +190,7 @@ static bool unlock_contended(weft_mutex *m, struct weft__wakes *ws)
 {
 	weft__lock_acquire(&m->lock);
 	bool starving = at_load_uint(&m->state) & M_STARVING;
-	struct weft__wnode *n = weft__waitq_claim(&m->q);
+	struct weft__wnode *n = weft__waitq_claim(&m->q, ws);
 	/* a node left may be one given up (waitq.h): then M_WAITERS stays set
 	 * for nobody, and the next unlock's claim finds none and clears it */
 	bool more = n && !weft__waitq_empty(&m->q);
@@ -213,21 +213,32 @@ static bool unlock_contended(weft_mutex *m, struct weft__wakes *ws)
  * turned contention into a stream of park/wake pairs; the woken waiter
  * clears the bit when it is back, so the next unlock wakes the next one.
  * M_LOCKED is cleared only by the CAS here, after m->lock's release; the
- * wakes run after it and read only the claimed nodes. */
-static void unlock_slow(weft_mutex *m)
+ * caller runs ws after it (it reads only the claimed nodes). */
+static void unlock_slow(weft_mutex *m, struct weft__wakes *ws)
 {
-	struct weft__wakes ws = { NULL };
 	for (;;) {
 		unsigned s = at_load_uint(&m->state);
 		if ((s & M_STARVING) || ((s & M_WAITERS) && !(s & M_WOKEN))) {
-			if (unlock_contended(m, &ws))
+			if (unlock_contended(m, ws))
 				break;
 			continue;
 		}
 		if (at_cas_uint(&m->state, s, s & ~M_LOCKED))
 			break;
 	}
-	weft__wakes_run(&ws);
+}
+
+/* Releases m, held by the caller.  True if it took the slow path: then the
+ * waiter it handed over to, if any, and the nodes it dropped are in ws, to
+ * run; the fast path leaves ws as it was (an unlock with nobody queued
+ * pays nothing for them). */
+static inline bool release(weft_mutex *m, struct weft__wakes *ws)
+{
+	at_store_ptr(&m->owner, NULL);
+	if (unlock_fast(m))
+		return false;
+	unlock_slow(m, ws);
+	return true;
 }
 
 int weft_mutex_lock(weft_mutex *m)
@@ -260,9 +271,9 @@ int weft_mutex_unlock(weft_mutex *m)
 		return weft__err_fail(EINVAL);
 	if (at_load_ptr(&m->owner) != caller())
 		return weft__err_fail(EPERM);
-	at_store_ptr(&m->owner, NULL);
-	if (!unlock_fast(m))
-		unlock_slow(m);
+	struct weft__wakes ws = { NULL };
+	if (release(m, &ws))
+		weft__wakes_run(&ws);
 	return 0;
 }
 
@@ -310,8 +321,14 @@ int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline)
 	/* Queued before the mutex is released: a signal after the release
 	 * finds us (no lost wake-up). */
 	weft__wait_enqueue(&x, &c->q, NULL);
-	weft_mutex_unlock(m);
+	/* The mutex's wake runs under c's lock; the wait for the nodes its
+	 * release dropped (waitq.h) only once that lock is released: a
+	 * coroutine may yield there, and must not hold it. */
+	struct weft__wakes ws = { NULL };
+	release(m, &ws);
+	weft__wakes_wake(&ws);
 	int r = weft__wait_park(&x, &c->lock, &c->q, deadline);
+	weft__wakes_settle(&ws);
 	relock(m);
 	return r ? weft__err_fail(r) : 0;
 }
@@ -325,7 +342,7 @@ static int cond_wake(weft_cond *c, bool all)
 	if (all) {
 		weft__waitq_claim_all(&c->q, 0, &ws);
 	} else {
-		struct weft__wnode *n = weft__waitq_claim(&c->q);
+		struct weft__wnode *n = weft__waitq_claim(&c->q, &ws);
 		if (n)
 			weft__wakes_add(&ws, n, 0);
 	}

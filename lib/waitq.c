@@ -45,23 +45,36 @@ static struct weft__wnode *node_of(struct weft__list_link *l)
 	return WEFT__LIST_ENTRY(l, struct weft__wnode, link);
 }
 
+/* Counts the dead node n, unlinked, in ws (NULL: not counted), whose
+ * waiter relocks the object: ws waits for it to leave (waitq.h).  Out of
+ * line: a claim that drops nothing carries none of it. */
+static __attribute__((cold, noinline)) void drop(struct weft__wnode *n, struct weft__wakes *ws)
+{
+	n->dropper = ws ? &ws->dropped : NULL;
+	if (ws)
+		at_faa_uint(&ws->dropped, 1);
+}
+
 /* Takes n out of q and claims it; false if it was dead (its wait won
  * elsewhere or abandoned: dropped, and its waiter, finding it unlinked,
  * knows it).  A CAS even for a sole node: its waiter abandons it without
- * the lock (waitq.h). */
-static bool take(struct weft__waitq *q, struct weft__wnode *n)
+ * the lock. */
+static bool take(struct weft__waitq *q, struct weft__wnode *n, struct weft__wakes *ws)
 {
 	weft__waitq_unlink(q, n);
-	return at_cas_uint(n->claim, 0, (n->index + 1) | WAITQ_WAKING);
+	if (at_cas_uint(n->claim, 0, (n->index + 1) | WAITQ_WAKING))
+		return true;
+	drop(n, ws);
+	return false;
 }
 
-struct weft__wnode *weft__waitq_claim(struct weft__waitq *q)
+struct weft__wnode *weft__waitq_claim(struct weft__waitq *q, struct weft__wakes *ws)
 {
 	while (!weft__waitq_empty(q)) {
 		struct weft__wnode *n = node_of(q->nodes.head);
 		if (n->link.next)	/* the next claim's node: a cold line */
 			__builtin_prefetch(node_of(n->link.next));
-		if (take(q, n))
+		if (take(q, n, ws))
 			return n;
 	}
 	return NULL;
@@ -70,8 +83,10 @@ struct weft__wnode *weft__waitq_claim(struct weft__waitq *q)
 void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes *ws)
 {
 	struct weft__wnode *n;
-	while ((n = weft__waitq_claim(q)))
+	while ((n = weft__waitq_claim(q, ws))) {
+		WEFT__ASSERT(n->sole);
 		weft__wakes_add(ws, n, result);
+	}
 }
 
 void weft__waitq_claim_all_of(struct weft__waitq *q, const void *data, int result,
@@ -81,7 +96,7 @@ void weft__waitq_claim_all_of(struct weft__waitq *q, const void *data, int resul
 	for (struct weft__list_link *l = q->nodes.head; l; l = next) {
 		struct weft__wnode *n = node_of(l);
 		next = l->next;	/* unlinking leaves it as it was (list.h) */
-		if (n->data == data && take(q, n))
+		if (n->data == data && take(q, n, ws))
 			weft__wakes_add(ws, n, result);
 	}
 }
@@ -111,6 +126,20 @@ void weft__wakes_run_list(struct weft__wnode *n)
 		weft__wnode_wake(n);
 	}
 	weft__schedule_batch_end(w);
+}
+
+/* The dropped waiters relock the object, a few instructions away unless
+ * they wait for its lock (held by another) or were preempted; one may be a
+ * coroutine of this worker, so a coroutine yields between tries. */
+void weft__wakes_wait_dropped(struct weft__wakes *ws)
+{
+	weft__fault_pause(WEFT__FAULT_DROPPED, 0);
+	for (unsigned spins = 0; at_load_uint(&ws->dropped); spins++) {
+		if (weft_self())
+			weft_yield();
+		else
+			at_backoff(spins);
+	}
 }
 
 void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)
@@ -158,12 +187,11 @@ int weft__wait_park_hook(struct weft__wait *x, struct weft__lock *lock, struct w
 	weft__fault_pause(WEFT__FAULT_ABANDONED, (uintptr_t)obj);
 	struct weft__wakes ws = { NULL };
 	weft__lock_acquire(lock);
-	if (x->node.linked) {	/* else a claimer dropped it, and did our part */
-		weft__waitq_unlink(q, &x->node);
-		if (gave_up)
-			gave_up(obj, &ws);
-	}
+	/* not retracted: a claimer dropped it, and did our part */
+	if (weft__wnode_retract(q, &x->node) && gave_up)
+		gave_up(obj, &ws);
 	weft__lock_release(lock);
+	weft__wnode_left(&x->node);	/* the object may go now */
 	weft__wakes_run(&ws);
 	return r;
 }

@@ -57,6 +57,16 @@
  * its give-up step (weft__wait_park_hook's gave_up), as the claimer
  * counted it out.  So a claim that returns NULL may have emptied a
  * queue of such nodes: its caller treats it as "everyone gave up".
+ *
+ * That waiter still relocks the object, so a claimer that dropped its node
+ * must not return (after which the object may be freed: a broadcast, an
+ * unlock, a free) before it has left: it points the node at a count on
+ * its own stack (weft__wakes' dropped) and adds one, under the lock; the
+ * waiter, relocking, finds its node unlinked, reads that pointer under the
+ * lock, unlocks (its last access to the object) and then takes one off
+ * (the claimer's stack word: it waits for it).  weft__wakes_run waits for
+ * the count to reach 0.  A select's nodes dropped on the channels it
+ * relocks count likewise.  Nothing is paid when nothing was dropped.
  */
 #ifndef WEFT_WAITQ_H
 #define WEFT_WAITQ_H
@@ -65,6 +75,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "atomic.h"
 #include "list.h"
 #include "lock.h"
 #include "park.h"
@@ -77,12 +88,19 @@ struct weft__wnode {
 	struct weft__waiter *waiter;	/* shared by the nodes of one wait */
 	unsigned *claim;		/* atomic, shared likewise: 0 open, (case+1)|WAKING, ABANDONED */
 	void *data;			/* the element to send, where to receive it, or the word waited for (once.c) */
-	struct weft__wnode *wake_next;	/* in its claimer's wakes, once claimed */
+	union {
+		struct weft__wnode *wake_next;	/* in its claimer's wakes, once claimed */
+		unsigned *dropper;	/* a claimer that dropped it: its wakes' count (never claimed) */
+	};
 	unsigned index;			/* this node's case (select) */
 	int result;			/* set by the claimer: 0 done, EPIPE (closed), WEFT__PARK_WAKE_RETRY */
 	bool linked;
 	bool sole;			/* claim is this node's alone (not a select's) */
 };
+
+/* A select keeps WEFT_SELECT_MAX of them on its stack: dropper shares a
+ * word rather than grow them. */
+_Static_assert(sizeof(struct weft__wnode) <= 64, "a wait node stays within 64 bytes");
 
 /* One wait on one queue (everything but select). */
 struct weft__wait {
@@ -97,9 +115,12 @@ struct weft__waitq {
 };
 
 /* The nodes a waker claimed under an object's lock, to wake after its
- * release (linked through their wake_next pointers). */
+ * release (linked through their wake_next pointers), and how many dead
+ * nodes it dropped whose waiters have yet to leave the object (atomic:
+ * each such waiter decrements it, its last step, after its unlock). */
 struct weft__wakes {
 	struct weft__wnode *head;
+	unsigned dropped;
 };
 
 /* A new object that keeps wait queues, zeroed (its lock free, its queues
@@ -115,9 +136,11 @@ static inline bool weft__waitq_empty(const struct weft__waitq *q)
 }
 void weft__waitq_push(struct weft__waitq *q, struct weft__wnode *n);
 void weft__waitq_unlink(struct weft__waitq *q, struct weft__wnode *n);
-/* Pops nodes until one can be claimed (dropping dead ones); NULL when none
- * can. */
-struct weft__wnode *weft__waitq_claim(struct weft__waitq *q);
+/* Pops nodes until one can be claimed (dropping dead ones, counted in ws:
+ * see weft__wakes_run); NULL when none can.  ws NULL only for an object
+ * that is never freed (an fd table entry): its dropped waiters are not
+ * waited for. */
+struct weft__wnode *weft__waitq_claim(struct weft__waitq *q, struct weft__wakes *ws);
 /* Under the lock: completes the claimed node n with result and adds it to
  * ws, to be woken after the lock's release.  (Inline, as is the empty
  * check below: they sit on every channel operation.) */
@@ -127,7 +150,9 @@ static inline void weft__wakes_add(struct weft__wakes *ws, struct weft__wnode *n
 	n->wake_next = ws->head;
 	ws->head = n;
 }
-/* Under the lock: claims every live node of q with result, into ws. */
+/* Under the lock: claims every live node of q with result, into ws
+ * (never NULL here).  Plain waits only: a select's nodes on one channel
+ * go together (chan.c's claim). */
 void weft__waitq_claim_all(struct weft__waitq *q, int result, struct weft__wakes *ws);
 /* The same for the live nodes of q whose data is `data` (a queue that
  * objects share: once.c); the others stay queued. */
@@ -137,13 +162,49 @@ void weft__waitq_claim_all_of(struct weft__waitq *q, const void *data, int resul
  * nodes and their waiters, never the object. */
 void weft__wnode_wake(struct weft__wnode *n);
 void weft__wakes_run_list(struct weft__wnode *head);
-static inline void weft__wakes_run(struct weft__wakes *ws)
+void weft__wakes_wait_dropped(struct weft__wakes *ws);
+static inline void weft__wakes_wake(struct weft__wakes *ws)
 {
 	struct weft__wnode *n = ws->head;
 	if (n && !n->wake_next)
 		weft__wnode_wake(n);	/* the common case: one partner */
 	else if (n)
 		weft__wakes_run_list(n);
+}
+/* With no lock held: waits until every waiter whose node ws dropped has
+ * left the object (weft__wnode_left), so that the caller's return, after
+ * which the object may be freed, is after their last access too.  Every
+ * claimer runs it before it returns. */
+static inline void weft__wakes_settle(struct weft__wakes *ws)
+{
+	if (at_load_uint(&ws->dropped))
+		weft__wakes_wait_dropped(ws);
+}
+/* The wakes, then the settle: a claimer's last step. */
+static inline void weft__wakes_run(struct weft__wakes *ws)
+{
+	weft__wakes_wake(ws);
+	weft__wakes_settle(ws);
+}
+/* The waiter's side, under the lock it relocked after its abandon (or
+ * after another case won its select): takes n out of q; true if it did,
+ * false if a claimer dropped n (then n keeps that claimer's count for
+ * weft__wnode_left). */
+static inline bool weft__wnode_retract(struct weft__waitq *q, struct weft__wnode *n)
+{
+	if (!n->linked)
+		return false;
+	weft__waitq_unlink(q, n);
+	n->dropper = NULL;
+	return true;
+}
+/* After the waiter's last access to the object, its lock released, for
+ * each node it retracted: lets the claimer that dropped n, if one did,
+ * return.  n is the waiter's own: nobody else writes it any more. */
+static inline void weft__wnode_left(struct weft__wnode *n)
+{
+	if (n->dropper)
+		at_fas_uint(n->dropper, 1);
 }
 
 /* Under lock: arms x and queues it on q (data: see wnode). */

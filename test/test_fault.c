@@ -397,17 +397,40 @@ Test(fault, a_call_on_the_next_file_during_closes_end_is_its_own)
 /* Each test runs a hand-over in the window between a waiter's abandon and
  * its relock (fault.h), so the claim drops the waiter's node: the
  * hand-over must then do what the waiter's give-up step would have, and
- * the waiter must not do it again. */
+ * the waiter must not do it again.  The hand-over runs in another
+ * coroutine (one worker): the claimer that dropped the node waits, before
+ * it returns, for the waiter to leave the object, so the waiter, held in
+ * the window, lets it run until it is in the hand-over (`handing`: it
+ * yields only there, in that wait, or once done) and then goes on. */
 static struct {
 	weft_sem *sem;
 	weft_rwlock *rw;
-	atomic_int in_window, handed, queued;
+	weft_mutex *m;
+	weft_cond *c;
+	void (*hand)(void);
+	weft_co *helper;
+	atomic_int in_window, handing, queued;
 } ab;
 
-static void release_in_window(uintptr_t what)
+static void handing_helper(void *unused)
+{
+	(void)unused;
+	atomic_store(&ab.handing, 1);
+	ab.hand();
+}
+
+static void hand_from_another(uintptr_t what)
 {
 	(void)what;
 	weft__fault_on(WEFT__FAULT_ABANDONED, NULL);	/* once */
+	atomic_store(&ab.handing, 0);
+	ab.helper = go(handing_helper, NULL);
+	while (!atomic_load(&ab.handing))
+		weft_yield();
+}
+
+static void release_sem(void)
+{
 	CHECK(weft_sem_release(ab.sem) == 0);
 }
 
@@ -416,8 +439,10 @@ static void sem_window(void *unused)
 	(void)unused;
 	ab.sem = weft_sem_new(0);
 	CHECK(ab.sem);
-	weft__fault_on(WEFT__FAULT_ABANDONED, release_in_window);
+	ab.hand = release_sem;
+	weft__fault_on(WEFT__FAULT_ABANDONED, hand_from_another);
 	CHECK(weft_sem_acquire(ab.sem, weft_now() + MS) == -1 && errno == ETIMEDOUT);
+	join(ab.helper);
 	/* the release found nobody live: it kept its permit */
 	CHECK(weft_sem_tryacquire(ab.sem) == 0);
 	CHECK(weft_sem_tryacquire(ab.sem) == -1 && errno == EAGAIN);
@@ -429,10 +454,8 @@ Test(fault, a_release_finding_only_an_abandoned_waiter_keeps_its_permit)
 	run(1, sem_window, NULL);
 }
 
-static void read_unlock_in_window(uintptr_t what)
+static void read_unlock(void)
 {
-	(void)what;
-	weft__fault_on(WEFT__FAULT_ABANDONED, NULL);
 	CHECK(weft_rwlock_unlock(ab.rw) == 0);	/* read holds are counted, not owned */
 }
 
@@ -442,8 +465,10 @@ static void writer_window(void *unused)
 	(void)unused;
 	ab.rw = weft_rwlock_new();
 	CHECK(ab.rw && weft_rwlock_rdlock(ab.rw, -1) == 0);
-	weft__fault_on(WEFT__FAULT_ABANDONED, read_unlock_in_window);
+	ab.hand = read_unlock;
+	weft__fault_on(WEFT__FAULT_ABANDONED, hand_from_another);
 	CHECK(weft_rwlock_wrlock(ab.rw, weft_now() + MS) == -1 && errno == ETIMEDOUT);
+	join(ab.helper);
 	/* free, with no waiter flag left behind */
 	CHECK(weft_rwlock_wrlock(ab.rw, weft_now()) == 0 && weft_rwlock_unlock(ab.rw) == 0);
 	CHECK(weft_rwlock_rdlock(ab.rw, weft_now()) == 0 && weft_rwlock_unlock(ab.rw) == 0);
@@ -455,12 +480,92 @@ Test(fault, the_last_reader_out_finding_only_an_abandoned_writer_frees_the_lock)
 	run(1, writer_window, NULL);
 }
 
+/* POSIX's pthread_cond_destroy example (broadcast, unlock, free at once)
+ * against a waiter whose deadline fired and that abandoned its wait: the
+ * broadcast drops its node, and must not return before the waiter, on its
+ * way to relock c, has left it (a free before that: heap-use-after-free
+ * under ASan in the waiter's relock). */
+static void broadcast_unlock_free(void)
+{
+	CHECK(weft_mutex_lock(ab.m) == 0);
+	CHECK(weft_cond_broadcast(ab.c) == 0);
+	CHECK(weft_mutex_unlock(ab.m) == 0);
+	weft_cond_free(ab.c);
+}
+
+static void cond_window(void *unused)
+{
+	(void)unused;
+	CHECK((ab.m = weft_mutex_new()) && (ab.c = weft_cond_new()));
+	ab.hand = broadcast_unlock_free;
+	weft__fault_on(WEFT__FAULT_ABANDONED, hand_from_another);
+	CHECK(weft_mutex_lock(ab.m) == 0);
+	CHECK(weft_cond_wait(ab.c, ab.m, weft_now() + MS) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_mutex_unlock(ab.m) == 0);
+	join(ab.helper);
+	weft_mutex_free(ab.m);
+}
+
+Test(fault, a_broadcast_that_dropped_an_abandoned_waiter_returns_after_it_left_the_cond)
+{
+	run(1, cond_window, NULL);
+}
+
+/* weft_cond_wait releases its mutex under the cond's lock, and that release
+ * may drop a cancelled locker's node: it must wait for that locker to leave
+ * the mutex only once the cond's lock is released (a coroutine yields in
+ * that wait; holding the lock, it hung the locker's signal on its worker). */
+static void signal_in_window(uintptr_t what)
+{
+	(void)what;
+	weft__fault_on(WEFT__FAULT_ABANDONED, NULL);	/* once */
+	atomic_store(&ab.in_window, 1);
+	while (!atomic_load(&ab.handing))
+		weft_yield();
+	CHECK(weft_cond_signal(ab.c) == 0);
+}
+
+static void cancelled_locker(void *unused)
+{
+	(void)unused;
+	weft__fault_on(WEFT__FAULT_ABANDONED, signal_in_window);
+	atomic_store(&ab.queued, 1);
+	CHECK(weft_mutex_lock(ab.m) == -1 && errno == ECANCELED);
+}
+
+static weft_co *spawn_queued(void (*fn)(void *));
+
+static void cond_release_window(void *unused)
+{
+	(void)unused;
+	CHECK((ab.m = weft_mutex_new()) && (ab.c = weft_cond_new()));
+	atomic_store(&ab.in_window, 0);
+	atomic_store(&ab.handing, 0);
+	CHECK(weft_mutex_lock(ab.m) == 0);
+	weft_co *locker = spawn_queued(cancelled_locker);
+	CHECK(weft_cancel(locker) == 0);
+	while (!atomic_load(&ab.in_window))
+		weft_yield();
+	/* we yield next in the cond wait: parked, or in the release's wait */
+	atomic_store(&ab.handing, 1);
+	CHECK(weft_cond_wait(ab.c, ab.m, -1) == 0);
+	CHECK(weft_mutex_unlock(ab.m) == 0);
+	join(locker);
+	weft_cond_free(ab.c);
+	weft_mutex_free(ab.m);
+}
+
+Test(fault, a_cond_waits_mutex_release_waits_for_a_dropped_locker_without_the_conds_lock)
+{
+	run(1, cond_release_window, NULL);
+}
+
 static void wait_handed(uintptr_t what)
 {
 	(void)what;
 	weft__fault_on(WEFT__FAULT_ABANDONED, NULL);
 	atomic_store(&ab.in_window, 1);
-	while (!atomic_load(&ab.handed))
+	while (!atomic_load(&ab.handing))
 		weft_yield();
 }
 
@@ -500,8 +605,8 @@ static void reader_window(void *unused)
 	weft_co *r = spawn_queued(abandoning_reader);
 	while (!atomic_load(&ab.in_window))
 		weft_yield();
+	atomic_store(&ab.handing, 1);	/* we yield only in the unlock's wait, or once past it */
 	CHECK(weft_rwlock_unlock(ab.rw) == 0);
-	atomic_store(&ab.handed, 1);
 	join(r);
 	join(w);
 	CHECK(weft_rwlock_wrlock(ab.rw, weft_now()) == 0 && weft_rwlock_unlock(ab.rw) == 0);

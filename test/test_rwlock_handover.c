@@ -18,6 +18,8 @@
  * unlock at WEFT__FAULT_UNLOCK while a partner tries the lock.  Merged the
  * obvious ways, the hand-overs left the lock held by nobody (s1), let the
  * partner in inside the unlock (s2, s4) or lost the reader's wake (s3).
+ * An unlock that dropped the waiter's node lets it go on from
+ * WEFT__FAULT_DROPPED, as it waits for it to leave the rwlock.
  * alarm(60) turns a hang into a failure.
  */
 #include "weft.h"
@@ -53,6 +55,14 @@ static void abandoned(uintptr_t what)
 	atomic_store(&in_pause, 1);
 	while (!atomic_load(&release_waiter))
 		sched_yield();
+}
+
+/* An unlock that dropped the held waiter's node waits for it to leave the
+ * rwlock before it returns (waitq.h): it lets it go on. */
+static void dropped(uintptr_t what)
+{
+	(void)what;
+	atomic_store(&release_waiter, 1);
 }
 
 struct waiter {
@@ -226,6 +236,7 @@ static void s4(void *arg)
 int main(int argc, char **argv)
 {
 	weft__fault_on(WEFT__FAULT_ABANDONED, abandoned);
+	weft__fault_on(WEFT__FAULT_DROPPED, dropped);
 	alarm(60);
 	void (*fns[])(void *) = { s1, s2, s3, s4 };
 	for (int i = 1; i < argc; i++) {

@@ -553,6 +553,71 @@ Test(sync, channel_close_wakes_parked_senders_and_receivers)
 	run(2, close_parked, NULL);
 }
 
+/* A parked select with several cases on the channel being closed (two
+ * receives and a send) and one on another: close completes one of them
+ * with EPIPE and must neither leave the others queued nor wait for the
+ * select to leave the closed channel, which it never relocks.  Closed from
+ * a coroutine and from a plain thread; a hang fails by the harness's
+ * alarm. */
+struct select_same {
+	weft_chan *ch, *other;
+	int which, err;
+};
+
+static void select_same_waiter(void *arg)
+{
+	struct select_same *s = arg;
+	int v[4] = { 0, 0, 7, 0 };
+	weft_chan_case cs[4] = { { s->ch, WEFT_CHAN_RECV, &v[0], -1, 0 },
+				 { s->ch, WEFT_CHAN_RECV, &v[1], -1, 0 },
+				 { s->ch, WEFT_CHAN_SEND, &v[2], -1, 0 },
+				 { s->other, WEFT_CHAN_RECV, &v[3], -1, 0 } };
+	s->which = weft_chan_select(cs, 4, -1);
+	s->err = s->which >= 0 ? cs[s->which].err : errno;
+}
+
+static void *close_thread(void *arg)
+{
+	return weft_chan_close(arg) == 0 ? NULL : arg;
+}
+
+static void close_select_same(void *arg)
+{
+	bool from_thread = *(bool *)arg;
+	for (int round = 0; round < 20; round++) {
+		struct select_same s = { .ch = weft_chan_new(sizeof(int), 0),
+					 .other = weft_chan_new(sizeof(int), 0) };
+		CHECK(s.ch && s.other);
+		uint64_t parks = stats_now().total.parks;
+		weft_co *w = go(select_same_waiter, &s);
+		wait_parks(parks, 1);
+		if (from_thread) {
+			pthread_t t;
+			void *r;
+			CHECK(pthread_create(&t, NULL, close_thread, s.ch) == 0);
+			CHECK(pthread_join(t, &r) == 0 && r == NULL);
+		} else {
+			CHECK(weft_chan_close(s.ch) == 0);
+		}
+		join(w);
+		CHECK(s.which >= 0 && s.which <= 2 && s.err == EPIPE);
+		/* nothing of the select is left on either channel */
+		int v = 1;
+		CHECK(weft_chan_send(s.other, &v, 0) == -1 && errno == ETIMEDOUT);
+		weft_chan_free(s.ch);
+		weft_chan_free(s.other);
+	}
+}
+
+Test(sync, channel_close_completes_a_select_with_cases_on_it_twice, .timeout = 120)
+{
+	bool from_thread = false;
+	run(1, close_select_same, &from_thread);
+	run(2, close_select_same, &from_thread);
+	from_thread = true;
+	run(2, close_select_same, &from_thread);
+}
+
 /*
  * A receiver and a sender with deadlines at about the same moment, on a
  * rendezvous channel, thousands of times on two workers: either the element

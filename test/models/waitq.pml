@@ -12,9 +12,16 @@
  * completes the operation (and, for a select, unlinks the select's other
  * nodes on that object: chan.c's claim), unlocks, and only then CASes the
  * waiter's park word; a claimer that loses it clears WAKING (its last touch
- * of the node).  Its call then returns, and the last call on the object to
- * return frees it (weft.h: every call on it has returned, the waiter's
- * included, since it was completed) or, with -DMAYBE_FREE, may leave it.
+ * of the node).  A claimer that dropped a node points it at a count of its
+ * own and adds one; before its call returns it waits for that count to be
+ * 0 (weft__wakes_run).  Its call then returns, and the last call on the
+ * object to return frees it (weft.h: every call on it has returned, and
+ * the waiter's wait there is over: completed, or given up and its node
+ * dropped by a call that returned -- POSIX's destroy after a broadcast
+ * whose waiter timed out) or, with -DMAYBE_FREE, may leave it.
+ * With -DCLOSE each partner is a close (weft_chan_close): it claims every
+ * live node it finds, not the first only (a select with two cases on the
+ * closed object: the first is claimed, the second must go with it).
  * Beside the claims, the waiter's deadline and weft_cancel race for its park
  * word (each at most once, at any time after the park).
  *
@@ -24,7 +31,8 @@
  * result from the node and never touches the claimer's object (a select
  * relocks its other objects to unlink its nodes there).  Succeeded: it
  * relocks every object it waits on and unlinks its nodes (unless a claimer
- * dropped them).
+ * dropped them).  Then, every lock released, it takes one off the count of
+ * each claimer that dropped one of its nodes (read under the lock).
  *
  * Checked, over a complete search:
  *   - no access to a freed object (every lock, unlock and queue access
@@ -44,7 +52,13 @@
  *   BUG_RELOCK_WINNER    (SELECT) a claimed select relocks the claimer's
  *                        object too
  *   BUG_KEEP_SIBLINGS    (SELECT SAME_OBJ) the claimer leaves the select's
- *                        other nodes on its object linked
+ *                        other nodes on its object linked; with CLOSE
+ *                        (claim_all of waitq.c, which knows no select) the
+ *                        close then drops them and waits for good for the
+ *                        select, which never relocks its claimer's object
+ *   NO_DROP_WAIT         a claimer that dropped an abandoned node returns
+ *                        without waiting for its waiter to leave: the
+ *                        object is freed under the relocking waiter
  *
  * Memory model: every shared variable is sequentially consistent (the C
  * code's claim, abandon and park-word CASes are seq_cst; the WAKING clear is
@@ -59,6 +73,11 @@
 #define NNODE 1
 #endif
 #define NOBJ 2
+#ifdef CLOSE
+#define CLAIM_MORE true	/* a close claims every live node */
+#else
+#define CLAIM_MORE !claimed
+#endif
 #ifndef NCLAIM
 #define NCLAIM 1	/* partners per object the waiter waits on */
 #endif
@@ -83,6 +102,9 @@ bool parked;		/* the waiter published its nodes */
 bool gone;		/* the waiter returned: its nodes (stack) are gone */
 byte completed;		/* operations completed for the waiter */
 byte claimedon = NOBJ;	/* the object whose call completed it */
+bool droppedon[NOBJ];	/* a call on it dropped one of the waiter's nodes */
+byte dropper[NNODE];	/* the pid of the call that dropped the node, 0 none */
+byte dropcount[8];	/* per call (by pid): dropped nodes whose waiter is yet to leave */
 
 inline touch(o)
 {
@@ -106,7 +128,7 @@ inline unlock(o)
 
 proctype Waiter()
 {
-	byte i, r, won;
+	byte i, r, won = NOBJ;	/* the claimer's object, NOBJ none */
 	bool abandoned;
 	/* weft__wait_enqueue / select_park: every lock held, nodes pushed */
 	for (i : 0 .. NOBJ - 1) {
@@ -201,6 +223,15 @@ proctype Waiter()
 		fi
 	}
 #endif
+	/* weft__wnode_left: every lock released, each dropper may return
+	 * (dropper[] was written under the lock, and never after the unlink);
+	 * only for the nodes it retracted: not on its claimer's object */
+	for (i : 0 .. NNODE - 1) {
+		if
+		:: dropper[i] != 0 && nodeobj[i] != won -> dropcount[dropper[i]]--
+		:: else
+		fi
+	}
 	/* the result: the claimer's when claimed, else the park word's */
 	if
 	:: abandoned -> assert(completed == 0)
@@ -217,26 +248,32 @@ proctype Waiter()
 proctype Partner(byte o)
 {
 	byte i, j;
-	bool claimed = false, woke;
+	bool claimed = false, took, woke;
 	lock(o);
-	/* weft__waitq_claim: pop until a claim CAS succeeds */
+	/* weft__waitq_claim: pop until a claim CAS succeeds (a close: on to
+	 * the end of the queue) */
 	for (i : 0 .. NNODE - 1) {
 		if
-		:: !claimed && linked[i] && nodeobj[i] == o ->
+		:: CLAIM_MORE && linked[i] && nodeobj[i] == o ->
 			touch(o);
 			assert(!gone);
 			linked[i] = false;
 			atomic {
 				if
 #ifdef BUG_SOLE_STORE
-				:: NNODE == 1 -> claim = (i + 1) | WAKING; claimed = true
+				:: NNODE == 1 -> claim = (i + 1) | WAKING; took = true
 #endif
-				:: claim == 0 -> claim = (i + 1) | WAKING; claimed = true
-				:: else	/* dead: dropped */
+				:: claim == 0 -> claim = (i + 1) | WAKING; took = true
+				:: else	/* dead: dropped, counted */
+					took = false;
+					dropper[i] = _pid;
+					dropcount[_pid]++;
+					droppedon[o] = true
 				fi
 			}
 			if
-			:: claimed ->
+			:: took ->
+				claimed = true;
 				completed++;
 				claimedon = o;
 #ifndef BUG_KEEP_SIBLINGS
@@ -270,13 +307,18 @@ proctype Partner(byte o)
 		fi
 	:: else
 	fi;
+#ifndef NO_DROP_WAIT
+	/* weft__wakes_wait_dropped */
+	dropcount[_pid] == 0;
+#endif
 	/* the call returned; the last one out frees o once every call on o
-	 * has returned, the waiter's included: it returned, or a call on o
-	 * completed it (it is on its way out: weft.h) */
+	 * has returned and the waiter's wait there is over: it returned, or a
+	 * call on o completed it (it is on its way out: weft.h), or a call on
+	 * o that returned dropped its abandoned node (it gave up) */
 	atomic {
 		calls[o]--;
 		if
-		:: calls[o] == 0 && (claimedon == o || gone) ->
+		:: calls[o] == 0 && (claimedon == o || gone || droppedon[o]) ->
 #ifdef MAYBE_FREE
 			if
 			:: alive[o] = false
