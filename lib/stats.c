@@ -18,7 +18,9 @@
 #include <string.h>
 
 #include "atomic.h"
+#include "clock.h"
 #include "errors.h"
+#include "metrics.h"
 #include "monitor.h"
 #include "offload.h"
 #include "stack.h"
@@ -71,6 +73,60 @@ static void add(weft_worker_stats *sum, weft_worker_stats *one)
 		*field(sum, i) += *field(one, i);
 }
 
+static void read_hist(const struct weft__metrics_hist *src, weft_hist *o)
+{
+	o->count = 0;
+	for (unsigned i = 0; i < WEFT_HIST_BUCKETS; i++) {
+		o->buckets[i] = at_load_64(&src->buckets[i]);
+		o->count += o->buckets[i];
+	}
+	o->sum_ns = at_load_64(&src->sum);
+}
+
+static void add_hist(weft_hist *sum, const weft_hist *one)
+{
+	sum->count += one->count;
+	sum->sum_ns += one->sum_ns;
+	for (unsigned i = 0; i < WEFT_HIST_BUCKETS; i++)
+		sum->buckets[i] += one->buckets[i];
+}
+
+/* What w has queued now: its LIFO end, its FIFOs (racy loads: a gauge). */
+static uint64_t worker_runnable(struct weft__worker *w)
+{
+	int64_t deque = __atomic_load_n(&w->deque.bottom, __ATOMIC_RELAXED) - at_load_i64(&w->deque.top);
+	return (uint64_t)(deque > 0 ? deque : 0) + (at_load_ptr((void **)&w->runnext) != NULL) +
+	       at_load_64(&w->ready.len) + at_load_64(&w->pinned.len) + at_load_64(&w->nyielders);
+}
+
+/* The histograms and gauges of s (version 3); running counts the workers
+ * in a coroutine now. */
+static void snapshot_sched(weft_stats *s, uint64_t *running)
+{
+	memset(&s->sched_delay, 0, sizeof s->sched_delay);
+	memset(&s->turn_time, 0, sizeof s->turn_time);
+	s->runnable = 0;
+	*running = 0;
+	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
+		struct weft__worker *w = &weft__rt.workers[i];
+		weft_worker_sched one;
+		one.runnable = worker_runnable(w);
+		read_hist(&w->delay, &one.delay);
+		read_hist(&w->turn, &one.turn);
+		add_hist(&s->sched_delay, &one.delay);
+		add_hist(&s->turn_time, &one.turn);
+		s->runnable += one.runnable;
+		*running += at_load_ptr((void **)&w->current) != NULL;
+		if (s->per_worker_sched && i < s->per_worker_len)
+			s->per_worker_sched[i] = one;
+	}
+	s->sched_sample = weft__metrics_mask + 1;
+	s->inject_queued = at_load_64(&weft__rt.inject.len);
+	s->stack_bytes = weft__stack_pool_bytes();
+}
+
+/* ------------------------------------------------------ snapshots */
+
 /* Fills s (per_worker as given); the runtime must be running. */
 static void snapshot(weft_stats *s)
 {
@@ -103,6 +159,11 @@ static void snapshot(weft_stats *s)
 	s->offload_calls = off.calls;
 	s->blocking_threads = off.threads;
 	s->blocking_threads_max = off.threads_max;
+	uint64_t running;
+	snapshot_sched(s, &running);
+	/* neither running nor queued: parked (racy sums, clamped) */
+	uint64_t busy = running + s->runnable + s->inject_queued;
+	s->parked = s->live > busy ? s->live - busy : 0;
 }
 
 /* The size of version 1, the smallest a caller may pass. */
@@ -116,9 +177,18 @@ int weft_stats_get(weft_stats *out)
 		return weft__err_fail(ESRCH);
 	weft_stats s = { .size = out->size, .per_worker = out->per_worker,
 			 .per_worker_len = out->per_worker_len };
+	if (out->size >= offsetof(weft_stats, sched_sample))	/* version 3 */
+		s.per_worker_sched = out->per_worker_sched;
 	snapshot(&s);
 	memcpy(out, &s, out->size < sizeof s ? out->size : sizeof s);	/* only what fits */
 	return 0;
+}
+
+static void print_hist(FILE *f, const char *name, const weft_hist *h)
+{
+	fprintf(f, "%-20s %14" PRIu64 " timed, p50 < %" PRIu64 " ns, p99 < %" PRIu64
+		" ns, p99.9 < %" PRIu64 " ns\n", name, h->count, weft_stats_quantile(h, 0.5),
+		weft_stats_quantile(h, 0.99), weft_stats_quantile(h, 0.999));
 }
 
 void weft__stats_print(FILE *f)
@@ -144,5 +214,7 @@ void weft__stats_print(FILE *f)
 			fprintf(f, " %14" PRIu64, *field(&per[w], i));
 		fputc('\n', f);
 	}
+	print_hist(f, "sched_delay", &s.sched_delay);
+	print_hist(f, "turn_time", &s.turn_time);
 	free(per);
 }
