@@ -818,6 +818,23 @@ WEFT_EXPORT uint64_t weft_hist_bound(unsigned i);
 WEFT_EXPORT uint64_t weft_stats_quantile(const weft_hist *h, double q);
 
 /*
+ * Formats the snapshot st (filled by weft_stats_get with st->size =
+ * sizeof(weft_stats)) in the Prometheus text exposition format (version
+ * 0.0.4) into buf, NUL-terminated, as snprintf does: returns the length of
+ * the whole text (without the NUL), which is more than len - 1 when it was
+ * cut; call again with more room then.  The metrics, all prefixed weft_:
+ * the histograms sched_delay_seconds and turn_seconds (cumulative _bucket
+ * series from 1 us up, one per histogram bucket, then le="+Inf", _sum and
+ * _count), the gauges (sched_sample, workers, live_coroutines,
+ * runnable_coroutines, inject_queued_coroutines, parked_coroutines,
+ * stacks, stack_bytes, blocking_threads) and every counter of
+ * weft_worker_stats summed, as <name>_total.  Needs no runtime.  Errors: 0
+ * with errno EINVAL if st is NULL or older than this header's
+ * weft_stats, or buf is NULL with len > 0.
+ */
+WEFT_EXPORT size_t weft_stats_prometheus(const weft_stats *st, char *buf, size_t len);
+
+/*
  * The current scheduling delay, in ns, for shedding load (CoDel's
  * estimator): over the workers, the largest of the least delay each saw in
  * its last whole interval of 100 ms.  The least, not a high quantile: a

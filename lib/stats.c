@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,4 +218,96 @@ void weft__stats_print(FILE *f)
 	print_hist(f, "sched_delay", &s.sched_delay);
 	print_hist(f, "turn_time", &s.turn_time);
 	free(per);
+}
+
+/* ------------------------------------------------------ Prometheus */
+
+/* An snprintf that appends: pos counts every byte asked for, so the
+ * caller learns the size it needs however little room there was. */
+struct out {
+	char *buf;
+	size_t len, pos;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	size_t room = o->pos < o->len ? o->len - o->pos : 0;
+	int n = vsnprintf(room ? o->buf + o->pos : NULL, room, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		o->pos += (size_t)n;
+}
+
+static void put_metric(struct out *o, const char *name, const char *type, const char *help)
+{
+	put(o, "# HELP weft_%s %s\n# TYPE weft_%s %s\n", name, help, name, type);
+}
+
+/* Nanoseconds as seconds, exactly. */
+static void put_seconds(struct out *o, uint64_t ns)
+{
+	put(o, "%" PRIu64 ".%09" PRIu64, ns / 1000000000u, ns % 1000000000u);
+}
+
+/* The buckets from 1 us up, cumulative, as Prometheus wants them: the
+ * same set at every scrape, so that rates over them compare. */
+enum { PROM_FIRST_NS = 1024 };
+
+static void put_hist(struct out *o, const char *name, const char *help, const weft_hist *h)
+{
+	put_metric(o, name, "histogram", help);
+	uint64_t below = 0;
+	for (unsigned i = 0; i < WEFT_HIST_BUCKETS - 1; i++) {
+		below += h->buckets[i];
+		if (weft_hist_bound(i) < PROM_FIRST_NS)
+			continue;
+		put(o, "weft_%s_bucket{le=\"", name);
+		put_seconds(o, weft_hist_bound(i));
+		put(o, "\"} %" PRIu64 "\n", below);
+	}
+	put(o, "weft_%s_bucket{le=\"+Inf\"} %" PRIu64 "\nweft_%s_sum ", name, h->count, name);
+	put_seconds(o, h->sum_ns);
+	put(o, "\nweft_%s_count %" PRIu64 "\n", name, h->count);
+}
+
+static void put_gauge(struct out *o, const char *name, const char *help, uint64_t v)
+{
+	put_metric(o, name, "gauge", help);
+	put(o, "weft_%s %" PRIu64 "\n", name, v);
+}
+
+size_t weft_stats_prometheus(const weft_stats *st, char *buf, size_t len)
+{
+	struct out o = { buf, len, 0 };
+	if (len)
+		buf[0] = '\0';
+	if (!st || st->size < sizeof *st || (!buf && len)) {
+		errno = EINVAL;
+		return 0;
+	}
+	put_hist(&o, "sched_delay_seconds",
+		 "From a coroutine becoming runnable to its dispatch (the timed sample).",
+		 &st->sched_delay);
+	put_hist(&o, "turn_seconds", "From a timed dispatch to the coroutine's switch-out.",
+		 &st->turn_time);
+	put_gauge(&o, "sched_sample", "One runnable period in this many is timed.", st->sched_sample);
+	put_gauge(&o, "workers", "Worker threads.", st->workers);
+	put_gauge(&o, "live_coroutines", "Coroutines spawned and not finished.", st->live);
+	put_gauge(&o, "runnable_coroutines", "Coroutines queued on the workers.", st->runnable);
+	put_gauge(&o, "inject_queued_coroutines", "Coroutines queued by plain threads.", st->inject_queued);
+	put_gauge(&o, "parked_coroutines", "Coroutines parked (waiting).", st->parked);
+	put_gauge(&o, "stacks", "Stacks held, in use or cached.", st->stacks_allocated);
+	put_gauge(&o, "stack_bytes", "Bytes of the stacks held.", st->stack_bytes);
+	put_gauge(&o, "blocking_threads", "weft_offload helper threads alive.", st->blocking_threads);
+	for (unsigned i = 0; i < NFIELDS; i++) {
+		put(&o, "# TYPE weft_%s_total counter\nweft_%s_total %" PRIu64 "\n", fields[i].name,
+		    fields[i].name, *field((weft_worker_stats *)&st->total, i));
+	}
+	put(&o, "# TYPE weft_offload_calls_total counter\nweft_offload_calls_total %" PRIu64
+		"\n# TYPE weft_monitor_wakeups_total counter\nweft_monitor_wakeups_total %" PRIu64 "\n",
+	    st->offload_calls, st->monitor_wakeups);
+	return o.pos;
 }

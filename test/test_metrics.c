@@ -407,3 +407,48 @@ Test(metrics, readers_race_writers)
 {
 	run_timed(2, race_main, NULL);
 }
+
+/* ---- the Prometheus text */
+
+static void prometheus_main(void *unused)
+{
+	(void)unused;
+	weft_co *co = go(two_ms_turns, NULL);
+	join(co);
+	weft_stats st = snap();
+	char small[16];
+	size_t need = weft_stats_prometheus(&st, small, sizeof small);
+	CHECK(need > sizeof small && strlen(small) == sizeof small - 1);	/* cut, terminated */
+	char *text = malloc(need + 1);
+	CHECK(text && weft_stats_prometheus(&st, text, need + 1) == need && strlen(text) == need);
+	/* cumulative buckets that end in +Inf = _count */
+	const char *p = text;
+	uint64_t prev = 0, n = 0;
+	char le[64];
+	unsigned long long v;
+	while ((p = strstr(p, "weft_turn_seconds_bucket{le=\"")) != NULL) {
+		CHECK(sscanf(p, "weft_turn_seconds_bucket{le=\"%63[^\"]\"} %llu", le, &v) == 2);
+		CHECK(v >= prev);
+		prev = v;
+		n++;
+		p++;
+	}
+	CHECK(n > 100 && strcmp(le, "+Inf") == 0 && prev == st.turn_time.count);
+	char want[96];
+	snprintf(want, sizeof want, "\nweft_turn_seconds_count %llu\n", (unsigned long long)st.turn_time.count);
+	CHECK(strstr(text, want));
+	/* le is the bucket's bound in seconds, to the nanosecond */
+	CHECK(strstr(text, "weft_turn_seconds_bucket{le=\"0.001966080\"}"));
+	CHECK(strstr(text, "# TYPE weft_sched_delay_seconds histogram\n"));
+	CHECK(strstr(text, "\nweft_parked_coroutines 0\n"));
+	CHECK(strstr(text, "\nweft_live_coroutines 1\n"));
+	CHECK(strstr(text, "# TYPE weft_dispatches_total counter\nweft_dispatches_total "));
+	free(text);
+	errno = 0;
+	CHECK(weft_stats_prometheus(NULL, small, sizeof small) == 0 && errno == EINVAL);
+}
+
+Test(metrics, prometheus_text)
+{
+	run_timed(1, prometheus_main, NULL);
+}
