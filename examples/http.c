@@ -9,12 +9,14 @@
  * what it has read (clients may pipeline several) with one write, and keeps
  * the connection open unless the client asks otherwise.  The protocol
  * (parsing, keep-alive, bodies, errors) is in http_proto.c; the listening
- * socket and the accept loop are in server.c.
+ * socket and the accept loop are in server.c; GET /metrics and load
+ * shedding ($WEFT_HTTP_SHED_MS) in http_metrics.c.
  */
 #include <sys/types.h>
 
 #include <weft.h>
 
+#include "http_metrics.h"
 #include "http_proto.h"
 #include "server.h"
 
@@ -39,6 +41,8 @@ static void http(int fd)
 		if (n <= 0)
 			break; /* the client closed, or failed */
 		c.in_len += (size_t)n;
+		if (http_metrics_route(fd, &c))
+			break; /* answered /metrics, or shed: close */
 		while ((st = http_answer(&c)) == HTTP_OUT_FULL)
 			if (flush(fd, &c) != 0)
 				break;
