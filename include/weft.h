@@ -797,8 +797,10 @@ typedef struct weft_stats {
  * Counters are read without stopping the workers: each is exact, the sums
  * are a moment's approximation, except that finished <= spawned always
  * (live never underflows).  $WEFT_STATS=1 prints the same table on stderr
- * at weft_shutdown.  Errors: EINVAL if out is NULL or out->size is smaller
- * than the version-1 struct; ESRCH if the runtime is not running.
+ * at weft_shutdown, with p50, p99 and p99.9 of each histogram.  A caller
+ * whose size covers version 3 may pass per_worker_sched.  Errors: EINVAL
+ * if out is NULL or out->size is smaller than the version-1 struct; ESRCH
+ * if the runtime is not running.
  */
 WEFT_EXPORT int weft_stats_get(weft_stats *out);
 

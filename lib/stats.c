@@ -95,7 +95,7 @@ static void add_hist(weft_hist *sum, const weft_hist *one)
 /* What w has queued now: its LIFO end, its FIFOs (racy loads: a gauge). */
 static uint64_t worker_runnable(struct weft__worker *w)
 {
-	int64_t deque = __atomic_load_n(&w->deque.bottom, __ATOMIC_RELAXED) - at_load_i64(&w->deque.top);
+	int64_t deque = at_load_i64(&w->deque.bottom) - at_load_i64(&w->deque.top);
 	return (uint64_t)(deque > 0 ? deque : 0) + (at_load_ptr((void **)&w->runnext) != NULL) +
 	       at_load_64(&w->ready.len) + at_load_64(&w->pinned.len) + at_load_64(&w->nyielders);
 }
