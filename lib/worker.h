@@ -87,11 +87,8 @@ struct weft__worker {
 	struct weft_co *current;	/* the running coroutine, NULL between */
 	uint64_t current_id;		/* atomic: its id and entry, for the */
 	void *current_fn;		/* monitor's stall report (not through co) */
-	/* the scheduler's histograms and delay estimate (metrics.h, stats.c) */
-	struct weft__metrics_hist delay WEFT__WORKER_LINE;	/* runnable to dispatch */
-	struct weft__metrics_hist turn;		/* dispatch to switch-out */
 	int64_t delay_min_last;		/* atomic: the least delay of its last whole */
-	int64_t delay_min_at;		/* interval, and when that interval ended */
+	int64_t delay_min_at;		/* interval, and when that interval ended (metrics.c) */
 	/* owner */
 	struct weft_co *left WEFT__WORKER_LINE;	/* one that switched straight to current,
 						 * whose switch-out current finishes (coro.c) */
@@ -131,6 +128,10 @@ struct weft__worker {
 	uint64_t id_next, id_end;	/* a block of coroutine ids */
 	void *altstack;			/* sigaltstack for the overflow handler */
 	stack_t old_altstack;		/* the thread's own, restored at exit */
+	/* published, touched only by timed periods (metrics.h), out of the
+	 * way of the lines above */
+	struct weft__metrics_hist delay WEFT__WORKER_LINE;	/* runnable to dispatch */
+	struct weft__metrics_hist turn;		/* dispatch to switch-out */
 } WEFT__WORKER_LINE;
 
 struct weft__rt_state {
