@@ -87,15 +87,11 @@ struct weft__worker {
 	struct weft_co *current;	/* the running coroutine, NULL between */
 	uint64_t current_id;		/* atomic: its id and entry, for the */
 	void *current_fn;		/* monitor's stall report (not through co) */
-	int64_t delay_min_last;		/* atomic: the least delay of its last whole */
-	int64_t delay_min_at;		/* interval, and when that interval ended (metrics.c) */
 	/* owner */
 	struct weft_co *left WEFT__WORKER_LINE;	/* one that switched straight to current,
 						 * whose switch-out current finishes (coro.c) */
 	void *sched_sp;			/* the scheduler context, while a coroutine runs */
 	int64_t turn_at;		/* when the running coroutine's timed turn began, or 0 */
-	int64_t delay_win_start;	/* the delay estimate's current interval: */
-	int64_t delay_win_min;		/* when it began, its least delay so far */
 	struct weft__san sched_san;
 	int64_t last_poll;		/* when it last harvested the shared epfd */
 	uint64_t poll_served;		/* c.ready_pops by which what that harvest
@@ -128,9 +124,14 @@ struct weft__worker {
 	uint64_t id_next, id_end;	/* a block of coroutine ids */
 	void *altstack;			/* sigaltstack for the overflow handler */
 	stack_t old_altstack;		/* the thread's own, restored at exit */
-	/* published, touched only by timed periods (metrics.h), out of the
-	 * way of the lines above */
-	struct weft__metrics_hist delay WEFT__WORKER_LINE;	/* runnable to dispatch */
+	/* touched only by timed periods (metrics.h, metrics.c), out of the
+	 * way of the lines above: the owner's ... */
+	int64_t delay_win_start WEFT__WORKER_LINE;	/* the delay estimate's current */
+	int64_t delay_win_min;		/* interval: when it began, its least delay so far */
+	/* ... and published */
+	int64_t delay_min_last;		/* atomic: the least delay of its last whole */
+	int64_t delay_min_at;		/* interval, and when that interval ended */
+	struct weft__metrics_hist delay;	/* runnable to dispatch */
 	struct weft__metrics_hist turn;		/* dispatch to switch-out */
 } WEFT__WORKER_LINE;
 
