@@ -117,8 +117,10 @@ static void turn_main(void *unused)
 	 * 97 us more): a turn leaves it for a higher one only when the OS
 	 * took the worker away meanwhile, which a loaded machine does to many
 	 * turns but not to every one of TURNS (that is the one way this
-	 * check could fail; no bound holds most of them in). */
-	CHECK(st.turn_time.buckets[b] >= 1);
+	 * check could fail; no bound holds most of them in).  Valgrind runs
+	 * one thread at a time, the others in the middle of turns: not
+	 * judged there. */
+	CHECK(RUNNING_ON_VALGRIND || st.turn_time.buckets[b] >= 1);
 	CHECK(lower(b) <= (uint64_t)TURN_NS && (uint64_t)TURN_NS < weft_hist_bound(b));
 	CHECK(st.sched_sample == 1);
 	CHECK(st.turn_time.sum_ns >= (uint64_t)TURNS * (uint64_t)TURN_NS);
