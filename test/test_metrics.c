@@ -105,14 +105,15 @@ static void turn_main(void *unused)
 	weft_co *co = go(two_ms_turns, NULL);
 	join(co);
 	weft_stats st = snap();
-	/* The spinner's TURNS turns that compute, each of at least 2 ms
-	 * (its last turn, from its last yield to its exit, is short); nothing
-	 * else here runs that long. */
+	/* The spinner's TURNS turns that compute, each of at least 2 ms: none
+	 * is lost or measured short.  (More may reach 2 ms: a short turn,
+	 * this one's or the spinner's last, during which the OS took the
+	 * worker away.) */
 	unsigned b = weft__metrics_bucket((uint64_t)TURN_NS);
 	uint64_t at_least = 0;
 	for (unsigned i = b; i < WEFT_HIST_BUCKETS; i++)
 		at_least += st.turn_time.buckets[i];
-	CHECK(at_least == TURNS);
+	CHECK(at_least >= TURNS);
 	/* The lowest of them is in the 2 ms bucket itself (which holds up to
 	 * 97 us more): a turn leaves it for a higher one only when the OS
 	 * took the worker away meanwhile, which a loaded machine does to many
@@ -134,7 +135,8 @@ Test(metrics, a_2ms_turn_lands_in_the_2ms_bucket)
 /* ---- N yielders on one worker wait for the other N - 1 turns */
 
 enum { YIELDERS = 4, ROUNDS = 50 };
-static const int64_t YIELD_TURN_NS = 200 * 1000;
+/* long against a switch: valgrind's switches are slower, its turns longer */
+#define YIELD_TURN_NS ((int64_t)(RUNNING_ON_VALGRIND ? 2000 : 200) * 1000)
 
 static void yielder(void *unused)
 {
@@ -159,12 +161,13 @@ static void yielders_main(void *unused)
 	 * so the delays add up to (N - 1) times the turns, less the first and
 	 * last rounds' (fewer waiters) and plus the switches.  The ratio of
 	 * the sums does not move when the OS takes the CPU in a turn (it
-	 * stretches that turn and the delays it causes alike); only a
-	 * preemption between two turns (a few hundred ns of each 200 us)
-	 * adds to the delays alone, which the factor 2 leaves room for many
-	 * times over.
+	 * stretches that turn and the delays it causes alike); only the
+	 * time between two turns (a switch: a few hundred ns of each 200 us,
+	 * or a preemption there) adds to the delays alone, which the factor
+	 * 2 leaves room for many times over.
 	 */
 	double ratio = (double)st.sched_delay.sum_ns / (double)st.turn_time.sum_ns;
+	fprintf(stderr, "delays / turns: %.3f for %d yielders\n", ratio, YIELDERS);
 	CHECK(ratio > (YIELDERS - 1) * 0.75 && ratio < (YIELDERS - 1) * 2.0);
 	/* and the median delay is at least N - 1 whole turns: its bucket
 	 * reaches (N - 1) * 200 us */
