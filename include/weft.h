@@ -780,15 +780,17 @@ typedef struct weft_stats {
 					 * timed ($WEFT_SCHED_SAMPLE; 1: all) */
 	weft_hist sched_delay;		/* out: from a coroutine becoming runnable
 					 * (spawned, woken by anything, yielding) to
-					 * its dispatch, over every worker */
+					 * its dispatch, over every worker (the timed
+					 * periods: one in sched_sample) */
 	weft_hist turn_time;		/* out: from a timed dispatch to the
 					 * coroutine's switch-out (park, yield, exit) */
 	uint64_t runnable;		/* out: coroutines queued on the workers now
 					 * (not the injection queue: inject_queued) */
 	uint64_t inject_queued;		/* out: queued by plain threads, not yet taken */
-	uint64_t parked;		/* out: coroutines parked now (total.parks less
-					 * their resumptions) */
-	uint64_t stack_bytes;		/* out: the bytes of those stacks */
+	uint64_t parked;		/* out: live coroutines neither running nor
+					 * queued: parked, or between a wake and its
+					 * queueing (not split by cause) */
+	uint64_t stack_bytes;		/* out: the bytes of the stacks_allocated */
 } weft_stats;
 
 /*
