@@ -791,6 +791,8 @@ typedef struct weft_stats {
 					 * queued: parked, or between a wake and its
 					 * queueing (not split by cause) */
 	uint64_t stack_bytes;		/* out: the bytes of the stacks_allocated */
+	uint64_t registered_fds;	/* out: fds in the runtime's poller (not
+					 * regular files, which are never polled) */
 } weft_stats;
 
 /*
@@ -831,7 +833,7 @@ WEFT_EXPORT uint64_t weft_stats_quantile(const weft_hist *h, double q);
  * series from 1 us up, one per histogram bucket, then le="+Inf", _sum and
  * _count), the gauges (sched_sample, workers, live_coroutines,
  * runnable_coroutines, inject_queued_coroutines, parked_coroutines,
- * stacks, stack_bytes, blocking_threads) and every counter of
+ * stacks, stack_bytes, registered_fds, blocking_threads) and every counter of
  * weft_worker_stats summed, as <name>_total.  Needs no runtime.  Errors: 0
  * with errno EINVAL if st is NULL or older than this header's
  * weft_stats, or buf is NULL with len > 0.

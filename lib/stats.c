@@ -21,6 +21,7 @@
 #include "atomic.h"
 #include "clock.h"
 #include "errors.h"
+#include "loop.h"
 #include "metrics.h"
 #include "monitor.h"
 #include "offload.h"
@@ -124,6 +125,7 @@ static void snapshot_sched(weft_stats *s, uint64_t *running)
 	s->sched_sample = weft__metrics_mask + 1;
 	s->inject_queued = at_load_64(&weft__rt.inject.len);
 	s->stack_bytes = weft__stack_pool_bytes();
+	s->registered_fds = weft__loop_nfds();
 }
 
 /* ------------------------------------------------------ snapshots */
@@ -301,6 +303,7 @@ size_t weft_stats_prometheus(const weft_stats *st, char *buf, size_t len)
 	put_gauge(&o, "parked_coroutines", "Coroutines parked (waiting).", st->parked);
 	put_gauge(&o, "stacks", "Stacks held, in use or cached.", st->stacks_allocated);
 	put_gauge(&o, "stack_bytes", "Bytes of the stacks held.", st->stack_bytes);
+	put_gauge(&o, "registered_fds", "Fds in the runtime's poller.", st->registered_fds);
 	put_gauge(&o, "blocking_threads", "weft_offload helper threads alive.", st->blocking_threads);
 	for (unsigned i = 0; i < NFIELDS; i++) {
 		put(&o, "# TYPE weft_%s_total counter\nweft_%s_total %" PRIu64 "\n", fields[i].name,

@@ -259,6 +259,14 @@ static void gauges_main(void *unused)
 	CHECK(st.runnable == 0 && st.inject_queued == 0);
 	CHECK(st.parked == N);
 	CHECK(st.stack_bytes >= (uint64_t)(N + 1) * (16 << 10));
+	/* a socket pair the runtime has polled counts two fds, until closed */
+	int sv[2];
+	socket_pair(sv);
+	char c = 'x';
+	CHECK(weft_write(sv[0], &c, 1, -1) == 1 && weft_read(sv[1], &c, 1, -1) == 1);
+	CHECK(snap().registered_fds == st.registered_fds + 2);
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+	CHECK(snap().registered_fds == st.registered_fds);
 	weft_worker_sched per[2];
 	weft_stats pw = { .size = sizeof pw, .per_worker_sched = per, .per_worker_len = 2 };
 	CHECK(weft_stats_get(&pw) == 0);
@@ -447,6 +455,7 @@ static void prometheus_main(void *unused)
 	CHECK(strstr(text, "# TYPE weft_sched_delay_seconds histogram\n"));
 	CHECK(strstr(text, "\nweft_parked_coroutines 0\n"));
 	CHECK(strstr(text, "\nweft_live_coroutines 1\n"));
+	CHECK(strstr(text, "\nweft_registered_fds 0\n"));
 	CHECK(strstr(text, "# TYPE weft_dispatches_total counter\nweft_dispatches_total "));
 	free(text);
 	errno = 0;
