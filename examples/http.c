@@ -9,7 +9,8 @@
  * what it has read (clients may pipeline several) with one write, and keeps
  * the connection open unless the client asks otherwise.  The protocol
  * (parsing, keep-alive, bodies, errors) is in http_proto.c; the listening
- * socket and the accept loop are in server.c.
+ * socket and the accept loop are in server.c; GET /metrics and load
+ * shedding ($WEFT_HTTP_SHED_MS) in http_metrics.c.
  *
  * SIGINT or SIGTERM drains the server (drain.h; docs/embedding.md, section
  * 8): a connection waiting for its next request is closed, one holding
@@ -26,6 +27,7 @@
 
 #include <weft.h>
 
+#include "http_metrics.h"
 #include "http_proto.h"
 #include "server.h"
 
@@ -77,6 +79,8 @@ static void http(struct drain_conn *dc)
 			break;
 		}
 		c.in_len += (size_t)n;
+		if (http_metrics_route(dc->fd, &c))
+			break; /* answered /metrics, or shed: close */
 		c.closing = drain_conn_closing(dc);
 		if (answer_all(dc->fd, &c, &st, &done) != 0) {
 			err = errno;

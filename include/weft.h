@@ -727,7 +727,30 @@ typedef struct weft_worker_stats {
 	uint64_t stalls;		/* stalls reported (WEFT_STALL_MS) */
 } weft_worker_stats;
 
-#define WEFT_STATS_VERSION 2
+#define WEFT_STATS_VERSION 3
+
+/*
+ * A latency histogram (version 3), in nanoseconds.  Log-bucketed
+ * (HDR-style): bucket i < 8 holds the value i; above, every power of two
+ * is cut into 8 equal buckets, so a bucket is at most 12.5% of its lower
+ * bound wide and any quantile read from it is within 12.5% of the truth.
+ * Bucket i holds the values in [weft_hist_bound(i - 1), weft_hist_bound(i))
+ * (from 0 for i = 0); the last also holds everything past it (about 9
+ * minutes).  The same bounds for every histogram.
+ */
+#define WEFT_HIST_BUCKETS 304
+typedef struct weft_hist {
+	uint64_t count;				/* values recorded: the buckets' sum */
+	uint64_t sum_ns;			/* their sum */
+	uint64_t buckets[WEFT_HIST_BUCKETS];	/* values per bucket */
+} weft_hist;
+
+/* The scheduler's view of one worker (version 3): see weft_stats. */
+typedef struct weft_worker_sched {
+	uint64_t runnable;		/* coroutines queued on it now */
+	weft_hist delay;		/* scheduling delay, as weft_stats.sched_delay */
+	weft_hist turn;			/* turn time, as weft_stats.turn_time */
+} weft_worker_sched;
 
 /*
  * A snapshot of the runtime's counters.  ABI growth: set `size` to
@@ -751,6 +774,25 @@ typedef struct weft_stats {
 	/* version 2 */
 	uint64_t monitor_wakeups;	/* out: times the monitor thread woke: its
 					 * samples, kicks and harvests (its cost) */
+	/* version 3: the scheduler's latencies and gauges */
+	weft_worker_sched *per_worker_sched;	/* in: NULL, or room for per_worker_len */
+	unsigned sched_sample;		/* out: one runnable period in this many is
+					 * timed ($WEFT_SCHED_SAMPLE; 1: all) */
+	weft_hist sched_delay;		/* out: from a coroutine becoming runnable
+					 * (spawned, woken by anything, yielding) to
+					 * its dispatch, over every worker (the timed
+					 * periods: one in sched_sample) */
+	weft_hist turn_time;		/* out: from a timed dispatch to the
+					 * coroutine's switch-out (park, yield, exit) */
+	uint64_t runnable;		/* out: coroutines queued on the workers now
+					 * (not the injection queue: inject_queued) */
+	uint64_t inject_queued;		/* out: queued by plain threads, not yet taken */
+	uint64_t parked;		/* out: live coroutines neither running nor
+					 * queued: parked, or between a wake and its
+					 * queueing (not split by cause) */
+	uint64_t stack_bytes;		/* out: the bytes of the stacks_allocated */
+	uint64_t registered_fds;	/* out: fds in the runtime's poller (not
+					 * regular files, which are never polled) */
 } weft_stats;
 
 /*
@@ -759,10 +801,56 @@ typedef struct weft_stats {
  * Counters are read without stopping the workers: each is exact, the sums
  * are a moment's approximation, except that finished <= spawned always
  * (live never underflows).  $WEFT_STATS=1 prints the same table on stderr
- * at weft_shutdown.  Errors: EINVAL if out is NULL or out->size is smaller
- * than the version-1 struct; ESRCH if the runtime is not running.
+ * at weft_shutdown, with p50, p99 and p99.9 of each histogram.  A caller
+ * whose size covers version 3 may pass per_worker_sched.  Errors: EINVAL
+ * if out is NULL or out->size is smaller than the version-1 struct; ESRCH
+ * if the runtime is not running.
  */
 WEFT_EXPORT int weft_stats_get(weft_stats *out);
+
+/*
+ * The upper bound (exclusive, ns) of bucket i of a weft_hist; UINT64_MAX
+ * for i >= WEFT_HIST_BUCKETS - 1 (the last bucket has none).
+ */
+WEFT_EXPORT uint64_t weft_hist_bound(unsigned i);
+
+/*
+ * The q-quantile (0 <= q <= 1) of h, in ns: the upper bound of the bucket
+ * that holds the value of rank ceil(q * count) (rank 1 for q = 0), so the
+ * true quantile is below it by at most 12.5%.  0 for an empty histogram.
+ * The histogram may come from weft_stats (a snapshot; no runtime needed).
+ * Errors: UINT64_MAX with errno EINVAL if h is NULL or q is not in [0, 1].
+ */
+WEFT_EXPORT uint64_t weft_stats_quantile(const weft_hist *h, double q);
+
+/*
+ * Formats the snapshot st (filled by weft_stats_get with st->size =
+ * sizeof(weft_stats)) in the Prometheus text exposition format (version
+ * 0.0.4) into buf, NUL-terminated, as snprintf does: returns the length of
+ * the whole text (without the NUL), which is more than len - 1 when it was
+ * cut; call again with more room then.  The metrics, all prefixed weft_:
+ * the histograms sched_delay_seconds and turn_seconds (cumulative _bucket
+ * series from 1 us up, one per histogram bucket, then le="+Inf", _sum and
+ * _count), the gauges (sched_sample, workers, live_coroutines,
+ * runnable_coroutines, inject_queued_coroutines, parked_coroutines,
+ * stacks, stack_bytes, registered_fds, blocking_threads) and every counter of
+ * weft_worker_stats summed, as <name>_total.  Needs no runtime.  Errors: 0
+ * with errno EINVAL if st is NULL or older than this header's
+ * weft_stats, or buf is NULL with len > 0.
+ */
+WEFT_EXPORT size_t weft_stats_prometheus(const weft_stats *st, char *buf, size_t len);
+
+/*
+ * The current scheduling delay, in ns, for shedding load (CoDel's
+ * estimator): over the workers, the largest of the least delay each saw in
+ * its last whole interval of 100 ms.  The least, not a high quantile: a
+ * burst that one interval drains is no standing queue, while a minimum
+ * above the target means every coroutine in that interval waited at least
+ * that long.  It lags by one interval at most; a worker that timed nothing
+ * in the last two intervals counts as 0 (idle).  Lock-free, a few loads
+ * per worker; 0 when the runtime is not running.
+ */
+WEFT_EXPORT int64_t weft_sched_delay(void);
 
 /* ------------------------------------------------------ synchronisation */
 

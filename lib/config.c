@@ -187,8 +187,14 @@ int weft__config_resolve(const weft_config *in, struct weft__config_settings *ou
 	int rl = env_u64("WEFT_STALL_MS", false, 0, WEFT__CONFIG_STALL_MS_MAX,
 			 "milliseconds in 0..3600000 (0 disables)", &stall);
 	int rt = env_u64("WEFT_STATS", false, 0, 1, "0 or 1", &stats);
-	if (rw < 0 || rs < 0 || rp < 0 || rg < 0 || rb < 0 || rl < 0 || rt < 0)
+	uint64_t sample = WEFT__CONFIG_SCHED_SAMPLE_DEFAULT;
+	int rm = env_u64("WEFT_SCHED_SAMPLE", false, 1, WEFT__CONFIG_SCHED_SAMPLE_MAX,
+			 "a power of two in 1..65536", &sample);
+	if (rm > 0 && (sample & (sample - 1)))
+		rm = bad_env("WEFT_SCHED_SAMPLE", getenv("WEFT_SCHED_SAMPLE"), "a power of two in 1..65536");
+	if (rw < 0 || rs < 0 || rp < 0 || rg < 0 || rb < 0 || rl < 0 || rt < 0 || rm < 0)
 		return -EINVAL;
+	out->sched_sample = (unsigned)sample;
 	out->stack_guards = rg ? (long)guards : -1;
 	out->blocking_threads = (unsigned)blocking;
 	out->stall_ms = (unsigned)stall;

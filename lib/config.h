@@ -19,6 +19,8 @@ enum {
 	WEFT__CONFIG_BLOCKING_THREADS_DEFAULT = 64,
 	WEFT__CONFIG_STALL_MS_MAX = 3600 * 1000,
 	WEFT__CONFIG_STALL_MS_DEFAULT = 100,
+	WEFT__CONFIG_SCHED_SAMPLE_MAX = 65536,
+	WEFT__CONFIG_SCHED_SAMPLE_DEFAULT = 256,
 };
 #define WEFT__CONFIG_STACK_MAX ((size_t)1 << 30)
 
@@ -33,6 +35,7 @@ struct weft__config_settings {
 	unsigned blocking_threads;	/* weft_offload's helpers, at most */
 	unsigned stall_ms;	/* report a coroutine running this long; 0: never */
 	bool stats;		/* print the stats table at shutdown */
+	unsigned sched_sample;	/* time one runnable period in this many (metrics.h) */
 };
 
 /* Fills out from cfg (the fields its size covers), the environment and the

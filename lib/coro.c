@@ -50,10 +50,12 @@ static void enter(struct weft__worker *w, struct weft_co *co)
 	at_store_ptr(&w->current_fn, (void *)co->fn);
 	at_store_ptr((void **)&w->current, co);
 	*w->errno_slot = co->saved_errno;
+	if (__atomic_load_n(&co->timed, __ATOMIC_RELAXED))
+		weft__metrics_dispatch(w, __atomic_load_n(&co->ready_at, __ATOMIC_RELAXED));
 }
 
 _Static_assert(sizeof(struct weft_co) <= WEFT__STACK_PAYLOAD, "the control block fits the payload");
-_Static_assert(offsetof(struct weft_co, pinned) < 64,
+_Static_assert(offsetof(struct weft_co, timed) < 64,
 	       "what every wake, dispatch and switch touches fits the first cache line");
 
 /* The stack cache of worker w; NULL (the plain threads' one) for NULL. */
@@ -130,6 +132,8 @@ void weft__co_switch_out(struct weft_co *co, int dying)
 {
 	struct weft__worker *w = co->worker;
 	co->saved_errno = *w->errno_slot;
+	if (w->turn_at)
+		weft__metrics_switch_out(w);
 	struct weft_co *next = weft__worker_successor(w);
 	if (next) {
 		enter(w, next);
@@ -268,6 +272,7 @@ void weft__co_start(struct weft_co *co)
 	else
 		at_faa_64(&weft__rt.ext_spawned, 1);
 	at_store_uint(&co->live, 1);
+	weft__co_runnable(co);
 	weft__schedule(co);
 }
 
@@ -376,6 +381,7 @@ void weft_yield(void)
 	uint64_t word = at_load_64(&co->park_word);
 	WEFT__ASSERT(park_state(word) == CO_RUNNING);
 	at_store_64(&co->park_word, park_word(park_gen(word), 0, CO_YIELDING));
+	weft__co_runnable(co);
 	weft__co_switch_out(co, 0);
 }
 

@@ -24,6 +24,7 @@
 
 #include "atomic.h"
 #include "list.h"
+#include "metrics.h"
 #include "sanitize.h"
 #include "stack.h"
 #include "weft.h"
@@ -57,6 +58,7 @@ struct weft_co {
 	 * CAS that makes it runnable, which orders them after the
 	 * coroutine's last write before parking. */
 	bool pinned;
+	bool timed;			/* atomic: its runnable period is timed (metrics.h) */
 	/* the rest: spawn, exit, join and the rarer calls */
 	struct weft__stack *stack;	/* NULL once finished */
 	void *join;			/* a completion (park.h), or JOIN_DETACHED (coro.c) */
@@ -71,8 +73,23 @@ struct weft_co {
 	uint64_t yield_due;		/* in the yield FIFO: the worker's dispatch count
 					 * by which as many coroutines as its LIFO end held
 					 * at the yield have run (weft__worker_push_yielder) */
+	int64_t ready_at;		/* atomic: when it became runnable, if timed */
 	char name[WEFT_NAME_MAX];	/* weft_set_name's copy, "" if none */
 };
+
+/* co becomes runnable now: a spawn started, a wake about to be won, a
+ * yield (the one stamp of every runnable period, metrics.h); any thread.
+ * A waker stamps before its CAS on the park word, which publishes the
+ * stamp to whoever queues and dispatches co; a waker that then loses the
+ * CAS to another has stamped too, a moment later: relaxed atomic stores,
+ * so the two race harmlessly and the stamp is the later one. */
+static inline void weft__co_runnable(struct weft_co *co)
+{
+	bool timed = weft__metrics_sampled();
+	if (timed)
+		__atomic_store_n(&co->ready_at, weft_now(), __ATOMIC_RELAXED);
+	__atomic_store_n(&co->timed, timed, __ATOMIC_RELAXED);
+}
 
 /* The scheduler's side: run co on w until it switches out, then finish the
  * transition it asked for (park, yield, exit). */

@@ -165,6 +165,7 @@ static bool wake_co(struct weft_co *co, uint32_t gen, bool any_gen, int result,
 		unsigned next = st == CO_PARKING ? CO_NOTIFIED : st == CO_PARKED ? CO_RUNNABLE : 0;
 		if (!next)
 			return false;
+		weft__co_runnable(co);	/* before the CAS, which publishes it */
 		if (!at_cas_64(&co->park_word, word, park_word(park_gen(word), result, next)))
 			continue;
 		count_wakeup();

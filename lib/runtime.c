@@ -23,6 +23,7 @@
 #include "errors.h"
 #include "fdtable.h"
 #include "futex.h"
+#include "metrics.h"
 #include "monitor.h"
 #include "offload.h"
 #include "overflow.h"
@@ -48,6 +49,7 @@ static int init_locked(const weft_config *cfg)
 	weft__overflow_install();
 	weft__offload_init(s.blocking_threads);
 	print_stats = s.stats;
+	weft__metrics_mask = s.sched_sample - 1;
 	if ((r = weft__workers_start(s.workers, s.pin)) < 0) {
 		weft__stack_pool_fini();
 		return r;

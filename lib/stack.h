@@ -122,6 +122,8 @@ void weft__stack_each(void (*fn)(void *payload, void *arg), void *arg);
 
 /* Stacks allocated from jemalloc now, cached or in use. */
 uint64_t weft__stack_pool_allocated(void);
+/* Their bytes, summed (a walk under the pool's lock: for stats). */
+uint64_t weft__stack_pool_bytes(void);
 
 /* The configured stack size (as weft_config.stack_size). */
 size_t weft__stack_size(void);

@@ -13,12 +13,16 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "atomic.h"
+#include "clock.h"
 #include "errors.h"
+#include "loop.h"
+#include "metrics.h"
 #include "monitor.h"
 #include "offload.h"
 #include "stack.h"
@@ -71,6 +75,61 @@ static void add(weft_worker_stats *sum, weft_worker_stats *one)
 		*field(sum, i) += *field(one, i);
 }
 
+static void read_hist(const struct weft__metrics_hist *src, weft_hist *o)
+{
+	o->count = 0;
+	for (unsigned i = 0; i < WEFT_HIST_BUCKETS; i++) {
+		o->buckets[i] = at_load_64(&src->buckets[i]);
+		o->count += o->buckets[i];
+	}
+	o->sum_ns = at_load_64(&src->sum);
+}
+
+static void add_hist(weft_hist *sum, const weft_hist *one)
+{
+	sum->count += one->count;
+	sum->sum_ns += one->sum_ns;
+	for (unsigned i = 0; i < WEFT_HIST_BUCKETS; i++)
+		sum->buckets[i] += one->buckets[i];
+}
+
+/* What w has queued now: its LIFO end, its FIFOs (racy loads: a gauge). */
+static uint64_t worker_runnable(struct weft__worker *w)
+{
+	int64_t deque = at_load_i64(&w->deque.bottom) - at_load_i64(&w->deque.top);
+	return (uint64_t)(deque > 0 ? deque : 0) + (at_load_ptr((void **)&w->runnext) != NULL) +
+	       at_load_64(&w->ready.len) + at_load_64(&w->pinned.len) + at_load_64(&w->nyielders);
+}
+
+/* The histograms and gauges of s (version 3); running counts the workers
+ * in a coroutine now. */
+static void snapshot_sched(weft_stats *s, uint64_t *running)
+{
+	memset(&s->sched_delay, 0, sizeof s->sched_delay);
+	memset(&s->turn_time, 0, sizeof s->turn_time);
+	s->runnable = 0;
+	*running = 0;
+	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
+		struct weft__worker *w = &weft__rt.workers[i];
+		weft_worker_sched one;
+		one.runnable = worker_runnable(w);
+		read_hist(&w->delay, &one.delay);
+		read_hist(&w->turn, &one.turn);
+		add_hist(&s->sched_delay, &one.delay);
+		add_hist(&s->turn_time, &one.turn);
+		s->runnable += one.runnable;
+		*running += at_load_ptr((void **)&w->current) != NULL;
+		if (s->per_worker_sched && i < s->per_worker_len)
+			s->per_worker_sched[i] = one;
+	}
+	s->sched_sample = weft__metrics_mask + 1;
+	s->inject_queued = at_load_64(&weft__rt.inject.len);
+	s->stack_bytes = weft__stack_pool_bytes();
+	s->registered_fds = weft__loop_nfds();
+}
+
+/* ------------------------------------------------------ snapshots */
+
 /* Fills s (per_worker as given); the runtime must be running. */
 static void snapshot(weft_stats *s)
 {
@@ -103,6 +162,11 @@ static void snapshot(weft_stats *s)
 	s->offload_calls = off.calls;
 	s->blocking_threads = off.threads;
 	s->blocking_threads_max = off.threads_max;
+	uint64_t running;
+	snapshot_sched(s, &running);
+	/* neither running nor queued: parked (racy sums, clamped) */
+	uint64_t busy = running + s->runnable + s->inject_queued;
+	s->parked = s->live > busy ? s->live - busy : 0;
 }
 
 /* The size of version 1, the smallest a caller may pass. */
@@ -116,9 +180,18 @@ int weft_stats_get(weft_stats *out)
 		return weft__err_fail(ESRCH);
 	weft_stats s = { .size = out->size, .per_worker = out->per_worker,
 			 .per_worker_len = out->per_worker_len };
+	if (out->size >= offsetof(weft_stats, sched_sample))	/* version 3 */
+		s.per_worker_sched = out->per_worker_sched;
 	snapshot(&s);
 	memcpy(out, &s, out->size < sizeof s ? out->size : sizeof s);	/* only what fits */
 	return 0;
+}
+
+static void print_hist(FILE *f, const char *name, const weft_hist *h)
+{
+	fprintf(f, "%-20s %14" PRIu64 " timed, p50 < %" PRIu64 " ns, p99 < %" PRIu64
+		" ns, p99.9 < %" PRIu64 " ns\n", name, h->count, weft_stats_quantile(h, 0.5),
+		weft_stats_quantile(h, 0.99), weft_stats_quantile(h, 0.999));
 }
 
 void weft__stats_print(FILE *f)
@@ -144,5 +217,100 @@ void weft__stats_print(FILE *f)
 			fprintf(f, " %14" PRIu64, *field(&per[w], i));
 		fputc('\n', f);
 	}
+	print_hist(f, "sched_delay", &s.sched_delay);
+	print_hist(f, "turn_time", &s.turn_time);
 	free(per);
+}
+
+/* ------------------------------------------------------ Prometheus */
+
+/* An snprintf that appends: pos counts every byte asked for, so the
+ * caller learns the size it needs however little room there was. */
+struct out {
+	char *buf;
+	size_t len, pos;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	size_t room = o->pos < o->len ? o->len - o->pos : 0;
+	int n = vsnprintf(room ? o->buf + o->pos : NULL, room, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		o->pos += (size_t)n;
+}
+
+static void put_metric(struct out *o, const char *name, const char *type, const char *help)
+{
+	put(o, "# HELP weft_%s %s\n# TYPE weft_%s %s\n", name, help, name, type);
+}
+
+/* Nanoseconds as seconds, exactly. */
+static void put_seconds(struct out *o, uint64_t ns)
+{
+	put(o, "%" PRIu64 ".%09" PRIu64, ns / 1000000000u, ns % 1000000000u);
+}
+
+/* The buckets from 1 us up, cumulative, as Prometheus wants them: the
+ * same set at every scrape, so that rates over them compare. */
+enum { PROM_FIRST_NS = 1024 };
+
+static void put_hist(struct out *o, const char *name, const char *help, const weft_hist *h)
+{
+	put_metric(o, name, "histogram", help);
+	uint64_t below = 0;
+	for (unsigned i = 0; i < WEFT_HIST_BUCKETS - 1; i++) {
+		below += h->buckets[i];
+		if (weft_hist_bound(i) < PROM_FIRST_NS)
+			continue;
+		put(o, "weft_%s_bucket{le=\"", name);
+		put_seconds(o, weft_hist_bound(i));
+		put(o, "\"} %" PRIu64 "\n", below);
+	}
+	put(o, "weft_%s_bucket{le=\"+Inf\"} %" PRIu64 "\nweft_%s_sum ", name, h->count, name);
+	put_seconds(o, h->sum_ns);
+	put(o, "\nweft_%s_count %" PRIu64 "\n", name, h->count);
+}
+
+static void put_gauge(struct out *o, const char *name, const char *help, uint64_t v)
+{
+	put_metric(o, name, "gauge", help);
+	put(o, "weft_%s %" PRIu64 "\n", name, v);
+}
+
+size_t weft_stats_prometheus(const weft_stats *st, char *buf, size_t len)
+{
+	struct out o = { buf, len, 0 };
+	if (len)
+		buf[0] = '\0';
+	if (!st || st->size < sizeof *st || (!buf && len)) {
+		errno = EINVAL;
+		return 0;
+	}
+	put_hist(&o, "sched_delay_seconds",
+		 "From a coroutine becoming runnable to its dispatch (the timed sample).",
+		 &st->sched_delay);
+	put_hist(&o, "turn_seconds", "From a timed dispatch to the coroutine's switch-out.",
+		 &st->turn_time);
+	put_gauge(&o, "sched_sample", "One runnable period in this many is timed.", st->sched_sample);
+	put_gauge(&o, "workers", "Worker threads.", st->workers);
+	put_gauge(&o, "live_coroutines", "Coroutines spawned and not finished.", st->live);
+	put_gauge(&o, "runnable_coroutines", "Coroutines queued on the workers.", st->runnable);
+	put_gauge(&o, "inject_queued_coroutines", "Coroutines queued by plain threads.", st->inject_queued);
+	put_gauge(&o, "parked_coroutines", "Coroutines parked (waiting).", st->parked);
+	put_gauge(&o, "stacks", "Stacks held, in use or cached.", st->stacks_allocated);
+	put_gauge(&o, "stack_bytes", "Bytes of the stacks held.", st->stack_bytes);
+	put_gauge(&o, "registered_fds", "Fds in the runtime's poller.", st->registered_fds);
+	put_gauge(&o, "blocking_threads", "weft_offload helper threads alive.", st->blocking_threads);
+	for (unsigned i = 0; i < NFIELDS; i++) {
+		put(&o, "# TYPE weft_%s_total counter\nweft_%s_total %" PRIu64 "\n", fields[i].name,
+		    fields[i].name, *field((weft_worker_stats *)&st->total, i));
+	}
+	put(&o, "# TYPE weft_offload_calls_total counter\nweft_offload_calls_total %" PRIu64
+		"\n# TYPE weft_monitor_wakeups_total counter\nweft_monitor_wakeups_total %" PRIu64 "\n",
+	    st->offload_calls, st->monitor_wakeups);
+	return o.pos;
 }

@@ -234,7 +234,7 @@ static inline __attribute__((always_inline)) struct weft_co *pop_yielder(struct 
 	WEFT__FIFO_POP(&w->yielders, co);
 	if (!co)
 		return NULL;
-	w->nyielders--;
+	at_store_64(&w->nyielders, w->nyielders - 1);
 	if (weft__rt.nworkers > 1 && !WEFT__FIFO_EMPTY(&w->yielders) &&
 	    at_load_uint(&weft__rt.nr_idle) != 0)
 		share_yielders(w);
@@ -247,7 +247,7 @@ static void share_yielders(struct weft__worker *w)
 {
 	struct weft_co *rev = NULL, *p;
 	WEFT__FIFO_TAKE_ALL(&w->yielders, p);
-	w->nyielders = 0;
+	at_store_64(&w->nyielders, 0);
 	while (p) {
 		struct weft_co *next = p->next;
 		p->next = rev;

@@ -15,6 +15,7 @@
 #include "coro.h"
 #include "deque.h"
 #include "fifo.h"
+#include "metrics.h"
 #include "sanitize.h"
 #include "stack.h"
 #include "timer.h"
@@ -90,6 +91,7 @@ struct weft__worker {
 	struct weft_co *left WEFT__WORKER_LINE;	/* one that switched straight to current,
 						 * whose switch-out current finishes (coro.c) */
 	void *sched_sp;			/* the scheduler context, while a coroutine runs */
+	int64_t turn_at;		/* when the running coroutine's timed turn began, or 0 */
 	struct weft__san sched_san;
 	int64_t last_poll;		/* when it last harvested the shared epfd */
 	uint64_t poll_served;		/* c.ready_pops by which what that harvest
@@ -104,7 +106,7 @@ struct weft__worker {
 	unsigned budget_calls;		/* units spent in it (weft__worker_spend) */
 	int *errno_slot;		/* this worker thread's errno (the thread never changes) */
 	WEFT__FIFO(struct weft_co) yielders;	/* FIFO of yielders */
-	uint64_t nyielders;		/* how many it holds */
+	uint64_t nyielders;		/* how many it holds (atomic: stats reads it) */
 	struct weft__stack_cache stacks;
 	uint64_t rng;
 	unsigned tick;
@@ -122,6 +124,15 @@ struct weft__worker {
 	uint64_t id_next, id_end;	/* a block of coroutine ids */
 	void *altstack;			/* sigaltstack for the overflow handler */
 	stack_t old_altstack;		/* the thread's own, restored at exit */
+	/* touched only by timed periods (metrics.h, metrics.c), out of the
+	 * way of the lines above: the owner's ... */
+	int64_t delay_win_start WEFT__WORKER_LINE;	/* the delay estimate's current */
+	int64_t delay_win_min;		/* interval: when it began, its least delay so far */
+	/* ... and published */
+	int64_t delay_min_last;		/* atomic: the least delay of its last whole */
+	int64_t delay_min_at;		/* interval, and when that interval ended */
+	struct weft__metrics_hist delay;	/* runnable to dispatch */
+	struct weft__metrics_hist turn;		/* dispatch to switch-out */
 } WEFT__WORKER_LINE;
 
 struct weft__rt_state {
@@ -176,7 +187,7 @@ static inline void weft__worker_push_yielder(struct weft__worker *w, struct weft
 		       (at_load_ptr((void **)&w->runnext) != NULL);
 	co->yield_due = at_load_64(&w->c.dispatches) + (uint64_t)(lifo > 0 ? lifo : 0);
 	WEFT__FIFO_PUSH(&w->yielders, co);
-	w->nyielders++;
+	at_store_64(&w->nyielders, w->nyielders + 1);	/* read by stats */
 }
 /* Makes w's next dispatch a fairness turn (the monitor, for w's due
  * timers or its ready FIFOs: monitor.c); any thread. */

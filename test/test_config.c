@@ -52,6 +52,7 @@ Test(config, bad_environment_values)
 		{ "WEFT_BLOCKING_THREADS", { "", "0", "4097", "lots", "8 " } },
 		{ "WEFT_STALL_MS", { "", "-1", "3600001", "100ms", "1e3" } },
 		{ "WEFT_STATS", { "", "2", "yes", "on" } },
+		{ "WEFT_SCHED_SAMPLE", { "", "0", "3", "100", "131072", "-8" } },
 	};
 	unsetenv("WEFT_WORKERS");
 	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)

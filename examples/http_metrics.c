@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http_metrics.c — GET /metrics and load shedding for weft-http (see
+ * http_metrics.h).
+ */
+#include "http_metrics.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <weft.h>
+
+static const char shed_answer[] =
+	"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nRetry-After: 1\r\n"
+	"Connection: close\r\n\r\n";
+
+/* $WEFT_HTTP_SHED_MS in ns, read once; 0: never shed. */
+static int64_t shed_target(void)
+{
+	static int64_t target = -1; /* racy first reads compute the same value */
+	if (target < 0) {
+		const char *s = getenv("WEFT_HTTP_SHED_MS");
+		target = s ? strtoll(s, NULL, 10) * 1000000 : 0;
+		if (target < 0)
+			target = 0;
+	}
+	return target;
+}
+
+static bool write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = weft_write(fd, p, n, -1);
+		if (w <= 0)
+			return false;
+		p += w;
+		n -= (size_t)w;
+	}
+	return true;
+}
+
+/* The stats page: a header, then weft_stats_prometheus's text. */
+static void serve_metrics(int fd)
+{
+	weft_stats st = { .size = sizeof st };
+	if (weft_stats_get(&st) != 0)
+		return;
+	size_t len = weft_stats_prometheus(&st, NULL, 0);
+	char *body = malloc(len + 1);
+	if (!body)
+		return;
+	weft_stats_prometheus(&st, body, len + 1);
+	char head[160];
+	int h = snprintf(head, sizeof head,
+			 "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n", len);
+	if (write_all(fd, head, (size_t)h))
+		write_all(fd, body, len);
+	free(body);
+}
+
+/* True when c->in holds a whole request head that asks for GET /metrics. */
+static bool is_metrics(const struct http_conn *c)
+{
+	static const char get[] = "GET /metrics";
+	size_t n = sizeof get - 1;
+	if (c->in_len <= n || memcmp(c->in, get, n) != 0 ||
+	    (c->in[n] != ' ' && c->in[n] != '?'))
+		return false;
+	for (size_t i = n; i + 3 < c->in_len; i++)
+		if (memcmp(c->in + i, "\r\n\r\n", 4) == 0)
+			return true;
+	return false;
+}
+
+bool http_metrics_route(int fd, struct http_conn *c)
+{
+	if (is_metrics(c)) {
+		serve_metrics(fd);
+		return true;
+	}
+	int64_t target = shed_target();
+	if (!target || weft_sched_delay() <= target)
+		return false;
+	write_all(fd, shed_answer, sizeof shed_answer - 1);
+	return true;
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * metrics.h — the scheduler's latency histograms (weft_stats, stats.c).
+ *
+ * Two per-worker histograms: the scheduling delay (a coroutine becoming
+ * runnable, to its dispatch) and the turn time (a dispatch, to its
+ * switch-out).  Both are timed with weft_now (clock.h), in nanoseconds.
+ *
+ * One stamp serves every way of becoming runnable: weft__co_runnable (coro.h),
+ * called where a spawn is started (weft__co_start), where a waker wins a
+ * park word (park.c, wake_co: I/O, timers, sync objects, plain threads,
+ * cancels and interrupts alike) and where a coroutine yields.  It decides
+ * whether this runnable period is timed (one in weft__metrics_rate, by a
+ * counter of the calling thread's own): if so it stores the time in the
+ * coroutine and sets co->timed; the dispatch (coro.c, enter) then records
+ * the delay and starts timing the turn, which the switch-out records.  An
+ * untimed period reads no clock.  co->timed is in the control block's first
+ * line, which the wake and the dispatch touch anyway; ready_at, the stamp,
+ * is read only when timed.
+ *
+ * The histograms are log-bucketed (HDR-style): values below 8 ns have a
+ * bucket each; above, each power of two [2^e, 2^(e+1)) is cut into 8 equal
+ * sub-buckets, so a bucket's width is at most 1/8 of its lower bound: any
+ * value is within 12.5% of its bucket's bounds.  Values past the last
+ * bucket (about 9 minutes) count in the last.  Fixed memory, no lock, no
+ * allocation: a record is two load-and-store pairs on the recording
+ * worker's own lines (weft__count, atomic.h: relaxed single-copy-atomic
+ * stores by the one writer), read from any thread with relaxed loads: each
+ * count is exact and whole, and a snapshot is a moment's approximation.
+ */
+#ifndef WEFT_METRICS_H
+#define WEFT_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "atomic.h"
+#include "clock.h"
+#include "weft.h"
+
+enum { WEFT__METRICS_SUB_BITS = 3, WEFT__METRICS_SUB = 1 << WEFT__METRICS_SUB_BITS };
+_Static_assert(WEFT_HIST_BUCKETS == WEFT__METRICS_SUB + (39 - WEFT__METRICS_SUB_BITS + 1) * WEFT__METRICS_SUB,
+	       "the buckets run from 0 to 2^40 ns");
+
+struct weft__metrics_hist {
+	uint64_t buckets[WEFT_HIST_BUCKETS];	/* atomic, one writer */
+	uint64_t sum;				/* atomic: of the values, ns */
+};
+
+/* The bucket of a value of ns nanoseconds. */
+static inline unsigned weft__metrics_bucket(uint64_t ns)
+{
+	if (ns < WEFT__METRICS_SUB)
+		return (unsigned)ns;
+	unsigned e = 63u - (unsigned)__builtin_clzll(ns);	/* >= SUB_BITS */
+	unsigned shift = e - WEFT__METRICS_SUB_BITS;
+	unsigned b = WEFT__METRICS_SUB + shift * WEFT__METRICS_SUB +
+		     (unsigned)((ns >> shift) & (WEFT__METRICS_SUB - 1));
+	return b < WEFT_HIST_BUCKETS ? b : WEFT_HIST_BUCKETS - 1;
+}
+
+/* Records one value (the owning worker only). */
+static inline void weft__metrics_record(struct weft__metrics_hist *h, int64_t ns)
+{
+	uint64_t v = ns > 0 ? (uint64_t)ns : 0;
+	weft__count(&h->buckets[weft__metrics_bucket(v)]);
+	weft__count_n(&h->sum, v);
+}
+
+/* One in weft__metrics_rate runnable periods is timed: a power of two,
+ * weft__metrics_mask = rate - 1 (set by weft_init from
+ * $WEFT_SCHED_SAMPLE, read-only while the runtime runs). */
+extern unsigned weft__metrics_mask;
+extern __thread unsigned weft__metrics_tick __attribute__((tls_model("initial-exec")));
+
+/* Whether the calling thread times the runnable period starting now. */
+static inline bool weft__metrics_sampled(void)
+{
+	return (++weft__metrics_tick & weft__metrics_mask) == 0;
+}
+
+struct weft__worker;
+/* A timed runnable period ends: w dispatches a coroutine stamped at
+ * ready_at, and times its turn (coro.c, enter). */
+void weft__metrics_dispatch(struct weft__worker *w, int64_t ready_at);
+/* The timed turn w's running coroutine began ends (w->turn_at != 0; coro.c,
+ * the switch-out). */
+void weft__metrics_switch_out(struct weft__worker *w);
+
+/* The delay estimate's interval (weft_sched_delay, stats.c). */
+#define WEFT__METRICS_INTERVAL_NS (100 * WEFT__CLOCK_NS_PER_MS)
+
+#endif
