@@ -111,6 +111,13 @@ WEFT_EXPORT int *weft_errno_location(void);
  *               $WEFT_STACK_SIZE (accepts k/m/g suffixes); default 64 KiB.
  *   pin         1 pins worker i to the i-th CPU of the affinity mask, -1 does
  *               not pin; 0 means $WEFT_PIN (0 or 1), default off.
+ *   io          the I/O backend, a WEFT_IO_* value; 0 means $WEFT_IO
+ *               (auto, epoll or uring), default WEFT_IO_AUTO.  WEFT_IO_AUTO
+ *               probes io_uring at weft_init and takes epoll, silently,
+ *               where it cannot be had (an old kernel, a seccomp filter);
+ *               WEFT_IO_URING where it cannot be had fails weft_init with
+ *               ENOSYS, EPERM or the probe's errno and one stderr line
+ *               saying why.  weft_stats reports the one in use.
  * See docs/tuning.md for every variable, its range and its default.
  */
 typedef struct weft_config {
@@ -118,10 +125,14 @@ typedef struct weft_config {
 	unsigned workers;
 	size_t stack_size;
 	int pin;
+	int io;			/* appended: a WEFT_IO_* value, 0 for the default */
 } weft_config;
 
+/* weft_config.io and weft_stats.io_backend. */
+enum { WEFT_IO_AUTO = 1, WEFT_IO_EPOLL = 2, WEFT_IO_URING = 3 };
+
 /* An initializer for a weft_config: every field 0 but size (C and C++). */
-#define WEFT_CONFIG_INIT { sizeof(weft_config), 0, 0, 0 }
+#define WEFT_CONFIG_INIT { sizeof(weft_config), 0, 0, 0, 0 }
 
 #ifndef __cplusplus
 /* In C, a weft_config with size set and the fields named, as a compound
@@ -727,7 +738,7 @@ typedef struct weft_worker_stats {
 	uint64_t stalls;		/* stalls reported (WEFT_STALL_MS) */
 } weft_worker_stats;
 
-#define WEFT_STATS_VERSION 2
+#define WEFT_STATS_VERSION 3
 
 /*
  * A snapshot of the runtime's counters.  ABI growth: set `size` to
@@ -751,6 +762,8 @@ typedef struct weft_stats {
 	/* version 2 */
 	uint64_t monitor_wakeups;	/* out: times the monitor thread woke: its
 					 * samples, kicks and harvests (its cost) */
+	/* version 3 */
+	int io_backend;			/* out: WEFT_IO_EPOLL or WEFT_IO_URING */
 } weft_stats;
 
 /*

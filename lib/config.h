@@ -33,6 +33,7 @@ struct weft__config_settings {
 	unsigned blocking_threads;	/* weft_offload's helpers, at most */
 	unsigned stall_ms;	/* report a coroutine running this long; 0: never */
 	bool stats;		/* print the stats table at shutdown */
+	int io;			/* WEFT_IO_AUTO, WEFT_IO_EPOLL or WEFT_IO_URING: asked for */
 };
 
 /* Fills out from cfg (the fields its size covers), the environment and the
