@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * io.c — weft_wait, weft_read, weft_write, weft_accept, weft_connect,
- * weft_close, weft_release and weft_sleep.
+ * io.c — weft_wait, weft_read, weft_write, weft_pread, weft_pwrite,
+ * weft_accept, weft_connect, weft_close, weft_release and weft_sleep.
+ * Regular files and block devices take their own path ("files" below).
  *
  * Every call has the same shape: try the syscall; on EAGAIN park on the fd's
  * slot for that direction, or in its queue behind other waiters (fdtable.h),
