@@ -111,6 +111,13 @@ WEFT_EXPORT int *weft_errno_location(void);
  *               $WEFT_STACK_SIZE (accepts k/m/g suffixes); default 64 KiB.
  *   pin         1 pins worker i to the i-th CPU of the affinity mask, -1 does
  *               not pin; 0 means $WEFT_PIN (0 or 1), default off.
+ *   io          the I/O backend, a WEFT_IO_* value; 0 means $WEFT_IO
+ *               (auto, epoll or uring), default WEFT_IO_AUTO.  WEFT_IO_AUTO
+ *               probes io_uring at weft_init and takes epoll, silently,
+ *               where it cannot be had (an old kernel, a seccomp filter);
+ *               WEFT_IO_URING where it cannot be had fails weft_init with
+ *               ENOSYS, EPERM or the probe's errno and one stderr line
+ *               saying why.  weft_stats reports the one in use.
  * See docs/tuning.md for every variable, its range and its default.
  */
 typedef struct weft_config {
@@ -118,10 +125,14 @@ typedef struct weft_config {
 	unsigned workers;
 	size_t stack_size;
 	int pin;
+	int io;			/* appended: a WEFT_IO_* value, 0 for the default */
 } weft_config;
 
+/* weft_config.io and weft_stats.io_backend. */
+enum { WEFT_IO_AUTO = 1, WEFT_IO_EPOLL = 2, WEFT_IO_URING = 3 };
+
 /* An initializer for a weft_config: every field 0 but size (C and C++). */
-#define WEFT_CONFIG_INIT { sizeof(weft_config), 0, 0, 0 }
+#define WEFT_CONFIG_INIT { sizeof(weft_config), 0, 0, 0, 0 }
 
 #ifndef __cplusplus
 /* In C, a weft_config with size set and the fields named, as a compound
@@ -428,9 +439,15 @@ WEFT_EXPORT int64_t weft_now(void);
  *
  * An fd used with these calls must be closed with weft_close (or given back
  * with weft_release first): plain close(2) on it is undefined (its number
- * may come back still registered).  Regular files, which epoll cannot
- * watch, are always ready: their reads and writes block the worker (use
- * weft_offload for slow storage).
+ * may come back still registered).  Regular files and block devices,
+ * which epoll cannot watch, never block the worker either: weft_read,
+ * weft_write, weft_pread and weft_pwrite take from or give to the page
+ * cache on the worker when it can answer at once (RWF_NOWAIT), and
+ * otherwise (a page not cached, an O_DIRECT file, writeback throttling)
+ * park the coroutine while a helper of the offload pool does the transfer
+ * (see weft_pread for what a deadline or cancel does to it).  The other
+ * calls on such files (readv, writev, sendfile's in_fd) do not wait:
+ * they block the worker for as long as the disk takes.
  */
 enum { WEFT_IN = 1, WEFT_OUT = 2, WEFT_AFTER_EAGAIN = 4 };
 
@@ -466,6 +483,39 @@ WEFT_EXPORT ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline);
  * of write(2), ETIMEDOUT, ECANCELED.
  */
 WEFT_EXPORT ssize_t weft_write(int fd, const void *buf, size_t len, int64_t deadline);
+
+/*
+ * Like pread(2): reads up to len bytes at offset (the file position is
+ * neither used nor moved), at least one byte, 0 at end of file.  On a
+ * regular file or block device the worker never blocks (see above); on a
+ * pipe or socket it is ESPIPE, as pread(2).
+ *
+ * A deadline, weft_cancel or weft_interrupt ends the call with ETIMEDOUT,
+ * ECANCELED or EINTR while the transfer has not started (it waits for a
+ * helper).  One that has started cannot be stopped (no kernel interrupts a
+ * disk read): the call waits for it, so the buffer is never written after
+ * the call returns, and returns its result, the bytes read, even when the
+ * deadline passed or the coroutine was cancelled meanwhile (a cancelled
+ * coroutine's next call fails; an interrupt stays pending for its next
+ * wait).  The same holds for weft_read and weft_write on such files.
+ * Errors: those of pread(2) (EINVAL for a negative offset), ETIMEDOUT,
+ * ECANCELED, EINTR; EAGAIN if no helper thread exists and none can be
+ * created.
+ */
+WEFT_EXPORT ssize_t weft_pread(int fd, void *buf, size_t len, off_t offset, int64_t deadline);
+
+/*
+ * Like pwrite(2), but writes all len bytes at offset (as weft_write does,
+ * in as many transfers as it takes) and returns len; the file position is
+ * neither used nor moved.  A deadline, cancel or interrupt that comes while
+ * a transfer waits for a helper fails the call (ETIMEDOUT, ECANCELED,
+ * EINTR) with the transfers before it written; one that comes while a
+ * transfer runs lets it finish, and a cancel then stops the call before
+ * the next (ECANCELED, a prefix written).  Errors: those of pwrite(2)
+ * (ESPIPE on a pipe or socket, EINVAL for a negative offset, ENOSPC,
+ * EFBIG), ETIMEDOUT, ECANCELED, EINTR; EAGAIN as weft_pread.
+ */
+WEFT_EXPORT ssize_t weft_pwrite(int fd, const void *buf, size_t len, off_t offset, int64_t deadline);
 
 /*
  * Accepts a connection on the listening socket fd, as accept4(2); the new fd
@@ -727,7 +777,7 @@ typedef struct weft_worker_stats {
 	uint64_t stalls;		/* stalls reported (WEFT_STALL_MS) */
 } weft_worker_stats;
 
-#define WEFT_STATS_VERSION 3
+#define WEFT_STATS_VERSION 4
 
 /*
  * A latency histogram (version 3), in nanoseconds.  Log-bucketed
@@ -793,6 +843,8 @@ typedef struct weft_stats {
 	uint64_t stack_bytes;		/* out: the bytes of the stacks_allocated */
 	uint64_t registered_fds;	/* out: fds in the runtime's poller (not
 					 * regular files, which are never polled) */
+	/* version 4 */
+	int io_backend;			/* out: WEFT_IO_EPOLL or WEFT_IO_URING */
 } weft_stats;
 
 /*

@@ -36,6 +36,7 @@ struct weft__config_settings {
 	unsigned stall_ms;	/* report a coroutine running this long; 0: never */
 	bool stats;		/* print the stats table at shutdown */
 	unsigned sched_sample;	/* time one runnable period in this many (metrics.h) */
+	int io;			/* WEFT_IO_AUTO, WEFT_IO_EPOLL or WEFT_IO_URING: asked for */
 };
 
 /* Fills out from cfg (the fields its size covers), the environment and the

@@ -101,7 +101,7 @@ struct weft__fd {
 	unsigned gen;		/* atomic: odd while weft_close runs (FD_GEN_*); names
 				 * stale events */
 	unsigned refs;		/* atomic: I/O calls in flight on the fd */
-	unsigned flags;		/* FD_SOCKET, FD_NO_POLL; set by the registrar */
+	unsigned flags;		/* FD_SOCKET, FD_NO_POLL, ...; set by the registrar */
 	unsigned drained;	/* atomic: the last read came back short (a hint;
 				 * readers may race on it) */
 	bool blocking;		/* registration set O_NONBLOCK (weft_release clears it) */
@@ -119,6 +119,10 @@ enum {
 	FD_SOCKET = 1,		/* send(2) with MSG_NOSIGNAL; every arrival is an edge */
 	FD_NO_POLL = 2,		/* epoll refused it (regular file): always ready */
 	FD_STREAM = 4,		/* a stream socket: a short read means it was empty */
+	FD_FILE = 8,		/* a regular file or block device (with FD_NO_POLL):
+				 * weft_read and weft_write never block on it (io.c) */
+	FD_DIRECT = 16,		/* FD_FILE opened O_DIRECT: RWF_NOWAIT would still
+				 * wait for the device, so every transfer offloads */
 };
 
 /* Whether e's fd is in a loop (the check before weft__loop_register, inline

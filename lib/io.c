@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * io.c — weft_wait, weft_read, weft_write, weft_accept, weft_connect,
- * weft_close, weft_release and weft_sleep.
+ * io.c — weft_wait, weft_read, weft_write, weft_pread, weft_pwrite,
+ * weft_accept, weft_connect, weft_close, weft_release and weft_sleep.
+ * Regular files and block devices take their own path ("files" below).
  *
  * Every call has the same shape: try the syscall; on EAGAIN park on the fd's
  * slot for that direction, or in its queue behind other waiters (fdtable.h),
@@ -34,6 +35,7 @@
 #include "fdtable.h"
 #include "io.h"
 #include "loop.h"
+#include "offload.h"
 #include "park.h"
 #include "sys.h"
 #include "weft.h"
@@ -375,6 +377,109 @@ static int park_if_drained(struct weft__io *io, int64_t deadline)
 	return r < 0 ? -r : 0;
 }
 
+/* A read or write of one buffer; off: pread's and pwrite's offset, -1 for
+ * the file position. */
+struct buf_op {
+	struct weft__io_op op;
+	union {
+		char *in;
+		const char *out;
+	} p;
+	off_t off;
+};
+
+/* ------------------------------------------------------ files */
+
+/*
+ * Regular files and block devices, which epoll cannot watch: a read or
+ * write may wait for the disk (a page not cached, dirty pages throttled),
+ * which would stop the worker and every coroutine queued on it.  So the
+ * worker only tries the transfer with RWF_NOWAIT, which the page cache
+ * answers at once or refuses (EAGAIN; EOPNOTSUPP where the file system
+ * cannot say), and a refused one goes to the offload pool, whose helper
+ * does it blocking while the coroutine is parked.  O_DIRECT files skip the
+ * try: RWF_NOWAIT there avoids only locks and still waits for the device.
+ *
+ * A deadline, weft_cancel or weft_interrupt ends the wait while the
+ * transfer is still queued for a helper: it never runs, and the call fails
+ * with ETIMEDOUT, ECANCELED or EINTR.  Once a helper has started it, it
+ * cannot be stopped (nor can the kernel's, under io_uring: a read under
+ * way completes): the call waits for it, since it reads into or writes
+ * from the caller's buffer, and its result stands (weft.h, weft_pread).
+ */
+struct file_op {
+	int fd;
+	bool write;
+	char *p;
+	size_t len;
+	off_t off;	/* -1: the file position */
+	ssize_t n;	/* the helper's result */
+	int err;	/* its errno, when n < 0 */
+};
+
+static ssize_t file_rw(struct file_op *f, int flags)
+{
+	struct iovec iov = { f->p, f->len };
+	return f->write ? weft__sys_pwritev2(f->fd, &iov, 1, f->off, flags)
+			: weft__sys_preadv2(f->fd, &iov, 1, f->off, flags);
+}
+
+/* On a helper (a plain thread): the blocking transfer. */
+static void file_run(void *arg)
+{
+	struct file_op *f = arg;
+	do
+		f->n = file_rw(f, 0);
+	while (f->n < 0 && errno == EINTR);
+	f->err = f->n < 0 ? errno : 0;
+}
+
+/* One transfer of f: on the worker when the page cache answers at once,
+ * else on a helper; its result, or -errno. */
+static ssize_t file_once(struct io *io, struct file_op *f, int64_t deadline)
+{
+	if (!(io->e->flags & FD_DIRECT)) {
+		ssize_t n = file_rw(f, RWF_NOWAIT);
+		if (n >= 0)
+			return n;
+		int e = weft__err_get();
+		if (e != EAGAIN && e != EOPNOTSUPP && e != EINTR)
+			return -e;
+	}
+	if (weft__clock_deadline_passed(deadline))
+		return -ETIMEDOUT;	/* a past deadline: no waiting */
+	io->w = NULL;	/* it may go on on another worker */
+	int r = weft__offload_until(file_run, f, deadline);
+	if (r < 0)
+		return r;
+	return f->n >= 0 ? f->n : -f->err;
+}
+
+/* weft_read's, weft_pread's (one transfer) and weft_write's, weft_pwrite's
+ * (until all is written) path on a file; op is a buf_op. */
+static __attribute__((noinline)) ssize_t file_call(struct io *io, struct weft__io_op *op, bool write,
+						   int64_t deadline)
+{
+	struct buf_op *b = (struct buf_op *)op;
+	size_t len = write ? op->len : op->asked, done = 0;
+	struct file_op f = { .fd = io->fd, .write = write };
+	do {
+		if (done && weft__co_cancelled())
+			return io_return(io, -1, ECANCELED);
+		f.p = (char *)(write ? b->p.out : b->p.in) + done;
+		f.len = len - done;
+		f.off = b->off < 0 ? -1 : b->off + (off_t)done;
+		ssize_t n = file_once(io, &f, deadline);
+		if (n < 0)
+			return io_return(io, -1, (int)-n);
+		if (n == 0)
+			break;	/* end of file; or a write that took nothing */
+		done += (size_t)n;
+	} while (write && done < len);
+	io_moved(io, (ssize_t)done);
+	return io_return(io, (ssize_t)done, 0);
+}
+
 /* The one-attempt loop (io.h).  A read (asked > 0) may park first after a
  * short read (park_if_drained) and marks the next one; any other call that
  * took readiness for WEFT_IN clears the mark, since the edge it consumed
@@ -398,6 +503,8 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 	struct weft__io io;
 	if (io_open(&io, fd, op, deadline) != 0)
 		return -1;
+	if (op->file && (io.e->flags & FD_FILE))
+		return file_call(&io, op, false, deadline);
 	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
 	int e = hint ? park_if_drained(&io, deadline) : 0;
 	if (e)
@@ -421,15 +528,6 @@ ssize_t weft__io_call(int fd, int events, struct weft__io_op *op, int64_t deadli
 	return io_call(fd, events, op->attempt, op, deadline);
 }
 
-/* A read or write of one buffer. */
-struct buf_op {
-	struct weft__io_op op;
-	union {
-		char *in;
-		const char *out;
-	} p;
-};
-
 /* recv(2) on sockets: the socket layer's entry, without read(2)'s file
  * layer (the position lock, the permission and fsnotify hooks): less per
  * call (docs/notes/2026-12-06-measurements-behind-the-code.md, "recv");
@@ -444,8 +542,24 @@ static ssize_t read_attempt(struct weft__io_op *op, int fd)
 
 ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline)
 {
-	struct buf_op b = { { .attempt = read_attempt, .asked = len }, { .in = buf } };
+	struct buf_op b = { { .attempt = read_attempt, .asked = len, .file = true }, { .in = buf }, -1 };
 	return io_call(fd, WEFT_IN, read_attempt, &b.op, deadline);
+}
+
+/* pread(2), on an fd that is not a file (a pipe or socket: ESPIPE). */
+static ssize_t pread_attempt(struct weft__io_op *op, int fd)
+{
+	struct buf_op *b = (struct buf_op *)op;
+	struct iovec iov = { b->p.in, op->asked };
+	return weft__sys_preadv2(fd, &iov, 1, b->off, 0);
+}
+
+ssize_t weft_pread(int fd, void *buf, size_t len, off_t offset, int64_t deadline)
+{
+	if (offset < 0)	/* before io_call: pread's offset is never the position */
+		return weft_self() ? weft__err_fail(EINVAL) : weft__err_fail(EPERM);
+	struct buf_op b = { { .attempt = pread_attempt, .asked = len, .file = true }, { .in = buf }, offset };
+	return io_call(fd, WEFT_IN, pread_attempt, &b.op, deadline);
 }
 
 /* The write-all loop (io.h). */
@@ -456,6 +570,8 @@ IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, 
 		return -1;
 	if (op->len > SSIZE_MAX)
 		return io_return(&io, -1, EINVAL);
+	if (op->file && (io.e->flags & FD_FILE))
+		return file_call(&io, op, true, deadline);
 	op->done = 0;
 	while (op->done < op->len) {
 		op->asked = 0;
@@ -498,8 +614,25 @@ static ssize_t write_attempt(struct weft__io_op *op, int fd)
 
 ssize_t weft_write(int fd, const void *buf, size_t len, int64_t deadline)
 {
-	struct buf_op b = { { .attempt = write_attempt, .len = len }, { .out = buf } };
+	struct buf_op b = { { .attempt = write_attempt, .len = len, .file = true }, { .out = buf }, -1 };
 	return io_write_all(fd, write_attempt, &b.op, deadline);
+}
+
+/* pwrite(2) from op->done on, on an fd that is not a file (ESPIPE). */
+static ssize_t pwrite_attempt(struct weft__io_op *op, int fd)
+{
+	struct buf_op *b = (struct buf_op *)op;
+	struct iovec iov = { (char *)b->p.out + op->done, op->len - op->done };
+	op->asked = iov.iov_len;
+	return weft__sys_pwritev2(fd, &iov, 1, b->off + (off_t)op->done, 0);
+}
+
+ssize_t weft_pwrite(int fd, const void *buf, size_t len, off_t offset, int64_t deadline)
+{
+	if (offset < 0)
+		return weft_self() ? weft__err_fail(EINVAL) : weft__err_fail(EPERM);
+	struct buf_op b = { { .attempt = pwrite_attempt, .len = len, .file = true }, { .out = buf }, offset };
+	return io_write_all(fd, pwrite_attempt, &b.op, deadline);
 }
 
 static bool out_of_resources(int e)

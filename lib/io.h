@@ -70,6 +70,9 @@ struct weft__io_op {
 	size_t len;	/* write_all: the bytes to write in all */
 	size_t done;	/* write_all: bytes written so far (the loop counts) */
 	bool socket;	/* set before the first attempt: fd is a socket */
+	bool file;	/* the op is io.c's buf_op, which a regular file or block
+			 * device serves through the file path (never blocking
+			 * the worker) instead of the attempts */
 };
 
 /* Runs op->attempt until it succeeds once; events is WEFT_IN or WEFT_OUT,

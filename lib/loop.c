@@ -134,10 +134,18 @@ static int register_fd(struct weft__fd *e, int fd)
 	at_store_uint(&e->drained, 0);
 	e->blocking = false;
 	at_store_uint(&e->hangup, 0);
+	if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
+		/* epoll cannot watch them (EPERM): io.c's file path serves them */
+		int fl = weft__sys_fcntl(fd, F_GETFL, 0);
+		if (fl < 0)
+			return -errno;
+		e->flags = FD_FILE | FD_NO_POLL | ((fl & O_DIRECT) ? FD_DIRECT : 0);
+		return 0;
+	}
 	if (epoll_ctl(io.epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
 		if (errno != EPERM)
 			return -errno;
-		e->flags |= FD_NO_POLL;	/* a regular file: never EAGAIN */
+		e->flags |= FD_NO_POLL;	/* another file epoll refuses: never EAGAIN */
 		return 0;
 	}
 	int r = make_nonblocking(fd, &e->blocking);

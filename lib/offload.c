@@ -161,6 +161,44 @@ int weft_offload(void (*fn)(void *), void *arg)
 	return weft__co_cancelled() ? weft__err_fail(ECANCELED) : 0;
 }
 
+/* Takes c out of the queue if no helper has taken it yet: true if it was
+ * there (it will never run). */
+static bool withdraw(struct call *c)
+{
+	pthread_mutex_lock(&pool.lock);
+	struct call **link = &pool.q.head, *prev = NULL;
+	while (*link && *link != c) {
+		prev = *link;
+		link = &prev->next;
+	}
+	bool found = *link == c;
+	if (found) {
+		*link = c->next;
+		if (pool.q.tail == c)
+			pool.q.tail = prev;
+		pool.queued--;
+	}
+	pthread_mutex_unlock(&pool.lock);
+	return found;
+}
+
+int weft__offload_until(void (*fn)(void *), void *arg, int64_t deadline)
+{
+	struct call c = { .fn = fn, .arg = arg, .done = NULL };
+	int e = submit(&c);
+	if (e)
+		return -e;
+	int r = weft__completion_wait(&c.done, true, deadline);
+	if (r == 0)
+		return 0;
+	if (withdraw(&c))
+		return -r;
+	weft__completion_wait(&c.done, false, -1);	/* a helper has it: wait it out */
+	if (r == EINTR)
+		weft__park_interrupt_keep(weft_self());
+	return 0;
+}
+
 void weft__offload_init(unsigned max_threads)
 {
 	pthread_once(&work_once, work_init);

@@ -13,6 +13,18 @@ void weft__offload_init(unsigned max_threads);
  * no coroutine is left, so no call is in flight). */
 void weft__offload_fini(void);
 
+/*
+ * weft_offload for a call that may be abandoned while it waits for a
+ * helper: fn(arg) runs on a helper, the calling coroutine parks, and the
+ * deadline (absolute ns, -1 none), a weft_cancel or a weft_interrupt end
+ * the wait while the call is still queued: it is taken out and never
+ * runs, -ETIMEDOUT, -ECANCELED or -EINTR.  Once a helper has taken it the
+ * caller waits for fn to return (arg stays valid; an interrupt that came
+ * meanwhile stays pending for the next wait) and gets 0.  -EAGAIN as
+ * weft_offload's.  From a coroutine only.
+ */
+int weft__offload_until(void (*fn)(void *), void *arg, int64_t deadline);
+
 struct weft__offload_stats {
 	uint64_t calls;		/* calls run by helpers */
 	unsigned threads;	/* helpers alive now */

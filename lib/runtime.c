@@ -29,6 +29,7 @@
 #include "overflow.h"
 #include "stack.h"
 #include "stats.h"
+#include "uring.h"
 #include "weft.h"
 #include "worker.h"
 
@@ -43,6 +44,8 @@ static int init_locked(const weft_config *cfg)
 	struct weft__config_settings s;
 	int r = weft__config_resolve(cfg, &s);
 	if (r < 0)
+		return r;
+	if ((r = weft__uring_select(s.io)) < 0)
 		return r;
 	if ((r = weft__stack_pool_init(s.stack_size, s.stack_guards)) < 0)
 		return r;

@@ -26,6 +26,7 @@
 #include "monitor.h"
 #include "offload.h"
 #include "stack.h"
+#include "uring.h"
 #include "weft.h"
 #include "worker.h"
 
@@ -152,6 +153,7 @@ static void snapshot(weft_stats *s)
 	}
 	sum.wakeups += at_load_64(&weft__rt.ext_wakeups);
 	s->monitor_wakeups = weft__monitor_wakeups();
+	s->io_backend = weft__uring_backend();
 	struct weft__offload_stats off;
 	weft__offload_stats(&off);
 	s->version = WEFT_STATS_VERSION;
@@ -204,9 +206,10 @@ void weft__stats_print(FILE *f)
 	snapshot(&s);
 	fprintf(f, "weft stats: %u workers, %" PRIu64 " live coroutines, %" PRIu64
 		" stacks allocated, %" PRIu64 " offloaded calls on %u/%u helper threads, %"
-		PRIu64 " monitor wakeups\n",
+		PRIu64 " monitor wakeups, %s\n",
 		n, s.live, s.stacks_allocated, s.offload_calls, s.blocking_threads,
-		s.blocking_threads_max, s.monitor_wakeups);
+		s.blocking_threads_max, s.monitor_wakeups,
+		s.io_backend == WEFT_IO_URING ? "io_uring" : "epoll");
 	fprintf(f, "%-20s %14s", "counter", "total");
 	for (unsigned w = 0; w < n; w++)
 		fprintf(f, " %12s%-2u", "worker ", w);

@@ -118,6 +118,17 @@ static inline ssize_t weft__sys_send(int fd, const void *buf, size_t len, int fl
 	WEFT__SYS(send(fd, buf, len, flags), SYS_sendto, fd, buf, len, flags, 0, 0);
 }
 
+/* preadv2 and pwritev2 (offset -1: the file position; flags RWF_*). */
+static inline ssize_t weft__sys_preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	WEFT__SYS(preadv2(fd, iov, cnt, off, flags), SYS_preadv2, fd, iov, cnt, off, 0, flags);
+}
+
+static inline ssize_t weft__sys_pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int flags)
+{
+	WEFT__SYS(pwritev2(fd, iov, cnt, off, flags), SYS_pwritev2, fd, iov, cnt, off, 0, flags);
+}
+
 static inline ssize_t weft__sys_readv(int fd, const struct iovec *iov, int cnt)
 {
 	WEFT__SYS(readv(fd, iov, cnt), SYS_readv, fd, iov, cnt, 0, 0, 0);
