@@ -436,7 +436,7 @@ static void file_run(void *arg)
 
 /* One transfer of f: on the worker when the page cache answers at once,
  * else on a helper; its result, or -errno. */
-static ssize_t file_once(struct io *io, struct file_op *f, int64_t deadline)
+static ssize_t file_once(struct weft__io *io, struct file_op *f, int64_t deadline)
 {
 	if (!(io->e->flags & FD_DIRECT)) {
 		ssize_t n = file_rw(f, RWF_NOWAIT);
@@ -457,7 +457,7 @@ static ssize_t file_once(struct io *io, struct file_op *f, int64_t deadline)
 
 /* weft_read's, weft_pread's (one transfer) and weft_write's, weft_pwrite's
  * (until all is written) path on a file; op is a buf_op. */
-static __attribute__((noinline)) ssize_t file_call(struct io *io, struct weft__io_op *op, bool write,
+static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct weft__io_op *op, bool write,
 						   int64_t deadline)
 {
 	struct buf_op *b = (struct buf_op *)op;
