@@ -244,14 +244,14 @@ Test(file, direct_pread_leaves_the_worker_running)
 /* ---- deadlines, cancels and interrupts: the one helper held by a
  * blocker, so that every transfer queues for it */
 
-struct blocker {
+struct pool_hold {
 	int pipe[2];
 	atomic_bool started;
 };
 
 static void block_fn(void *arg)
 {
-	struct blocker *bl = arg;
+	struct pool_hold *bl = arg;
 	atomic_store(&bl->started, true);
 	char c;
 	CHECK(read(bl->pipe[0], &c, 1) == 1);
@@ -262,8 +262,8 @@ static void hold_main(void *arg)
 	CHECK(weft_offload(block_fn, arg) == 0);
 }
 
-/* Starts a coroutine that holds the only helper until blocker_release. */
-static weft_co *blocker_hold(struct blocker *bl)
+/* Starts a coroutine that holds the only helper until pool_hold_end. */
+static weft_co *pool_hold_start(struct pool_hold *bl)
 {
 	CHECK(pipe2(bl->pipe, O_CLOEXEC) == 0);
 	atomic_store(&bl->started, false);
@@ -281,7 +281,7 @@ static void noop(void *unused)
 /* Lets the helper go, joins its holder and runs one more call through the
  * pool (every call queued before it has been taken); returns the calls the
  * helpers ran since `before`, the blocker's and that one's not counted. */
-static uint64_t blocker_release(struct blocker *bl, weft_co *holder, uint64_t before)
+static uint64_t pool_hold_end(struct pool_hold *bl, weft_co *holder, uint64_t before)
 {
 	CHECK(write(bl->pipe[1], "g", 1) == 1);
 	join(holder);
@@ -324,9 +324,9 @@ static void queued_main(void *arg)
 		*(int *)arg = -1;
 		return;
 	}
-	struct blocker bl;
+	struct pool_hold bl;
 	uint64_t before = stats_now().offload_calls;
-	weft_co *holder = blocker_hold(&bl);
+	weft_co *holder = pool_hold_start(&bl);
 	struct reader r = { .fd = fd, .deadline = -1 };
 	if (how == END_DEADLINE)
 		r.deadline = weft_now() + 2 * MS;
@@ -344,7 +344,7 @@ static void queued_main(void *arg)
 	join(co);
 	static const int expected[] = { ETIMEDOUT, ECANCELED, EINTR, ETIMEDOUT };
 	CHECK(r.n == -1 && r.err == expected[how]);
-	CHECK(blocker_release(&bl, holder, before) == 0);	/* it never ran */
+	CHECK(pool_hold_end(&bl, holder, before) == 0);	/* it never ran */
 	CHECK(weft_close(fd) == 0);
 }
 
@@ -381,7 +381,7 @@ Test(file, past_deadline_does_not_wait_for_the_disk)
  * cancel, which takes the path of a deadline and an interrupt): the
  * helper's fn sees the caller still inside the call when it returns. */
 struct under_way {
-	struct blocker bl;
+	struct pool_hold bl;
 	atomic_bool returned;
 	atomic_bool seen_returned;	/* fn saw the caller gone: a defect */
 	int r;
@@ -439,9 +439,9 @@ static void many_main(void *arg)
 	struct reader *rs = calloc(n, sizeof *rs);
 	weft_co **cos = calloc(n, sizeof *cos);
 	CHECK(rs && cos);
-	struct blocker bl;
+	struct pool_hold bl;
 	uint64_t before = stats_now().offload_calls;
-	weft_co *holder = blocker_hold(&bl);
+	weft_co *holder = pool_hold_start(&bl);
 	uint64_t parks = stats_now().total.parks;
 	for (unsigned i = 0; i < n; i++) {
 		rs[i] = (struct reader){ .fd = fd, .deadline = i % 4 == 0 ? weft_now() + (i % 5) * MS : -1 };
@@ -463,7 +463,7 @@ static void many_main(void *arg)
 	for (unsigned i = 0; i < n; i++)
 		if (i % 4 != 3)
 			join(cos[i]);
-	uint64_t ran = blocker_release(&bl, holder, before);
+	uint64_t ran = pool_hold_end(&bl, holder, before);
 	for (unsigned i = 0; i < n; i++) {
 		if (i % 4 == 3)
 			join(cos[i]);
