@@ -37,6 +37,7 @@ static void steal_more(struct weft__worker *w, struct weft__deque *victim)
 		if (item == WEFT__DEQUE_EMPTY || item == WEFT__DEQUE_ABORT)
 			break;
 		weft__queue_push_local(w, item);
+		weft__count(&w->c.steals);	/* a coroutine taken, as the first */
 		got = true;
 	}
 	if (got)
