@@ -81,12 +81,19 @@ static bool retract_idle(struct weft__worker *w)
 	return found;
 }
 
+/* Spinners are fewer than half the other workers that are not idle (Go's
+ * limit, w left out): work comes from the busy ones, and with few of them
+ * busy, more thieves would only probe the same few queues (or, with more
+ * workers than CPUs, take the CPUs the busy ones need); with none, w has
+ * nobody to steal from.  A worker refused goes idle, and its re-check
+ * there (loads only) covers what it did not look for. */
 bool weft__idle_may_spin(struct weft__worker *w)
 {
 	if (w->spinning)
 		return true;
 	unsigned n = weft__rt.nworkers;
-	if (n < 2 || 2 * at_load_uint(&weft__rt.nr_spinning) >= n)
+	unsigned others = n - 1 - at_load_uint(&weft__rt.nr_idle);	/* w is not idle */
+	if (n < 2 || 2 * at_load_uint(&weft__rt.nr_spinning) >= others)
 		return false;
 	at_faa_uint(&weft__rt.nr_spinning, 1);
 	w->spinning = true;
