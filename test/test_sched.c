@@ -987,7 +987,7 @@ Test(sched, idle_workers_try_few_steals, .timeout = 300)
 	weft_stats st = { .size = sizeof st };
 	cr_assert_eq(weft_stats_get(&st), 0);
 	stop();
-	cr_log_info("%llu steal attempts, %llu steals, %llu sleeps for %u coroutines",
+	fprintf(stderr, "%llu steal attempts, %llu steals, %llu sleeps for %u coroutines\n",
 		    (unsigned long long)st.total.steal_attempts, (unsigned long long)st.total.steals,
 		    (unsigned long long)st.total.sleeps, TRICKLE_N);
 	cr_assert_leq(st.total.steal_attempts, (uint64_t)ATTEMPTS_PER_CO * TRICKLE_N,
