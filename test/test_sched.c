@@ -990,6 +990,17 @@ Test(sched, idle_workers_try_few_steals, .timeout = 300)
 	fprintf(stderr, "%llu steal attempts, %llu steals, %llu sleeps for %u coroutines\n",
 		    (unsigned long long)st.total.steal_attempts, (unsigned long long)st.total.steals,
 		    (unsigned long long)st.total.sleeps, TRICKLE_N);
+#ifdef WEFT_TEST_TSAN
+	bool tsan = true;
+#else
+	bool tsan = false;
+#endif
+	/* There every step is many times slower and the producer's gaps
+	 * outlast the spin window: the workers sleep between coroutines, each
+	 * one a wake and a search (the regime of long gaps, not this one). */
+	if (RUNNING_ON_VALGRIND || tsan)
+		cr_skip_test("SKIP: the scene ran; its counts are not judged under valgrind or "
+			     "ThreadSanitizer, whose gaps outlast the spin window");
 	cr_assert_leq(st.total.steal_attempts, (uint64_t)ATTEMPTS_PER_CO * TRICKLE_N,
 		      "%llu steal attempts (%llu steals, %llu sleeps) for %u coroutines",
 		      (unsigned long long)st.total.steal_attempts, (unsigned long long)st.total.steals,
