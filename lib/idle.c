@@ -81,12 +81,19 @@ static bool retract_idle(struct weft__worker *w)
 	return found;
 }
 
+/* Spinners are fewer than half the other workers that are not idle (Go's
+ * limit, w left out): work comes from the busy ones, and with few of them
+ * busy, more thieves would only probe the same few queues (or, with more
+ * workers than CPUs, take the CPUs the busy ones need); with none, w has
+ * nobody to steal from.  A worker refused goes idle, and its re-check
+ * there (loads only) covers what it did not look for. */
 bool weft__idle_may_spin(struct weft__worker *w)
 {
 	if (w->spinning)
 		return true;
 	unsigned n = weft__rt.nworkers;
-	if (n < 2 || 2 * at_load_uint(&weft__rt.nr_spinning) >= n)
+	unsigned others = n - 1 - at_load_uint(&weft__rt.nr_idle);	/* w is not idle */
+	if (n < 2 || 2 * at_load_uint(&weft__rt.nr_spinning) >= others)
 		return false;
 	at_faa_uint(&weft__rt.nr_spinning, 1);
 	w->spinning = true;
@@ -99,25 +106,47 @@ bool weft__idle_may_spin(struct weft__worker *w)
  * from epoll_wait and its context switch.  Where work comes back within
  * microseconds (a lock's writer phase ends and hands it to a batch of
  * readers on the other worker), that round trip is the cost of the idle
- * period; Go avoids it by making yielded work visible to every P.  So a
- * spinner whose last idle period (from the first look that found nothing
- * to the next dispatch, slept or not) was shorter than SPIN_NS goes on
- * looking for up to SPIN_NS before it sleeps; one whose last idle period
- * was longer sleeps at once, as before, so a worker that waits for timers
- * burns no CPU.  Nor does any worker spin while fds are registered: a
- * server's load, sharing the CPUs, needs the cycles, and the sleep of the last
- * worker to go idle is how readiness is heard at once (loop.h).  At most
- * half the workers spin (may_spin).
+ * period; Go avoids it by making yielded work visible to every P.  So the
+ * last spinner, if its last idle period (from the first look that found
+ * nothing to the next dispatch, slept or not) was shorter than SPIN_NS,
+ * watches for work for up to SPIN_NS before it sleeps; one whose last idle
+ * period was longer sleeps at once, so a worker that waits for timers
+ * burns no CPU.  Nor does any worker spin on while fds are registered: a
+ * server's load, sharing the CPUs, needs the cycles, and the sleep of the
+ * last worker to go idle is how readiness is heard at once (loop.h).
+ *
+ * The watch is loads only (work_for), and a steal pass follows only once a
+ * queue shows work: a pass per look would probe every victim, its fence
+ * and its lines, however empty.  Only the last spinner watches: the others
+ * go idle after their pass, so a coroutine published meanwhile draws one
+ * thief, not a crowd that all but one leave empty-handed; and publishers
+ * wake nobody while it watches (nr_spinning), since it sees their work.
+ * When it gives up, its park re-checks every queue after it stops
+ * counting as a spinner (idle_park), as any spinner's does: a publisher
+ * that saw it spinning woke nobody (test/models/park.pml, BUG_WATCH_NO_RECHECK).
  */
 static const int64_t SPIN_NS = 50 * 1000;
+
+/* What w may run: any worker's stealable work, or its own pinned FIFO's. */
+static bool work_for(struct weft__worker *w)
+{
+	return weft__idle_any_work() || at_load_64(&w->pinned.len) != 0;
+}
 
 bool weft__idle_spin_on(struct weft__worker *w)
 {
 	int64_t now = weft_now();
 	if (!w->idle_since)
 		w->idle_since = now;
-	return w->spinning && w->idle_short && weft__loop_nfds() == 0 &&
-	       now - w->idle_since < SPIN_NS;
+	if (!w->spinning || !w->idle_short || weft__loop_nfds() != 0 ||
+	    at_load_uint(&weft__rt.nr_spinning) != 1)
+		return false;
+	for (; now - w->idle_since < SPIN_NS; now = weft_now()) {
+		if (work_for(w))
+			return true;
+		at_pause();
+	}
+	return false;
 }
 
 void weft__idle_ended(struct weft__worker *w)
@@ -171,8 +200,7 @@ void weft__idle_park(struct weft__worker *w)
 	signal_quiesce();
 	/* Its own pinned FIFO too, which no other worker takes from (their
 	 * pinned coroutines are not work for w: see weft__idle_any_work). */
-	if (weft__idle_any_work() || at_load_64(&w->pinned.len) != 0 ||
-	    at_load_uint(&weft__rt.stopping)) {
+	if (work_for(w) || at_load_uint(&weft__rt.stopping)) {
 		if (!retract_idle(w))
 			weft__loop_take_token(w);	/* a waker popped us: the token is ours */
 	} else {

@@ -14,7 +14,7 @@
 #include "worker.h"
 
 enum {
-	STEAL_ROUNDS = 4,	/* passes over all victims before giving up (Go's 4) */
+	STEAL_ROUNDS = 2,	/* passes over all victims before giving up (see steal_runnext) */
 	STEAL_BATCH = 32,	/* extra items one steal may bring along */
 };
 static const int64_t RUNNEXT_GRACE_NS = 3 * 1000;	/* see steal_runnext */
@@ -37,6 +37,7 @@ static void steal_more(struct weft__worker *w, struct weft__deque *victim)
 		if (item == WEFT__DEQUE_EMPTY || item == WEFT__DEQUE_ABORT)
 			break;
 		weft__queue_push_local(w, item);
+		weft__count(&w->c.steals);	/* a coroutine taken, as the first */
 		got = true;
 	}
 	if (got)

@@ -63,8 +63,10 @@
  * Spinning and parking (after Go's proc.go, "Worker thread parking")
  * ----------------------------------------------------------------------
  * A worker that found nothing locally becomes a *spinner* while it steals,
- * but only while spinners are fewer than half the workers: more thieves
- * than that only fight over the same lines.  The invariants are
+ * but only while spinners are fewer than half the other workers that are
+ * not idle: more thieves than that only fight over the same lines.  Only
+ * the last spinner watches on for work before it sleeps (idle.c).  The
+ * invariants are
  *   (1) when work is published and there is an idle worker, then either a
  *       spinner exists or an idle worker is woken (except for a coroutine
  *       alone in the publisher's runnext slot, which its worker runs next;

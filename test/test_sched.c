@@ -947,3 +947,68 @@ Test(sched, names)
 	cr_assert_eq(weft_join(co), 0);
 	stop();
 }
+
+/* ---- the idle workers' tax: what a worker that finds nothing costs */
+
+enum {
+	TRICKLE_N = 20000,		/* coroutines spawned */
+	TRICKLE_GAP = 2000,		/* the producer's work between spawns */
+	TRICKLE_WORKERS = 8,
+	ATTEMPTS_PER_CO = 4,		/* generous: about one is expected */
+};
+
+static void count_one(void *arg)
+{
+	__atomic_fetch_add((unsigned *)arg, 1, __ATOMIC_RELAXED);
+}
+
+/* One producer spawns coroutines one at a time, working a little between
+ * spawns: the other workers find a coroutine now and then and nothing in
+ * between, in idle periods short enough that they spin on. */
+static void trickle_root(void *arg)
+{
+	for (unsigned i = 0; i < TRICKLE_N; i++) {
+		weft_co *co = weft_spawn(count_one, arg);
+		cr_assert_not_null(co);
+		cr_assert_eq(weft_detach(co), 0);
+		for (volatile unsigned j = 0; j < TRICKLE_GAP; j++)
+			;
+	}
+}
+
+/* The last spinner waits for work to show by watching the queues with loads,
+ * and steals only once a victim shows some, while the other idle workers
+ * sleep: the idle workers make about one steal attempt per coroutine the
+ * program runs, not a pass over every victim at every look of every
+ * spinner.  Counts, not time: the producer's gaps are loop iterations. */
+Test(sched, idle_workers_try_few_steals, .timeout = 300)
+{
+	start(TRICKLE_WORKERS);
+	unsigned done = 0;
+	weft_co *root = weft_spawn(trickle_root, &done);
+	cr_assert_not_null(root);
+	cr_assert_eq(weft_join(root), 0);
+	while (__atomic_load_n(&done, __ATOMIC_RELAXED) != TRICKLE_N)
+		sched_yield();
+	weft_stats st = { .size = sizeof st };
+	cr_assert_eq(weft_stats_get(&st), 0);
+	stop();
+	fprintf(stderr, "%llu steal attempts, %llu steals, %llu sleeps for %u coroutines\n",
+		    (unsigned long long)st.total.steal_attempts, (unsigned long long)st.total.steals,
+		    (unsigned long long)st.total.sleeps, TRICKLE_N);
+#ifdef WEFT_TEST_TSAN
+	bool tsan = true;
+#else
+	bool tsan = false;
+#endif
+	/* There every step is many times slower and the producer's gaps
+	 * outlast the spin window: the workers sleep between coroutines, each
+	 * one a wake and a search (the regime of long gaps, not this one). */
+	if (RUNNING_ON_VALGRIND || tsan)
+		cr_skip_test("SKIP: the scene ran; its counts are not judged under valgrind or "
+			     "ThreadSanitizer, whose gaps outlast the spin window");
+	cr_assert_leq(st.total.steal_attempts, (uint64_t)ATTEMPTS_PER_CO * TRICKLE_N,
+		      "%llu steal attempts (%llu steals, %llu sleeps) for %u coroutines",
+		      (unsigned long long)st.total.steal_attempts, (unsigned long long)st.total.steals,
+		      (unsigned long long)st.total.sleeps, TRICKLE_N);
+}

@@ -47,6 +47,7 @@ runs=(
 	"park.pml|ok|-DSETTER_CO -DSPURIOUS||coroutine waker + spurious wakeups"
 	"park.pml|bug|-DBUG_NO_RECHECK||idle worker skips the re-check"
 	"park.pml|bug|-DBUG_SPIN_DEC_LATE||re-check before nr_spinning--"
+	"park.pml|bug|-DBUG_WATCH_NO_RECHECK||watcher sleeps without the re-check"
 	"park.pml|bug|-DBUG_EARLY_QUEUE||waker queues a PARKING coroutine"
 	"park.pml|bug|-DSETTER_CO -DBUG_NO_FINISH_LEFT||successor skips the predecessor's finish"
 	"fdslot.pml|ok||-O2 -DCOLLAPSE|default: readiness, deadline, cancel, close"

@@ -41,6 +41,10 @@
  *  -DBUG_SPIN_DEC_LATE  park_worker re-checks the queues before it stops
  *                     counting itself as a spinner (nr_spinning--), so a
  *                     publisher in between sees a spinner and wakes nobody.
+ *  -DBUG_WATCH_NO_RECHECK  a spinner that watched the queues until SPIN_NS
+ *                     (spin_on) sleeps without re-checking them, since it
+ *                     "has just looked": a publisher after its last look saw
+ *                     it spinning and woke nobody.
  *  -DBUG_EARLY_QUEUE  wake_co queues a coroutine it finds in PARKING instead
  *                     of leaving it NOTIFIED for weft__park_finish: it can be
  *                     resumed before its switch-out completed.
@@ -139,7 +143,14 @@
  *                             loop_service, the fairness turns, stopping and
  *                             draining are not modelled (no yields, timers,
  *                             fds or shutdown here).
- *  may_spin                   load nr_spinning (2*n >= nworkers?), FAA +1.
+ *  may_spin                   load nr_idle, load nr_spinning (2 * spinning >=
+ *                             nworkers - 1 - idle? then no), FAA +1.
+ *  weft__idle_spin_on         only while nr_spinning == 1 (load): the
+ *                             watch, any_work's three loads until one shows
+ *                             work (back to find_local) or it gives up
+ *                             (nondeterministic: SPIN_NS), then park_worker.
+ *                             idle_short and the fds' count are left out (any
+ *                             outcome of theirs is a path explored).
  *  stop_spinning              FAA -1 (returns old); old == 1 -> notify_work.
  *  steal_work                 one pass: steal from the other worker's deque,
  *                             then inject_pop.  STEAL_ROUNDS repeats the same
@@ -474,6 +485,9 @@ proctype worker(byte me)
 	byte nxt = NONE;	/* a direct successor (weft__worker_successor) */
 	byte st, g, r, v;
 	bit spinning, found, ok;
+#ifdef BUG_WATCH_NO_RECHECK
+	bit watched;
+#endif
 	byte sw, sg, l_st, l_gen, l_res;	/* setter coroutine's frame */
 
 top:
@@ -485,13 +499,14 @@ top:
 	fi;
 	if
 	:: c == NONE ->
-		/* may_spin */
+		/* may_spin: fewer than half the other workers not idle */
 		if
 		:: spinning -> skip
 		:: else ->
+			v = nr_idle;			/* load */
 			if
-			:: 2 * nr_spinning >= NW -> skip
-			:: else -> d_step { nr_spinning++; spinning = 1 }
+			:: 2 * nr_spinning >= NW - 1 - v -> v = 0
+			:: else -> d_step { v = 0; nr_spinning++; spinning = 1 }
 			fi
 		fi;
 		/* steal_work: one round over the other worker, then inject */
@@ -606,6 +621,32 @@ dispatch:	skip;
 	:: else
 	fi;
 
+	/* spin_on: the last spinner watches the queues (loads) until one shows
+	 * work, then looks again from the top; or gives up (SPIN_NS) */
+	if
+	:: spinning && nr_spinning == 1 ->
+		do
+		:: found = (len(inj) > 0);
+			if
+			:: !found -> found = (dq[0].n > 0)
+			:: else
+			fi;
+			if
+			:: !found -> found = (dq[1].n > 0)
+			:: else
+			fi;
+			if
+			:: found -> found = 0; goto top
+			:: else
+			fi
+		:: break			/* SPIN_NS passed */
+		od;
+#ifdef BUG_WATCH_NO_RECHECK
+		watched = 1
+#endif
+	:: else
+	fi;
+
 	/* ---- park_worker(me) ---- */
 	atomic {					/* announce_idle */
 		idle_lock == 0 ->
@@ -619,8 +660,23 @@ dispatch:	skip;
 	fi;
 #endif
 	/* at_fence_store_load; any_work() */
-#ifdef BUG_NO_RECHECK
+#if defined(BUG_NO_RECHECK)
 	found = 0;
+#elif defined(BUG_WATCH_NO_RECHECK)
+	if
+	:: watched -> found = 0		/* "it has just looked" */
+	:: else ->
+		found = (len(inj) > 0);
+		if
+		:: !found -> found = (dq[0].n > 0)
+		:: else
+		fi;
+		if
+		:: !found -> found = (dq[1].n > 0)
+		:: else
+		fi
+	fi;
+	watched = 0;
 #else
 	found = (len(inj) > 0);
 	if
