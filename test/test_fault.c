@@ -560,6 +560,56 @@ Test(fault, a_cond_waits_mutex_release_waits_for_a_dropped_locker_without_the_co
 	run(1, cond_release_window, NULL);
 }
 
+/* A channel operation that drops an abandoned receiver and then parks
+ * (capacity 0: nobody live to take the element) settles after its park;
+ * with capacity 1 it buffers and settles before it returns.  The
+ * receiver, held in its window, goes on once the sender is in its park or
+ * its settle; the sender must then return (no hang) and the element be
+ * there for the next receive. */
+static weft_chan *ab_ch;
+static int ab_send_rc;
+static atomic_int ab_settles;
+
+static void count_settle(uintptr_t what)
+{
+	(void)what;
+	atomic_fetch_add(&ab_settles, 1);
+}
+
+static void send_one(void)
+{
+	int v = 5;
+	ab_send_rc = weft_chan_send(ab_ch, &v, -1);
+}
+
+static void chan_window(void *arg)
+{
+	size_t cap = *(size_t *)arg;
+	CHECK((ab_ch = weft_chan_new(sizeof(int), cap)));
+	ab.hand = send_one;
+	atomic_store(&ab_settles, 0);
+	weft__fault_on(WEFT__FAULT_DROPPED, count_settle);
+	weft__fault_on(WEFT__FAULT_ABANDONED, hand_from_another);
+	int v = 0;
+	CHECK(weft_chan_recv(ab_ch, &v, weft_now() + MS) == -1 && errno == ETIMEDOUT);
+	CHECK(weft_chan_recv(ab_ch, &v, -1) == 0 && v == 5);
+	join(ab.helper);
+	CHECK(ab_send_rc == 0);
+	weft__fault_on(WEFT__FAULT_DROPPED, NULL);
+	/* buffered: the send waited for us in its settle (it dropped our
+	 * node); parked: we left while it was parked, nothing to wait for */
+	CHECK(atomic_load(&ab_settles) == (cap ? 1 : 0));
+	weft_chan_free(ab_ch);
+}
+
+Test(fault, a_send_that_dropped_an_abandoned_receiver_settles_after_its_park_or_its_buffering)
+{
+	size_t cap = 0;
+	run(1, chan_window, &cap);
+	cap = 1;
+	run(1, chan_window, &cap);
+}
+
 static void wait_handed(uintptr_t what)
 {
 	(void)what;
