@@ -164,7 +164,7 @@ int weft_chan_close(weft_chan *ch)
 {
 	if (!ch)
 		return weft__err_fail(EINVAL);
-	struct weft__wakes ws = { NULL };
+	struct weft__wakes ws = { .head = NULL };
 	weft__lock_acquire(&ch->lock);
 	bool was = ch->closed;
 	ch->closed = true;
@@ -221,7 +221,7 @@ static int chan_op(weft_chan *ch, int op, void *elem, int64_t deadline)
 {
 	if (weft__co_take_entry(ch && (elem || !ch->elem_size)) != 0)
 		return -1;
-	struct weft__wakes ws = { NULL };
+	struct weft__wakes ws = { .head = NULL };
 	weft__lock_acquire(&ch->lock);
 	int r = op == WEFT_CHAN_SEND ? try_send(ch, elem, &ws) : try_recv(ch, elem, &ws);
 	if (r != NOT_READY) {
@@ -452,7 +452,7 @@ static long select_once(struct select_wait *sw, weft_chan **chs, size_t k, int64
 {
 	if (sw->nfd && (*err = -weft__io_cases_poll(sw->fd, sw->nfd)) != 0)
 		return -1;
-	struct weft__wakes ws = { NULL };
+	struct weft__wakes ws = { .head = NULL };
 	lock_all(chs, k, NULL);
 	long i = select_ready(sw, &ws);
 	if (i >= 0 || weft__clock_deadline_passed(deadline)) {

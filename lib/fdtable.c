@@ -383,7 +383,7 @@ void weft__fd_release_queued(struct weft__fd *e, int d, bool woke)
 void weft__fd_close_wake(struct weft__fd *e, int d)
 {
 	int bit = d == FD_SLOT_IN ? WEFT_IN : WEFT_OUT;
-	struct weft__wakes ws = { NULL };
+	struct weft__wakes ws = { .head = NULL };
 	weft__lock_acquire(&e->qlock);
 	struct weft__wnode *n;
 	/* no turn with these: each call sees the close and returns */

@@ -103,7 +103,7 @@ void weft__group_leave(struct weft_co *co)
 {
 	weft_group *g = co->group;
 	co->group = NULL;
-	struct weft__wakes ws = { NULL };
+	struct weft__wakes ws = { .head = NULL };
 	weft__lock_acquire(&g->lock);
 	unlink_member(g, co);
 	if (g->count == 0)

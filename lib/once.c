@@ -77,7 +77,7 @@ int weft_once_run(weft_once *o, void (*fn)(void *), void *arg)
 		fn(arg);
 		if (at_swap_uint(&o->state, DONE) & WAITERS) {
 			struct bucket *b = bucket_of(o);
-			struct weft__wakes ws = { NULL };
+			struct weft__wakes ws = { .head = NULL };
 			weft__lock_acquire(&b->lock);
 			weft__waitq_claim_all_of(&b->q, o, 0, &ws);
 			weft__lock_release(&b->lock);

@@ -264,7 +264,7 @@ static bool last_reader_out(weft_rwlock *l, struct weft__wakes *ws)
  * just before the release: the unlock paths' window (fault.h). */
 static bool hand_over(weft_rwlock *l, bool (*hand)(weft_rwlock *, struct weft__wakes *))
 {
-	struct weft__wakes ws = { NULL };
+	struct weft__wakes ws = { .head = NULL };
 	weft__lock_acquire(&l->lock);
 	bool handed = hand(l, &ws);
 	weft__fault_pause(WEFT__FAULT_UNLOCK, (uintptr_t)l);

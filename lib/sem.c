@@ -154,7 +154,7 @@ int weft_sem_release(weft_sem *s)
 		return weft__err_fail(EINVAL);
 	int r;
 	while ((r = add_permit(s)) == WAITERS) {
-		struct weft__wakes ws = { NULL };
+		struct weft__wakes ws = { .head = NULL };
 		weft__lock_acquire(&s->lock);
 		bool handed = hand_over(s, &ws);
 		weft__lock_release(&s->lock);

@@ -271,7 +271,7 @@ int weft_mutex_unlock(weft_mutex *m)
 		return weft__err_fail(EINVAL);
 	if (at_load_ptr(&m->owner) != caller())
 		return weft__err_fail(EPERM);
-	struct weft__wakes ws = { NULL };
+	struct weft__wakes ws = { .head = NULL };
 	if (release(m, &ws))
 		weft__wakes_run(&ws);
 	return 0;
@@ -324,7 +324,7 @@ int weft_cond_wait(weft_cond *c, weft_mutex *m, int64_t deadline)
 	/* The mutex's wake runs under c's lock; the wait for the nodes its
 	 * release dropped (waitq.h) only once that lock is released: a
 	 * coroutine may yield there, and must not hold it. */
-	struct weft__wakes ws = { NULL };
+	struct weft__wakes ws = { .head = NULL };
 	release(m, &ws);
 	weft__wakes_wake(&ws);
 	int r = weft__wait_park(&x, &c->lock, &c->q, deadline);
@@ -337,7 +337,7 @@ static int cond_wake(weft_cond *c, bool all)
 {
 	if (!c)
 		return weft__err_fail(EINVAL);
-	struct weft__wakes ws = { NULL };
+	struct weft__wakes ws = { .head = NULL };
 	weft__lock_acquire(&c->lock);
 	if (all) {
 		weft__waitq_claim_all(&c->q, 0, &ws);
@@ -383,7 +383,7 @@ int weft_wg_add(weft_wg *wg, int delta)
 {
 	if (!wg)
 		return weft__err_fail(EINVAL);
-	struct weft__wakes ws = { NULL };
+	struct weft__wakes ws = { .head = NULL };
 	weft__lock_acquire(&wg->lock);
 	/* never below 0 (nor past SIZE_MAX, which an int cannot reach) */
 	bool fits = delta >= 0 || (size_t)-(long)delta <= wg->count;

@@ -185,7 +185,7 @@ int weft__wait_park_hook(struct weft__wait *x, struct weft__lock *lock, struct w
 	}
 	/* Abandoned while queued: the object lives, as we still wait on it. */
 	weft__fault_pause(WEFT__FAULT_ABANDONED, (uintptr_t)obj);
-	struct weft__wakes ws = { NULL };
+	struct weft__wakes ws = { .head = NULL };
 	weft__lock_acquire(lock);
 	/* not retracted: a claimer dropped it, and did our part */
 	if (weft__wnode_retract(q, &x->node) && gave_up)
