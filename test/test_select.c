@@ -339,12 +339,23 @@ Test(select, readiness_it_did_not_report_is_kept, .timeout = 600)
  * slot as READY); the select reports the fd readable and its caller reads
  * one byte; B's weft_wait(WEFT_AFTER_EAGAIN) must return, since a byte is
  * still there.  The select only looks ("performing it does nothing",
- * weft.h), yet its poll dropped the slot's READY: B waits for an edge
- * that never comes.  (With a weft_read of one byte in the select's place,
- * READY stays and B returns.) */
+ * weft.h), yet its poll dropped the slot's READY: without the hand-back B
+ * waits for an edge that never comes.  (With a weft_read of one byte in
+ * the select's place, READY stays and B returns.)  An exact weft_wait in
+ * the select's place looks the same way (its poll drops READY too). */
+static void look_readable(int fd, bool by_select)
+{
+	if (!by_select) {
+		CHECK(weft_wait(fd, WEFT_IN, -1) == WEFT_IN);
+		return;
+	}
+	weft_chan_case cs[1] = { fd_case(WEFT_SELECT_READABLE, fd) };
+	CHECK(weft_chan_select(cs, 1, -1) == 0 && cs[0].err == 0);
+}
+
 static void reported_readiness_left_data(void *arg)
 {
-	(void)arg;
+	bool by_select = arg != NULL;
 	int sv[2];
 	socket_pair(sv);
 	CHECK(weft_wait(sv[0], WEFT_OUT, -1) == WEFT_OUT);	/* registered */
@@ -356,8 +367,7 @@ static void reported_readiness_left_data(void *arg)
 			weft_yield();
 		CHECK(weft_write(sv[1], "yy", 2, -1) == 2);
 		CHECK(weft_sleep(weft_now() + MS) == 0);	/* its edge is harvested */
-		weft_chan_case cs[1] = { fd_case(WEFT_SELECT_READABLE, sv[0]) };
-		CHECK(weft_chan_select(cs, 1, -1) == 0 && cs[0].err == 0);
+		look_readable(sv[0], by_select);
 		char c;
 		CHECK(weft_read(sv[0], &c, 1, -1) == 1);	/* one of the two */
 		__atomic_store_n(&a.phase, 2, __ATOMIC_RELEASE);
@@ -368,7 +378,66 @@ static void reported_readiness_left_data(void *arg)
 
 Test(select, reported_readiness_with_data_left_wakes_an_after_eagain_waiter, .timeout = 60)
 {
+	run(1, reported_readiness_left_data, &(bool){ true });
+}
+
+Test(select, exact_weft_wait_with_data_left_wakes_an_after_eagain_waiter, .timeout = 60)
+{
 	run(1, reported_readiness_left_data, NULL);
+}
+
+/* The writable twin: B wrote until EAGAIN; the peer drains it all (the
+ * room's edge harvested into the slot as READY); the select reports the
+ * fd writable and its caller writes one byte, leaving room; B's
+ * weft_wait(WEFT_OUT | WEFT_AFTER_EAGAIN) must return. */
+static void fill_main(void *arg)
+{
+	struct after_eagain *a = arg;
+	static char buf[65536];
+	while (send(a->fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+		;
+	CHECK(errno == EAGAIN);
+	__atomic_store_n(&a->phase, 1, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&a->phase, __ATOMIC_ACQUIRE) != 2)
+		weft_yield();
+	CHECK(weft_wait(a->fd, WEFT_OUT | WEFT_AFTER_EAGAIN, -1) > 0);
+	CHECK(weft_write(a->fd, "z", 1, -1) == 1);
+}
+
+static void drain(int fd)
+{
+	static char buf[65536];
+	while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+		;
+	CHECK(errno == EAGAIN);
+}
+
+static void reported_room_left(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	CHECK(weft_wait(sv[0], WEFT_OUT, -1) == WEFT_OUT);	/* registered */
+	for (unsigned i = 0; i < 20; i++) {
+		struct after_eagain a = { .fd = sv[0] };
+		weft_co *b = go(fill_main, &a);
+		while (__atomic_load_n(&a.phase, __ATOMIC_ACQUIRE) != 1)
+			weft_yield();
+		drain(sv[1]);
+		CHECK(weft_sleep(weft_now() + MS) == 0);	/* its edge is harvested */
+		weft_chan_case cs[1] = { fd_case(WEFT_SELECT_WRITABLE, sv[0]) };
+		CHECK(weft_chan_select(cs, 1, -1) == 0 && cs[0].err == 0);
+		CHECK(weft_write(sv[0], "w", 1, -1) == 1);	/* room is left */
+		__atomic_store_n(&a.phase, 2, __ATOMIC_RELEASE);
+		join(b);	/* B's weft_wait hangs: the harness's timeout */
+		drain(sv[1]);
+	}
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(select, reported_writability_with_room_left_wakes_an_after_eagain_waiter, .timeout = 60)
+{
+	run(1, reported_room_left, NULL);
 }
 
 /* Stress: two selects of {readable fd, receive} and a plain reader on one
