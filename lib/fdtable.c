@@ -353,9 +353,9 @@ void weft__fd_redeliver(struct weft__fd *e, int d)
 	nudge(e, d, true);
 }
 
-void weft__fd_slot_forget(void **slot)
+bool weft__fd_slot_forget(void **slot)
 {
-	at_cas_ptr(slot, FD_READY, NULL);
+	return at_cas_ptr(slot, FD_READY, NULL);
 }
 
 /* A claimer whose wake lost, with others queued: the turn it brought goes

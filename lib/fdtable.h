@@ -209,11 +209,14 @@ static inline void weft__fd_nudge(struct weft__fd *e, int d)
 		weft__fd_nudge_slow(e, d);
 }
 /* A call that took readiness on d and returns without using it (a select
- * that reported another case): the readiness goes to a waiter in the
- * slot, or is left for the next one (READY; a stale one costs a retry). */
+ * that reported another case), or that only looked (an exact weft_wait, a
+ * select's fd case, which dropped READY to ask poll): the readiness goes
+ * to a waiter in the slot, or is left for the next one (READY; a stale one
+ * costs a retry). */
 void weft__fd_redeliver(struct weft__fd *e, int d);
-/* Drops readiness seen while nobody waited (weft_wait re-checks with poll). */
-void weft__fd_slot_forget(void **slot);
+/* Drops readiness seen while nobody waited (weft_wait re-checks with poll);
+ * returns whether there was some to drop. */
+bool weft__fd_slot_forget(void **slot);
 /* Readiness side.  Claims the waiter in d's slot, or returns NULL: with
  * mark_ready, readiness is left for the next waiter (FD_READY, or
  * FD_TURN_READY while the turn is out).  *queued: others queue behind the

@@ -734,28 +734,52 @@ static int ready_now(int fd, int events)
 
 /* Readiness remembered from before is stale: poll decides.  It was what
  * a read's drained hint counted on (park_if_drained), so the next read
- * must try. */
-static void forget_ready(struct weft__io *io, int events)
+ * must try.  Returns the directions whose remembered readiness it took. */
+static int forget_ready(struct weft__io *io, int events)
 {
+	int took = 0;
 	if (events & WEFT_IN) {
-		weft__fd_slot_forget(&io->e->slot[FD_SLOT_IN]);
+		if (weft__fd_slot_forget(&io->e->slot[FD_SLOT_IN]))
+			took |= WEFT_IN;
 		at_store_uint(&io->e->drained, 0);
 	}
-	if (events & WEFT_OUT)
-		weft__fd_slot_forget(&io->e->slot[FD_SLOT_OUT]);
+	if ((events & WEFT_OUT) && weft__fd_slot_forget(&io->e->slot[FD_SLOT_OUT]))
+		took |= WEFT_OUT;
+	return took;
 }
 
-/* weft_wait's loop, for an io already begun: exact readiness, or -errno. */
+/* Hands readiness on dirs back to the fd: to the waiter in its slot, or
+ * left READY for the next one (a stale READY costs that one a retry).  A
+ * call gives back readiness it took from the slot (forget_ready), even
+ * when it reports it: it only looks, its caller may leave data behind,
+ * and another waiter (one parked after its own EAGAIN waits for an edge)
+ * may have counted on it; a select gives back too what it saw and did not
+ * report.  A turn held is passed on anyway (io_end), and leaves READY with
+ * nobody queued; a closed fd's waiters are woken by its close. */
+static void hand_back(struct weft__io *io, int dirs)
+{
+	if (io_closed(io))
+		return;
+	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
+		if (!(dirs & bit) || (io->leave & FD_WAKE_TURN(bit)))
+			continue;
+		io->leave &= (unsigned char)~bit;
+		weft__fd_redeliver(io->e, d);
+	}
+}
+
+/* weft_wait's loop, for an io already begun: exact readiness, or -errno.
+ * Remembered readiness it took that poll confirms is handed back. */
 static int wait_ready(struct weft__io *io, int events, int64_t deadline)
 {
-	for (;;) {
-		forget_ready(io, events);
-		int r = ready_now(io->fd, events);
-		if (r != 0)
-			return r;
-		if ((r = io_park(io, events, deadline)) < 0)
-			return r;
-	}
+	int took, r;
+	do {
+		took = forget_ready(io, events);
+		r = ready_now(io->fd, events);
+	} while (r == 0 && (r = io_park(io, events, deadline)) >= 0);
+	if (r > 0)
+		hand_back(io, took & r);
+	return r;
 }
 
 /* weft_wait after the caller's EAGAIN: one park, no poll; readiness it
@@ -784,15 +808,11 @@ int weft_wait(int fd, int events, int64_t deadline)
 
 /* ------------------------------------------------------ select's fd cases */
 
-static int case_slot(const struct weft__io_case *c)
-{
-	return c->events == WEFT_IN ? FD_SLOT_IN : FD_SLOT_OUT;
-}
-
 int weft__io_case_begin(struct weft__io_case *c, int fd, int events, int64_t deadline)
 {
 	c->events = (unsigned char)events;
 	c->ready = 0;
+	c->took = 0;
 	return io_begin(&c->io, fd, deadline);
 }
 
@@ -800,13 +820,16 @@ int weft__io_cases_poll(struct weft__io_case *const *cs, size_t n)
 {
 	struct pollfd p[2];
 	WEFT__ASSERT(n <= 2);	/* one per direction */
+	int took[2];
 	for (size_t i = 0; i < n; i++) {
-		forget_ready(&cs[i]->io, cs[i]->events);
+		took[i] = forget_ready(&cs[i]->io, cs[i]->events);
 		p[i] = poll_for(cs[i]->io.fd, cs[i]->events);
 	}
 	int r = poll_now(p, n);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		cs[i]->ready = r == 0 && poll_ready(&p[i], cs[i]->events);
+		cs[i]->took = cs[i]->ready && took[i];
+	}
 	return r;
 }
 
@@ -836,13 +859,8 @@ bool weft__io_case_closed(const struct weft__io_case *c)
 
 void weft__io_case_end(struct weft__io_case *c, bool reported)
 {
-	/* a turn held is passed on anyway, and leaves READY with nobody
-	 * queued: only readiness without it needs handing back */
-	if (!reported && c->ready && !(c->io.leave & FD_WAKE_TURN(c->events)) &&
-	    !weft__io_case_closed(c)) {
-		c->io.leave &= (unsigned char)~c->events;
-		weft__fd_redeliver(c->io.e, case_slot(c));
-	}
+	if (c->ready && (c->took || !reported))
+		hand_back(&c->io, c->events);
 	io_end(&c->io);
 }
 

@@ -107,6 +107,7 @@ struct weft__io_case {
 	struct weft__io_parked p;
 	unsigned char events;	/* WEFT_IN or WEFT_OUT */
 	unsigned char ready;	/* its last poll, or settle, saw it ready */
+	unsigned char took;	/* its last poll confirmed readiness it took from the slot */
 };
 /* 0, or -1 with errno (EPERM outside a coroutine, EBADF, ECANCELED...). */
 int weft__io_case_begin(struct weft__io_case *c, int fd, int events, int64_t deadline);
@@ -120,7 +121,8 @@ void weft__io_case_settle(struct weft__io_case *c, struct weft__waiter *w, int r
 /* Whether c's fd was weft_close'd or weft_release'd since c began. */
 bool weft__io_case_closed(const struct weft__io_case *c);
 /* Ends c; readiness it saw that the select did not report (`reported`
- * false) is left for the fd's next waiter. */
+ * false), or that it took from the slot (reported or not), is left for the
+ * fd's next waiter. */
 void weft__io_case_end(struct weft__io_case *c, bool reported);
 
 /* Turns Nagle's algorithm off on a connected socket (weft_accept's and

@@ -334,6 +334,290 @@ Test(select, readiness_it_did_not_report_is_kept, .timeout = 600)
 	run(2, unreported_readiness_kept, NULL);
 }
 
+/* Readiness a select saw and DID report, with data left behind: B's own
+ * read said EAGAIN, then two bytes came in one edge (harvested into the
+ * slot as READY); the select reports the fd readable and its caller reads
+ * one byte; B's weft_wait(WEFT_AFTER_EAGAIN) must return, since a byte is
+ * still there.  The select only looks ("performing it does nothing",
+ * weft.h), yet its poll dropped the slot's READY: without the hand-back B
+ * waits for an edge that never comes.  (With a weft_read of one byte in
+ * the select's place, READY stays and B returns.)  An exact weft_wait in
+ * the select's place looks the same way (its poll drops READY too). */
+static void look_readable(int fd, bool by_select)
+{
+	if (!by_select) {
+		CHECK(weft_wait(fd, WEFT_IN, -1) == WEFT_IN);
+		return;
+	}
+	weft_chan_case cs[1] = { fd_case(WEFT_SELECT_READABLE, fd) };
+	CHECK(weft_chan_select(cs, 1, -1) == 0 && cs[0].err == 0);
+}
+
+static void reported_readiness_left_data(void *arg)
+{
+	bool by_select = arg != NULL;
+	int sv[2];
+	socket_pair(sv);
+	CHECK(weft_wait(sv[0], WEFT_OUT, -1) == WEFT_OUT);	/* registered */
+	unsigned rounds = 20;
+	for (unsigned i = 0; i < rounds; i++) {
+		struct after_eagain a = { .fd = sv[0] };
+		weft_co *b = go(after_eagain_main, &a);
+		while (__atomic_load_n(&a.phase, __ATOMIC_ACQUIRE) != 1)
+			weft_yield();
+		CHECK(weft_write(sv[1], "yy", 2, -1) == 2);
+		CHECK(weft_sleep(weft_now() + MS) == 0);	/* its edge is harvested */
+		look_readable(sv[0], by_select);
+		char c;
+		CHECK(weft_read(sv[0], &c, 1, -1) == 1);	/* one of the two */
+		__atomic_store_n(&a.phase, 2, __ATOMIC_RELEASE);
+		join(b);	/* B's weft_wait hangs: the harness's timeout */
+	}
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(select, reported_readiness_with_data_left_wakes_an_after_eagain_waiter, .timeout = 60)
+{
+	run(1, reported_readiness_left_data, &(bool){ true });
+}
+
+Test(select, exact_weft_wait_with_data_left_wakes_an_after_eagain_waiter, .timeout = 60)
+{
+	run(1, reported_readiness_left_data, NULL);
+}
+
+/* The writable twin: B wrote until EAGAIN; the peer drains it all (the
+ * room's edge harvested into the slot as READY); the select reports the
+ * fd writable and its caller writes one byte, leaving room; B's
+ * weft_wait(WEFT_OUT | WEFT_AFTER_EAGAIN) must return. */
+static void fill_main(void *arg)
+{
+	struct after_eagain *a = arg;
+	static char buf[65536];
+	while (send(a->fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+		;
+	CHECK(errno == EAGAIN);
+	__atomic_store_n(&a->phase, 1, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&a->phase, __ATOMIC_ACQUIRE) != 2)
+		weft_yield();
+	CHECK(weft_wait(a->fd, WEFT_OUT | WEFT_AFTER_EAGAIN, -1) > 0);
+	CHECK(weft_write(a->fd, "z", 1, -1) == 1);
+}
+
+static void drain(int fd)
+{
+	static char buf[65536];
+	while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+		;
+	CHECK(errno == EAGAIN);
+}
+
+static void reported_room_left(void *arg)
+{
+	(void)arg;
+	int sv[2];
+	socket_pair(sv);
+	CHECK(weft_wait(sv[0], WEFT_OUT, -1) == WEFT_OUT);	/* registered */
+	for (unsigned i = 0; i < 20; i++) {
+		struct after_eagain a = { .fd = sv[0] };
+		weft_co *b = go(fill_main, &a);
+		while (__atomic_load_n(&a.phase, __ATOMIC_ACQUIRE) != 1)
+			weft_yield();
+		drain(sv[1]);
+		CHECK(weft_sleep(weft_now() + MS) == 0);	/* its edge is harvested */
+		weft_chan_case cs[1] = { fd_case(WEFT_SELECT_WRITABLE, sv[0]) };
+		CHECK(weft_chan_select(cs, 1, -1) == 0 && cs[0].err == 0);
+		CHECK(weft_write(sv[0], "w", 1, -1) == 1);	/* room is left */
+		__atomic_store_n(&a.phase, 2, __ATOMIC_RELEASE);
+		join(b);	/* B's weft_wait hangs: the harness's timeout */
+		drain(sv[1]);
+	}
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(select, reported_writability_with_room_left_wakes_an_after_eagain_waiter, .timeout = 60)
+{
+	run(1, reported_room_left, NULL);
+}
+
+/* Stress: two selects of {readable fd, receive} and a plain reader on one
+ * socket, on several workers, while bytes come in chunks and elements are
+ * sent: every byte is read (no select or reader sleeps with bytes in the
+ * socket) and every element received once. */
+struct crowd {
+	int sv[2];
+	weft_chan *ch;
+	unsigned long bytes, sum, msgs;	/* atomic */
+};
+
+static void crowd_add(struct crowd *c, ssize_t n)
+{
+	if (n > 0)
+		__atomic_fetch_add(&c->bytes, (unsigned long)n, __ATOMIC_ACQ_REL);
+}
+
+static void crowd_select(void *arg)
+{
+	struct crowd *c = arg;
+	char buf[4096];
+	for (;;) {
+		int v = 0;
+		weft_chan_case cs[2] = { fd_case(WEFT_SELECT_READABLE, c->sv[0]), recv_case(c->ch, &v) };
+		int k = weft_chan_select(cs, 2, -1);
+		CHECK(k == 0 || k == 1);
+		if (k == 1) {
+			CHECK(cs[1].err == 0);
+			__atomic_fetch_add(&c->sum, (unsigned long)v, __ATOMIC_ACQ_REL);
+			__atomic_fetch_add(&c->msgs, 1, __ATOMIC_ACQ_REL);
+			continue;
+		}
+		ssize_t n = weft_read(c->sv[0], buf, sizeof buf, 0);
+		if (n == 0)
+			return;	/* the end */
+		CHECK(n > 0 || errno == ETIMEDOUT);
+		crowd_add(c, n);
+	}
+}
+
+static void crowd_read(void *arg)
+{
+	struct crowd *c = arg;
+	char buf[4096];
+	ssize_t n;
+	while ((n = weft_read(c->sv[0], buf, sizeof buf, -1)) > 0)
+		crowd_add(c, n);
+	CHECK(n == 0);
+}
+
+static void crowd_send(void *arg)
+{
+	struct crowd *c = arg;
+	for (int i = 1; i <= 2000; i++)
+		CHECK(weft_chan_send(c->ch, &i, -1) == 0);
+}
+
+static void crowd(void *arg)
+{
+	(void)arg;
+	unsigned rounds = scaled(30, 10, 2);
+	for (unsigned r = 0; r < rounds; r++) {
+		struct crowd c = { .ch = weft_chan_new(sizeof(int), 0) };
+		socket_pair(c.sv);
+		weft_co *s1 = go(crowd_select, &c), *s2 = go(crowd_select, &c), *rd = go(crowd_read, &c);
+		weft_co *snd = go(crowd_send, &c);
+		unsigned long total = 0;
+		char chunk[700] = { 0 };
+		for (unsigned i = 0; i < 3000; i++) {
+			size_t len = 1 + (i * 7919) % sizeof chunk;
+			CHECK(weft_write(c.sv[1], chunk, len, -1) == (ssize_t)len);
+			total += len;
+			if (i % 7 == 0)
+				weft_yield();
+		}
+		join(snd);
+		/* a hang here: bytes in the socket, every reader asleep */
+		while (__atomic_load_n(&c.bytes, __ATOMIC_ACQUIRE) != total ||
+		       __atomic_load_n(&c.msgs, __ATOMIC_ACQUIRE) != 2000)
+			weft_yield();
+		CHECK(__atomic_load_n(&c.sum, __ATOMIC_ACQUIRE) == 2000ul * 2001 / 2);
+		CHECK(shutdown(c.sv[1], SHUT_WR) == 0);
+		join(s1);
+		join(s2);
+		join(rd);
+		CHECK(weft_close(c.sv[0]) == 0 && weft_close(c.sv[1]) == 0);
+		weft_chan_free(c.ch);
+	}
+}
+
+Test(select, two_selects_and_a_reader_on_one_socket_lose_nothing, .timeout = 600)
+{
+	run(4, crowd, NULL);
+}
+
+/* Stress: weft_close or weft_release of a socket that selects (both
+ * directions, and one direction) and a reader wait on, from several
+ * workers, its number then reused at once: each select reports an fd case
+ * ECANCELED, the reader fails ECANCELED, and the new file's readers work.
+ * A select or read that begins only after weft_release's close(2) finds
+ * no open fd: EBADF. */
+struct closing {
+	int fd;
+	weft_chan *ch;
+	bool release;	/* weft_release then close(2): a call begun after it is EBADF */
+	unsigned parked;	/* atomic */
+};
+
+static void closing_select(void *arg)
+{
+	struct closing *c = arg;
+	int v;
+	weft_chan_case cs[3] = { fd_case(WEFT_SELECT_READABLE, c->fd), recv_case(c->ch, &v),
+				 fd_case(WEFT_SELECT_WRITABLE, c->fd) };
+	__atomic_fetch_add(&c->parked, 1, __ATOMIC_ACQ_REL);
+	int k = weft_chan_select(cs, 3, -1);
+	if (k == -1)	/* it began after the close */
+		CHECK(errno == ECANCELED || (c->release && errno == EBADF));
+	else
+		CHECK((k == 0 || k == 2) && cs[k].err == ECANCELED);
+}
+
+static void closing_read(void *arg)
+{
+	struct closing *c = arg;
+	char b;
+	__atomic_fetch_add(&c->parked, 1, __ATOMIC_ACQ_REL);
+	CHECK(weft_read(c->fd, &b, 1, -1) == -1 &&
+	      (errno == ECANCELED || (c->release && errno == EBADF)));
+}
+
+static void fill(int fd)
+{
+	char buf[4096] = { 0 };
+	while (weft_write(fd, buf, sizeof buf, 0) > 0)
+		;
+	CHECK(errno == ETIMEDOUT);
+}
+
+static void closing(void *arg)
+{
+	(void)arg;
+	unsigned rounds = scaled(2000, 300, 30);
+	for (unsigned r = 0; r < rounds; r++) {
+		int sv[2];
+		socket_pair(sv);
+		fill(sv[0]);
+		bool release = r & 1;
+		struct closing c = { .fd = sv[0], .ch = weft_chan_new(sizeof(int), 0),
+				     .release = release };
+		uint64_t parks = stats_now().total.parks;
+		weft_co *co[4] = { go(closing_select, &c), go(closing_select, &c), go(closing_read, &c),
+				   go(closing_read, &c) };
+		while (__atomic_load_n(&c.parked, __ATOMIC_ACQUIRE) != 4)
+			weft_yield();
+		if (r & 2)
+			wait_parks(parks, 4);
+		CHECK((release ? weft_release(sv[0]) : weft_close(sv[0])) == 0);
+		if (release)
+			CHECK(close(sv[0]) == 0);
+		for (int i = 0; i < 4; i++)
+			join(co[i]);
+		weft_chan_free(c.ch);
+		int nv[2];
+		socket_pair(nv);	/* most likely sv[0]'s number */
+		char b;
+		CHECK(weft_write(nv[1], "n", 1, -1) == 1);
+		CHECK(weft_read(nv[0], &b, 1, -1) == 1 && b == 'n');
+		weft_chan_case cs[1] = { fd_case(WEFT_SELECT_WRITABLE, nv[0]) };
+		CHECK(weft_chan_select(cs, 1, -1) == 0 && cs[0].err == 0);
+		CHECK(weft_close(nv[0]) == 0 && weft_close(nv[1]) == 0 && weft_close(sv[1]) == 0);
+	}
+}
+
+Test(select, close_or_release_of_a_crowded_fd_ends_every_wait, .timeout = 600)
+{
+	run(4, closing, NULL);
+}
+
 /* ------------------------------------------------------ deadline, cancel, interrupt */
 
 /* After the select: nothing of it is left on the fd (a reader and a writer

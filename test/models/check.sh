@@ -116,6 +116,8 @@ runs=(
 	"selectfd.pml|bug|-DBUG_FD_NO_ABANDON||an fd wake relocks the channel without the abandon CAS"
 	"selectfd.pml|bug|-DQUEUED -DBUG_FD_NO_ABANDON||the same, queued on the fd"
 	"selectfd.pml|bug|-DBUG_NO_RETRACT_WAIT||claimed select leaves a CLAIMED fd slot"
+	"selectfd.pml|ok|-DLOOK||select's poll drops READY, hands it back: AFTER_EAGAIN waiter"
+	"selectfd.pml|bug|-DLOOK -DBUG_NO_HANDBACK||no hand-back after a report: the waiter sleeps on data"
 	"harvest.pml|ok|||default: 4 sleepers' deadlines beside a reader"
 	"harvest.pml|ok|-DN=6|-O2|6 sleepers"
 	"harvest.pml|ok|-DLOCKED||the reader locked to its worker (pinned FIFO)"

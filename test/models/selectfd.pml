@@ -55,6 +55,25 @@
  *   BUG_NO_RETRACT_WAIT   the select, claimed by the channel, leaves the
  *                         fd slot without waiting out a waker that holds
  *                         it CLAIMED: that waker touches a gone waiter
+ *   BUG_NO_HANDBACK       (LOOK) the fd case hands back the READY its poll
+ *                         took only when the select did not report it:
+ *                         a reported case whose caller leaves data
+ *                         behind strands the waiter that parked after
+ *                         its own EAGAIN (asleep, data in the socket)
+ *
+ * With -DLOOK, the step before the park instead (lib/io.c's
+ * weft__io_cases_poll and weft__io_case_end; weft_wait's exact wait_ready
+ * is the same, a case always reported): the select drops the slot's READY
+ * (forget_ready) and asks poll; a ready case is reported or, another case
+ * ready too, not; its caller reads one byte of what is there.  Beside it,
+ * a waiter B whose read said EAGAIN parks as weft_wait(WEFT_AFTER_EAGAIN)
+ * does (in the slot, or takes READY), reads on a wake, and parks again on
+ * EAGAIN; a write of two bytes (one edge) and its harvest.  The hand-back
+ * (weft__fd_redeliver: wakes the waiter in the slot, or leaves READY) goes
+ * to the READY the poll took and confirmed, reported or not, and to
+ * readiness seen and not reported.  Checked: B never sleeps for good (an
+ * invalid end state) while a byte is left for it (the caller reads at most
+ * one of the two).
  *
  * Memory model: sequentially consistent (every CAS the C code makes here
  * is seq_cst; the WAKING clears are release stores read with acquire; the
@@ -366,6 +385,7 @@ proctype Waker(byte why)
 	}
 }
 
+#ifndef LOOK
 init {
 	atomic {
 		run Select();
@@ -383,3 +403,89 @@ init {
 #endif
 	}
 }
+#else
+byte data;		/* bytes in the socket */
+bool asleep;		/* B parked in the slot, not yet woken */
+
+/* fd_event's harvest and weft__fd_redeliver alike: wakes the waiter in the
+ * slot (claim, wake, release: one step here; fdslot.pml checks them), or
+ * leaves READY. */
+inline nudge_ready()
+{
+	atomic {
+		if
+		:: slot == S_NULL -> slot = S_READY
+		:: slot == S_W -> slot = S_NULL; asleep = false
+		:: else
+		fi
+	}
+}
+
+/* The peer's write of two bytes: one edge, harvested later. */
+proctype Writer()
+{
+	data = data + 2;
+	nudge_ready()
+}
+
+/* weft_read after EAGAIN, as libweft-hook's read: weft_wait(WEFT_IN |
+ * WEFT_AFTER_EAGAIN) parks once (takes READY, or sleeps in the slot until
+ * a wake), then the read again; EAGAIN parks again. */
+proctype B()
+{
+	do
+	:: atomic { data > 0 -> data--; break }
+	:: data == 0 ->	/* EAGAIN; its park comes later */
+		atomic {
+			if
+			:: slot == S_READY -> slot = S_NULL
+			:: slot == S_NULL -> slot = S_W; asleep = true
+			fi
+		};
+		!asleep	/* an invalid end state if it sleeps for good */
+	od
+}
+
+/* A select with one fd case (readable) and, maybe, another case ready. */
+proctype Look()
+{
+	bool took = false, ready, reported;
+	atomic {	/* forget_ready */
+		if
+		:: slot == S_READY -> slot = S_NULL; took = true
+		:: else
+		fi
+	}
+	ready = data > 0;	/* poll(2) */
+	took = took && ready;
+	if
+	:: ready -> reported = true
+	:: ready -> reported = false	/* another case ready: it picks that one */
+	:: else -> reported = false
+	fi;
+	/* weft__io_case_end */
+#ifdef BUG_NO_HANDBACK
+	if
+	:: ready && !reported -> nudge_ready()
+	:: else
+	fi;
+#else
+	if
+	:: ready && (took || !reported) -> nudge_ready()
+	:: else
+	fi;
+#endif
+	if	/* its caller reads one byte */
+	:: reported -> atomic { if :: data > 0 -> data-- :: else fi }
+	:: else
+	fi
+}
+
+init {
+	atomic {
+		run B();
+		run Writer();
+		run Look()
+	}
+}
+#endif
