@@ -1164,7 +1164,9 @@ static void recvmsg_waitall(void *arg)
 	join(w);
 	char rest[100];
 	CHECK(recv(sv[0], rest, sizeof rest, MSG_WAITALL) == 100);
-	/* end of file: what came before it */
+	/* end of file: what came before it (no timeout: a writer held back on
+	 * a loaded machine must not end the call first) */
+	set_timeout(sv[0], SO_RCVTIMEO, 0);
 	d = (struct dribble){ sv[1], 3, 100, true };
 	w = go(write_pieces, &d);
 	m = (struct rm){ .fd = sv[0], .buf = got, .len = sizeof got };
