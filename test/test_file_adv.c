@@ -294,3 +294,99 @@ Test(file_adv, FAILING_read_of_a_partly_cached_file_is_whole)
 	fprintf(stderr, "partly cached file: weft_pread %zd, weft_read %zd of %d\n", n[0], n[1], 64 * BLOCK);
 	cr_assert_eq(n[0], 64 * BLOCK, "a short pread of a regular file short of its end");
 }
+
+/* ---- fds of other kinds keep their own paths: each call's result is
+ * the plain system call's */
+
+static void same(const char *what, ssize_t got, int got_err, ssize_t want, int want_err)
+{
+	if (got == want && (got >= 0 || got_err == want_err))
+		return;
+	fprintf(stderr, "%s: weft %zd errno %d, plain %zd errno %d\n", what, got, got_err, want, want_err);
+	CHECK(false);
+}
+
+static void kind(const char *what, int fd)
+{
+	char a[256], b[256];
+	errno = 0;
+	ssize_t pw = pread(fd, b, sizeof b, 0);
+	int pe = errno;
+	errno = 0;
+	ssize_t ww = weft_pread(fd, a, sizeof a, 0, -1);
+	int we = errno;
+	char name[128];
+	snprintf(name, sizeof name, "%s pread", what);
+	same(name, ww, we, pw, pe);
+}
+
+static void kinds_main(void *unused)
+{
+	(void)unused;
+	int fd;
+	CHECK((fd = open("/dev/zero", O_RDWR | O_CLOEXEC)) >= 0);
+	kind("/dev/zero", fd);
+	CHECK(weft_close(fd) == 0);
+	CHECK((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) >= 0);
+	kind("/dev/null", fd);
+	CHECK(weft_close(fd) == 0);
+	CHECK((fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)) >= 0);
+	kind("/proc/self/status", fd);
+	char buf[64];
+	CHECK(weft_read(fd, buf, sizeof buf, -1) > 0);
+	CHECK(weft_close(fd) == 0);
+	CHECK((fd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0);
+	kind("a directory", fd);
+	CHECK(weft_close(fd) == 0);
+	int p[2];
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
+	kind("a pipe", p[0]);
+	CHECK(weft_close(p[0]) == 0 && weft_close(p[1]) == 0);
+	int sv[2];
+	socket_pair(sv);
+	kind("a socket", sv[0]);
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(file_adv, other_kinds_answer_as_the_system_calls)
+{
+	run(1, kinds_main, NULL);
+}
+
+/* ---- FAILING: a past deadline ("try without waiting") on a file whose
+ * file system cannot answer RWF_NOWAIT (EOPNOTSUPP: procfs, sysfs, ...)
+ * never succeeds: file_once treats EOPNOTSUPP as EAGAIN, and a past
+ * deadline then fails with ETIMEDOUT, though the plain call would not
+ * have waited for any disk (and did not, before the file path).  Fix:
+ * EOPNOTSUPP means "cannot say", not "would wait": for such a file with a
+ * past deadline, run the transfer (on the worker or the helper) rather
+ * than fail; or mark the fd at registration (its file system) and skip
+ * the RWF_NOWAIT try. */
+
+static void past_main(void *arg)
+{
+	ssize_t *out = arg;
+	char buf[256];
+	int fd;
+	CHECK((fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC)) >= 0);
+	errno = 0;
+	out[0] = weft_read(fd, buf, sizeof buf, 0);
+	out[1] = errno;
+	CHECK(weft_close(fd) == 0);
+	fd = temp_file(BLOCK, 0);
+	CHECK(pread(fd, buf, sizeof buf, 0) == sizeof buf);	/* cached */
+	errno = 0;
+	out[2] = weft_write(fd, buf, sizeof buf, 0);	/* a page-cache write */
+	out[3] = errno;
+	CHECK(weft_close(fd) == 0);
+}
+
+Test(file_adv, FAILING_a_past_deadline_reads_a_proc_file_and_writes_a_cached_ext4_file)
+{
+	ssize_t r[4];
+	run(1, past_main, r);
+	fprintf(stderr, "past deadline: weft_read of /proc/self/status %zd errno %zd; weft_write of a cached ext4 file %zd errno %zd\n",
+		r[0], r[1], r[2], r[3]);
+	cr_assert(r[0] > 0, "weft_read(/proc/self/status, deadline 0): %zd, errno %zd", r[0], r[1]);
+	cr_assert(r[2] == 256, "weft_write(cached file, deadline 0): %zd, errno %zd", r[2], r[3]);
+}
