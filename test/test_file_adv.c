@@ -390,3 +390,111 @@ Test(file_adv, FAILING_a_past_deadline_reads_a_proc_file_and_writes_a_cached_ext
 	cr_assert(r[0] > 0, "weft_read(/proc/self/status, deadline 0): %zd, errno %zd", r[0], r[1]);
 	cr_assert(r[2] == 256, "weft_write(cached file, deadline 0): %zd, errno %zd", r[2], r[3]);
 }
+
+/* ---- many one-transfer coroutines under a deadline, a cancel and an
+ * interrupt at once, at random moments; each frees its buffer as soon as
+ * its call returns (ASan: a helper writing into it later is a
+ * heap-use-after-free) and checks what it got */
+
+struct storm {
+	int fd;
+	atomic_ulong ok, timedout, cancelled, interrupted;
+};
+
+struct storm_one {
+	struct storm *s;
+	int64_t deadline;
+	bool write;
+};
+
+static void storm_transfer(void *arg)
+{
+	struct storm_one *o = arg;
+	char *buf;
+	CHECK(posix_memalign((void **)&buf, BLOCK, BLOCK) == 0);
+	memset(buf, 0xAA, BLOCK);
+	ssize_t n;
+	if (o->write) {
+		for (size_t i = 0; i < BLOCK; i++)
+			buf[i] = (char)byte_at(2 * BLOCK + i);
+		n = weft_pwrite(o->s->fd, buf, BLOCK, 2 * BLOCK, o->deadline);
+	} else {
+		n = weft_pread(o->s->fd, buf, BLOCK, BLOCK, o->deadline);
+	}
+	int e = errno;
+	if (n >= 0) {
+		CHECK(n == BLOCK);
+		if (!o->write)
+			for (size_t i = 0; i < BLOCK; i++)
+				CHECK((unsigned char)buf[i] == byte_at(BLOCK + i));
+		atomic_fetch_add(&o->s->ok, 1);
+	} else {
+		CHECK(e == ETIMEDOUT || e == ECANCELED || e == EINTR);
+		if (!o->write)
+			for (size_t i = 0; i < BLOCK; i++)
+				CHECK(buf[i] == (char)0xAA);
+		atomic_fetch_add(e == ETIMEDOUT ? &o->s->timedout : e == ECANCELED ? &o->s->cancelled
+										    : &o->s->interrupted, 1);
+	}
+	free(buf);
+	free(o);
+}
+
+static void storm_main(void *arg)
+{
+	int flags = *(int *)arg;
+	struct storm s = { .fd = temp_file(4 * BLOCK, flags) };
+	CHECK(s.fd >= 0);
+	unsigned seed = 12345;
+	enum { ROUNDS = 3000, AT_ONCE = 8 };
+	for (int round = 0; round < ROUNDS; round++) {
+		weft_co *co[AT_ONCE];
+		for (int i = 0; i < AT_ONCE; i++) {
+			struct storm_one *o = malloc(sizeof *o);
+			CHECK(o);
+			o->s = &s;
+			o->write = rand_r(&seed) % 4 == 0;
+			o->deadline = weft_now() + (int64_t)(rand_r(&seed) % 200) * 1000;
+			co[i] = go(storm_transfer, o);
+		}
+		for (int i = 0; i < AT_ONCE; i++) {
+			for (unsigned y = rand_r(&seed) % 4; y; y--)
+				weft_yield();
+			unsigned r = rand_r(&seed) % 4;
+			if (r & 1)
+				weft_interrupt(co[i]);
+			if (r & 2)
+				weft_cancel(co[i]);
+		}
+		for (int i = 0; i < AT_ONCE; i++)
+			join(co[i]);
+	}
+	fprintf(stderr, "storm: ok %lu, timed out %lu, cancelled %lu, interrupted %lu\n", atomic_load(&s.ok),
+		atomic_load(&s.timedout), atomic_load(&s.cancelled), atomic_load(&s.interrupted));
+	CHECK(weft_close(s.fd) == 0);
+}
+
+static void storm(unsigned workers, const char *threads)
+{
+	int flags = O_DIRECT, probe = temp_file(BLOCK, O_DIRECT);
+	if (probe < 0)
+		cr_skip_test("the file system of $TMPDIR (or /tmp) refuses O_DIRECT");
+	close(probe);
+	cr_assert_eq(setenv("WEFT_BLOCKING_THREADS", threads, 1), 0);
+	run(workers, storm_main, &flags);
+}
+
+Test(file_adv, storm_1_worker_1_helper, .timeout = 300)
+{
+	storm(1, "1");
+}
+
+Test(file_adv, storm_2_workers_1_helper, .timeout = 300)
+{
+	storm(2, "1");
+}
+
+Test(file_adv, storm_2_workers_4_helpers, .timeout = 300)
+{
+	storm(2, "4");
+}
