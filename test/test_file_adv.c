@@ -498,3 +498,45 @@ Test(file_adv, storm_2_workers_4_helpers, .timeout = 300)
 {
 	storm(2, "4");
 }
+
+/* ---- FAILING: a write to a file on ext4 waits for the offload pool,
+ * even when the page cache would take it at once: ext4 answers a buffered
+ * RWF_NOWAIT write with EOPNOTSUPP, which file_once treats as "would
+ * wait".  So every weft_write to such a file is a helper round trip, and
+ * while the pool is busy with the program's own weft_offload calls (here
+ * the one helper, WEFT_BLOCKING_THREADS=1, waits for a pipe) a log line
+ * waits for them: had the pipe's writer been this coroutine, after its
+ * write, a deadlock (this one ends with its deadline instead).  Before
+ * the file path the write ran on the worker.  Fix: EOPNOTSUPP (the file
+ * system cannot say) is not EAGAIN; remember it per fd and do such
+ * transfers as before (or only those past a size), or at least never
+ * queue them behind a full pool without the caller's consent. */
+
+static void starve_main(void *arg)
+{
+	ssize_t *out = arg;
+	int fd = temp_file(BLOCK, 0);
+	struct pool_hold bl;
+	CHECK(pipe2(bl.pipe, O_CLOEXEC) == 0);
+	weft_co *holder = go(hold_main, &bl);
+	while (!atomic_load(&bl.started))
+		weft_yield();
+	errno = 0;
+	out[0] = weft_write(fd, "a log line\n", 11, weft_now() + 1000 * 1000 * 1000);
+	out[1] = errno;
+	CHECK(write(bl.pipe[1], "g", 1) == 1);
+	join(holder);
+	close(bl.pipe[0]);
+	close(bl.pipe[1]);
+	CHECK(weft_close(fd) == 0);
+}
+
+Test(file_adv, FAILING_a_file_write_does_not_wait_for_a_busy_pool)
+{
+	ssize_t r[2];
+	cr_assert_eq(setenv("WEFT_BLOCKING_THREADS", "1", 1), 0);
+	run(1, starve_main, r);
+	fprintf(stderr, "a write of 11 bytes to a file while the pool's one helper is busy: %zd, errno %zd (%s)\n",
+		r[0], r[1], strerror((int)r[1]));
+	cr_assert_eq(r[0], 11);
+}
