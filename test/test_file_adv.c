@@ -454,7 +454,8 @@ static void storm_main(void *arg)
 			CHECK(o);
 			o->s = &s;
 			o->write = rand_r(&seed) % 4 == 0;
-			o->deadline = weft_now() + (int64_t)(rand_r(&seed) % 200) * 1000;
+			unsigned d = rand_r(&seed) % 8;	/* none, or 0..~2 ms (scaled up) */
+			o->deadline = d == 0 ? -1 : weft_now() + slack((int64_t)(rand_r(&seed) % (d * 250)) * 1000);
 			co[i] = go(storm_transfer, o);
 		}
 		for (int i = 0; i < AT_ONCE; i++) {
