@@ -541,3 +541,39 @@ Test(file_adv, FAILING_a_file_write_does_not_wait_for_a_busy_pool)
 		r[0], r[1], strerror((int)r[1]));
 	cr_assert_eq(r[0], 11);
 }
+
+/* ---- the main coroutine returns while transfers are queued and under
+ * way: weft_main returns, no helper writes into a freed buffer (ASan) */
+
+static int shutdown_fd;
+
+static void detached_reader(void *unused)
+{
+	(void)unused;
+	char *buf;
+	CHECK(posix_memalign((void **)&buf, BLOCK, 16 * BLOCK) == 0);
+	ssize_t n = weft_pread(shutdown_fd, buf, 16 * BLOCK, 0, -1);
+	CHECK(n == 16 * BLOCK || (n == -1 && (errno == ECANCELED || errno == EINTR)));
+	free(buf);
+}
+
+static void shutdown_main(void *unused)
+{
+	(void)unused;
+	for (int i = 0; i < 200; i++)
+		CHECK(weft_detach(weft_spawn(detached_reader, NULL)) == 0);
+}
+
+Test(file_adv, main_returns_with_transfers_queued)
+{
+	int probe = temp_file(BLOCK, O_DIRECT);
+	if (probe < 0)
+		cr_skip_test("the file system of $TMPDIR (or /tmp) refuses O_DIRECT");
+	close(probe);
+	cr_assert_eq(setenv("WEFT_BLOCKING_THREADS", "2", 1), 0);
+	for (int round = 0; round < 20; round++) {
+		shutdown_fd = temp_file(16 * BLOCK, O_DIRECT);
+		run(2, shutdown_main, NULL);
+		close(shutdown_fd);
+	}
+}
