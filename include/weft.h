@@ -445,8 +445,12 @@ WEFT_EXPORT int64_t weft_now(void);
  * cache on the worker when it can answer at once (RWF_NOWAIT), and
  * otherwise (a page not cached, an O_DIRECT file, writeback throttling)
  * park the coroutine while a helper of the offload pool does the transfer
- * (see weft_pread for what a deadline or cancel does to it).  The other
- * calls on such files (readv, writev, sendfile's in_fd) do not wait:
+ * (see weft_pread for what a deadline or cancel does to it).  A file
+ * system that cannot answer RWF_NOWAIT (EOPNOTSUPP: procfs and sysfs
+ * reads, buffered writes on ext4 and others) costs what it did without
+ * weft: the fd remembers it for that direction, and those transfers are
+ * a blocking call on the worker, which also succeeds with a past
+ * deadline.  The other calls on such files (readv, writev, sendfile's in_fd) do not wait:
  * they block the worker for as long as the disk takes.
  */
 enum { WEFT_IN = 1, WEFT_OUT = 2, WEFT_AFTER_EAGAIN = 4 };

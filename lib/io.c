@@ -395,10 +395,16 @@ struct buf_op {
  * write may wait for the disk (a page not cached, dirty pages throttled),
  * which would stop the worker and every coroutine queued on it.  So the
  * worker only tries the transfer with RWF_NOWAIT, which the page cache
- * answers at once or refuses (EAGAIN; EOPNOTSUPP where the file system
- * cannot say), and a refused one goes to the offload pool, whose helper
- * does it blocking while the coroutine is parked.  O_DIRECT files skip the
- * try: RWF_NOWAIT there avoids only locks and still waits for the device.
+ * answers at once or refuses (EAGAIN), and a refused one goes to the
+ * offload pool, whose helper does it blocking while the coroutine is
+ * parked.  O_DIRECT files skip the try: RWF_NOWAIT there avoids only locks
+ * and still waits for the device.  A file system that cannot say
+ * (EOPNOTSUPP: procfs and sysfs reads, buffered ext4 writes) is not one
+ * that would wait: the fd remembers it for that direction (nowait_off) and
+ * its transfers run on the worker as a plain blocking call, as they would
+ * without the runtime.  Sending them to the pool instead would put every
+ * log line behind the program's own offloads (a deadlock when a helper
+ * waits for this coroutine) and make a past deadline fail them.
  *
  * A deadline, weft_cancel or weft_interrupt ends the wait while the
  * transfer is still queued for a helper: it never runs, and the call fails
@@ -434,16 +440,30 @@ static void file_run(void *arg)
 	f->err = f->n < 0 ? errno : 0;
 }
 
+/* One transfer of f done blocking on the worker: its result, or -errno. */
+static ssize_t file_direct(struct file_op *f)
+{
+	file_run(f);
+	return f->n >= 0 ? f->n : -f->err;
+}
+
 /* One transfer of f: on the worker when the page cache answers at once,
  * else on a helper; its result, or -errno. */
 static ssize_t file_once(struct weft__io *io, struct file_op *f, int64_t deadline)
 {
+	unsigned *off = &io->e->nowait_off[f->write ? FD_SLOT_OUT : FD_SLOT_IN];
+	if (at_load_uint(off))
+		return file_direct(f);
 	if (!(io->e->flags & FD_DIRECT)) {
 		ssize_t n = file_rw(f, RWF_NOWAIT);
 		if (n >= 0)
 			return n;
 		int e = weft__err_get();
-		if (e != EAGAIN && e != EOPNOTSUPP && e != EINTR)
+		if (e == EOPNOTSUPP) {	/* the file system cannot say */
+			at_store_uint(off, 1);
+			return file_direct(f);
+		}
+		if (e != EAGAIN && e != EINTR)
 			return -e;
 	}
 	if (weft__clock_deadline_passed(deadline))

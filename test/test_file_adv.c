@@ -381,7 +381,7 @@ static void past_main(void *arg)
 	CHECK(weft_close(fd) == 0);
 }
 
-Test(file_adv, FAILING_a_past_deadline_reads_a_proc_file_and_writes_a_cached_ext4_file)
+Test(file_adv, a_past_deadline_reads_a_proc_file_and_writes_a_cached_ext4_file)
 {
 	ssize_t r[4];
 	run(1, past_main, r);
@@ -532,7 +532,7 @@ static void starve_main(void *arg)
 	CHECK(weft_close(fd) == 0);
 }
 
-Test(file_adv, FAILING_a_file_write_does_not_wait_for_a_busy_pool)
+Test(file_adv, a_file_write_does_not_wait_for_a_busy_pool)
 {
 	ssize_t r[2];
 	cr_assert_eq(setenv("WEFT_BLOCKING_THREADS", "1", 1), 0);
