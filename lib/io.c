@@ -517,6 +517,8 @@ static int io_open(struct weft__io *io, int fd, struct weft__io_op *op, int64_t 
 	return 0;
 }
 
+static ssize_t pread_attempt(struct weft__io_op *op, int fd);
+
 IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_op *op,
 		int64_t deadline)
 {
@@ -525,6 +527,9 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 		return -1;
 	if (op->file && (io.e->flags & FD_FILE))
 		return file_call(&io, op, false, deadline);
+	/* pread(2)'s answer on a socket, before any wait (park_if_drained) */
+	if (attempt == pread_attempt && op->socket)
+		return io_return(&io, -1, ESPIPE);
 	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
 	int e = hint ? park_if_drained(&io, deadline) : 0;
 	if (e)

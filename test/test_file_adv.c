@@ -71,7 +71,7 @@ static void drained_main(void *unused)
 	CHECK(n == -1 && e == ESPIPE);
 }
 
-Test(file_adv, FAILING_pread_on_a_drained_socket_is_espipe_at_once)
+Test(file_adv, pread_on_a_drained_socket_is_espipe_at_once)
 {
 	run(1, drained_main, NULL);
 }
