@@ -476,7 +476,11 @@ WEFT_EXPORT int weft_wait(int fd, int events, int64_t deadline);
 
 /*
  * Like read(2): returns at least one byte as soon as some is there, 0 at end
- * of file.  Errors: those of read(2), ETIMEDOUT, ECANCELED.
+ * of file.  On a regular file or block device, as read(2) there, it reads
+ * all of len short of the end of file (a range only partly in the page
+ * cache is read whole), unless a deadline, cancel or interrupt ends the
+ * wait for the rest: it then returns the bytes read.  Errors: those of
+ * read(2), ETIMEDOUT, ECANCELED.
  */
 WEFT_EXPORT ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline);
 
@@ -490,7 +494,8 @@ WEFT_EXPORT ssize_t weft_write(int fd, const void *buf, size_t len, int64_t dead
 
 /*
  * Like pread(2): reads up to len bytes at offset (the file position is
- * neither used nor moved), at least one byte, 0 at end of file.  On a
+ * neither used nor moved), at least one byte (all of len short of the end
+ * of a file, as weft_read), 0 at end of file.  On a
  * regular file or block device the worker never blocks (see above); on a
  * pipe or socket it is ESPIPE, as pread(2).
  *

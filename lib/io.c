@@ -475,8 +475,12 @@ static ssize_t file_once(struct weft__io *io, struct file_op *f, int64_t deadlin
 	return f->n >= 0 ? f->n : -f->err;
 }
 
-/* weft_read's, weft_pread's (one transfer) and weft_write's, weft_pwrite's
- * (until all is written) path on a file; op is a buf_op. */
+/* weft_read's, weft_pread's, weft_write's and weft_pwrite's path on a
+ * file; op is a buf_op.  Each goes on until all of len is moved, as read(2)
+ * and write(2) do on a file: a short RWF_NOWAIT read took the cached head
+ * of the range, and the rest is tried again (0 at end of file, else EAGAIN
+ * and a helper).  A read that fails after some bytes returns them (they
+ * moved the file position); a write fails with a prefix written (weft.h). */
 static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct weft__io_op *op, bool write,
 						   int64_t deadline)
 {
@@ -484,18 +488,20 @@ static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct w
 	size_t len = write ? op->len : op->asked, done = 0;
 	struct file_op f = { .fd = io->fd, .write = write };
 	do {
-		if (done && weft__co_cancelled())
-			return io_return(io, -1, ECANCELED);
-		f.p = (char *)(write ? b->p.out : b->p.in) + done;
-		f.len = len - done;
-		f.off = b->off < 0 ? -1 : b->off + (off_t)done;
-		ssize_t n = file_once(io, &f, deadline);
-		if (n < 0)
+		ssize_t n = done && weft__co_cancelled() ? -ECANCELED : 0;
+		if (n == 0) {
+			f.p = (char *)(write ? b->p.out : b->p.in) + done;
+			f.len = len - done;
+			f.off = b->off < 0 ? -1 : b->off + (off_t)done;
+			n = file_once(io, &f, deadline);
+		}
+		if (n < 0 && (write || !done))
 			return io_return(io, -1, (int)-n);
-		if (n == 0)
-			break;	/* end of file; or a write that took nothing */
+		if (n <= 0)
+			break;	/* end of file; a write that took nothing; a
+				 * read's error after some bytes */
 		done += (size_t)n;
-	} while (write && done < len);
+	} while (done < len);
 	io_moved(io, (ssize_t)done);
 	return io_return(io, (ssize_t)done, 0);
 }
