@@ -450,8 +450,8 @@ WEFT_EXPORT int64_t weft_now(void);
  * reads, buffered writes on ext4 and others) costs what it did without
  * weft: the fd remembers it for that direction, and those transfers are
  * a blocking call on the worker, which also succeeds with a past
- * deadline.  The other calls on such files (readv, writev, sendfile's in_fd) do not wait:
- * they block the worker for as long as the disk takes.
+ * deadline.  The other calls on such files (readv, writev, sendfile's
+ * in_fd) do not wait: they block the worker for as long as the disk takes.
  */
 enum { WEFT_IN = 1, WEFT_OUT = 2, WEFT_AFTER_EAGAIN = 4 };
 
@@ -479,8 +479,9 @@ WEFT_EXPORT int weft_wait(int fd, int events, int64_t deadline);
  * of file.  On a regular file or block device, as read(2) there, it reads
  * all of len short of the end of file (a range only partly in the page
  * cache is read whole), unless a deadline, cancel or interrupt ends the
- * wait for the rest: it then returns the bytes read.  Errors: those of
- * read(2), ETIMEDOUT, ECANCELED.
+ * wait for the rest: it then returns the bytes read (an interrupt stays
+ * pending for the next wait).  Errors: those of read(2), ETIMEDOUT,
+ * ECANCELED.
  */
 WEFT_EXPORT ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline);
 

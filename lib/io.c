@@ -480,7 +480,8 @@ static ssize_t file_once(struct weft__io *io, struct file_op *f, int64_t deadlin
  * and write(2) do on a file: a short RWF_NOWAIT read took the cached head
  * of the range, and the rest is tried again (0 at end of file, else EAGAIN
  * and a helper).  A read that fails after some bytes returns them (they
- * moved the file position); a write fails with a prefix written (weft.h). */
+ * moved the file position; an interrupt stays pending for the next wait);
+ * a write fails with a prefix written (weft.h). */
 static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct weft__io_op *op, bool write,
 						   int64_t deadline)
 {
@@ -497,9 +498,12 @@ static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct w
 		}
 		if (n < 0 && (write || !done))
 			return io_return(io, -1, (int)-n);
-		if (n <= 0)
-			break;	/* end of file; a write that took nothing; a
-				 * read's error after some bytes */
+		if (n < 0) {	/* a read's error after some bytes, which stand */
+			weft__park_interrupt_unused(weft_self(), (int)-n);
+			break;
+		}
+		if (n == 0)
+			break;	/* end of file; or a write that took nothing */
 		done += (size_t)n;
 	} while (done < len);
 	io_moved(io, (ssize_t)done);
