@@ -445,9 +445,13 @@ WEFT_EXPORT int64_t weft_now(void);
  * cache on the worker when it can answer at once (RWF_NOWAIT), and
  * otherwise (a page not cached, an O_DIRECT file, writeback throttling)
  * park the coroutine while a helper of the offload pool does the transfer
- * (see weft_pread for what a deadline or cancel does to it).  The other
- * calls on such files (readv, writev, sendfile's in_fd) do not wait:
- * they block the worker for as long as the disk takes.
+ * (see weft_pread for what a deadline or cancel does to it).  A file
+ * system that cannot answer RWF_NOWAIT (EOPNOTSUPP: procfs and sysfs
+ * reads, buffered writes on ext4 and others) costs what it did without
+ * weft: the fd remembers it for that direction, and those transfers are
+ * a blocking call on the worker, which also succeeds with a past
+ * deadline.  The other calls on such files (readv, writev, sendfile's
+ * in_fd) do not wait: they block the worker for as long as the disk takes.
  */
 enum { WEFT_IN = 1, WEFT_OUT = 2, WEFT_AFTER_EAGAIN = 4 };
 
@@ -472,7 +476,12 @@ WEFT_EXPORT int weft_wait(int fd, int events, int64_t deadline);
 
 /*
  * Like read(2): returns at least one byte as soon as some is there, 0 at end
- * of file.  Errors: those of read(2), ETIMEDOUT, ECANCELED.
+ * of file.  On a regular file or block device, as read(2) there, it reads
+ * all of len short of the end of file (a range only partly in the page
+ * cache is read whole), unless a deadline, cancel or interrupt ends the
+ * wait for the rest: it then returns the bytes read (an interrupt stays
+ * pending for the next wait).  Errors: those of read(2), ETIMEDOUT,
+ * ECANCELED.
  */
 WEFT_EXPORT ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline);
 
@@ -486,7 +495,8 @@ WEFT_EXPORT ssize_t weft_write(int fd, const void *buf, size_t len, int64_t dead
 
 /*
  * Like pread(2): reads up to len bytes at offset (the file position is
- * neither used nor moved), at least one byte, 0 at end of file.  On a
+ * neither used nor moved), at least one byte (all of len short of the end
+ * of a file, as weft_read), 0 at end of file.  On a
  * regular file or block device the worker never blocks (see above); on a
  * pipe or socket it is ESPIPE, as pread(2).
  *

@@ -106,6 +106,8 @@ struct weft__fd {
 				 * readers may race on it) */
 	bool blocking;		/* registration set O_NONBLOCK (weft_release clears it) */
 	unsigned hangup;	/* atomic: an event said RDHUP/HUP/ERR (sticky) */
+	unsigned nowait_off[2];	/* atomic, per direction (FD_SLOT_*) of an FD_FILE:
+				 * its RWF_NOWAIT try said EOPNOTSUPP (io.c) */
 };
 
 /* gen's low bits: a multiple of FD_GEN_STEP while the fd is open, plus

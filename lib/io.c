@@ -395,10 +395,16 @@ struct buf_op {
  * write may wait for the disk (a page not cached, dirty pages throttled),
  * which would stop the worker and every coroutine queued on it.  So the
  * worker only tries the transfer with RWF_NOWAIT, which the page cache
- * answers at once or refuses (EAGAIN; EOPNOTSUPP where the file system
- * cannot say), and a refused one goes to the offload pool, whose helper
- * does it blocking while the coroutine is parked.  O_DIRECT files skip the
- * try: RWF_NOWAIT there avoids only locks and still waits for the device.
+ * answers at once or refuses (EAGAIN), and a refused one goes to the
+ * offload pool, whose helper does it blocking while the coroutine is
+ * parked.  O_DIRECT files skip the try: RWF_NOWAIT there avoids only locks
+ * and still waits for the device.  A file system that cannot say
+ * (EOPNOTSUPP: procfs and sysfs reads, buffered ext4 writes) is not one
+ * that would wait: the fd remembers it for that direction (nowait_off) and
+ * its transfers run on the worker as a plain blocking call, as they would
+ * without the runtime.  Sending them to the pool instead would put every
+ * log line behind the program's own offloads (a deadlock when a helper
+ * waits for this coroutine) and make a past deadline fail them.
  *
  * A deadline, weft_cancel or weft_interrupt ends the wait while the
  * transfer is still queued for a helper: it never runs, and the call fails
@@ -434,16 +440,30 @@ static void file_run(void *arg)
 	f->err = f->n < 0 ? errno : 0;
 }
 
+/* One transfer of f done blocking on the worker: its result, or -errno. */
+static ssize_t file_direct(struct file_op *f)
+{
+	file_run(f);
+	return f->n >= 0 ? f->n : -f->err;
+}
+
 /* One transfer of f: on the worker when the page cache answers at once,
  * else on a helper; its result, or -errno. */
 static ssize_t file_once(struct weft__io *io, struct file_op *f, int64_t deadline)
 {
+	unsigned *off = &io->e->nowait_off[f->write ? FD_SLOT_OUT : FD_SLOT_IN];
+	if (at_load_uint(off))
+		return file_direct(f);
 	if (!(io->e->flags & FD_DIRECT)) {
 		ssize_t n = file_rw(f, RWF_NOWAIT);
 		if (n >= 0)
 			return n;
 		int e = weft__err_get();
-		if (e != EAGAIN && e != EOPNOTSUPP && e != EINTR)
+		if (e == EOPNOTSUPP) {	/* the file system cannot say */
+			at_store_uint(off, 1);
+			return file_direct(f);
+		}
+		if (e != EAGAIN && e != EINTR)
 			return -e;
 	}
 	if (weft__clock_deadline_passed(deadline))
@@ -455,8 +475,13 @@ static ssize_t file_once(struct weft__io *io, struct file_op *f, int64_t deadlin
 	return f->n >= 0 ? f->n : -f->err;
 }
 
-/* weft_read's, weft_pread's (one transfer) and weft_write's, weft_pwrite's
- * (until all is written) path on a file; op is a buf_op. */
+/* weft_read's, weft_pread's, weft_write's and weft_pwrite's path on a
+ * file; op is a buf_op.  Each goes on until all of len is moved, as read(2)
+ * and write(2) do on a file: a short RWF_NOWAIT read took the cached head
+ * of the range, and the rest is tried again (0 at end of file, else EAGAIN
+ * and a helper).  A read that fails after some bytes returns them (they
+ * moved the file position; an interrupt stays pending for the next wait);
+ * a write fails with a prefix written (weft.h). */
 static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct weft__io_op *op, bool write,
 						   int64_t deadline)
 {
@@ -464,18 +489,23 @@ static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct w
 	size_t len = write ? op->len : op->asked, done = 0;
 	struct file_op f = { .fd = io->fd, .write = write };
 	do {
-		if (done && weft__co_cancelled())
-			return io_return(io, -1, ECANCELED);
-		f.p = (char *)(write ? b->p.out : b->p.in) + done;
-		f.len = len - done;
-		f.off = b->off < 0 ? -1 : b->off + (off_t)done;
-		ssize_t n = file_once(io, &f, deadline);
-		if (n < 0)
+		ssize_t n = done && weft__co_cancelled() ? -ECANCELED : 0;
+		if (n == 0) {
+			f.p = (char *)(write ? b->p.out : b->p.in) + done;
+			f.len = len - done;
+			f.off = b->off < 0 ? -1 : b->off + (off_t)done;
+			n = file_once(io, &f, deadline);
+		}
+		if (n < 0 && (write || !done))
 			return io_return(io, -1, (int)-n);
+		if (n < 0) {	/* a read's error after some bytes, which stand */
+			weft__park_interrupt_unused(weft_self(), (int)-n);
+			break;
+		}
 		if (n == 0)
 			break;	/* end of file; or a write that took nothing */
 		done += (size_t)n;
-	} while (write && done < len);
+	} while (done < len);
 	io_moved(io, (ssize_t)done);
 	return io_return(io, (ssize_t)done, 0);
 }
@@ -497,6 +527,8 @@ static int io_open(struct weft__io *io, int fd, struct weft__io_op *op, int64_t 
 	return 0;
 }
 
+static ssize_t pread_attempt(struct weft__io_op *op, int fd);
+
 IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_op *op,
 		int64_t deadline)
 {
@@ -505,6 +537,9 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 		return -1;
 	if (op->file && (io.e->flags & FD_FILE))
 		return file_call(&io, op, false, deadline);
+	/* pread(2)'s answer on a socket, before any wait (park_if_drained) */
+	if (attempt == pread_attempt && op->socket)
+		return io_return(&io, -1, ESPIPE);
 	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
 	int e = hint ? park_if_drained(&io, deadline) : 0;
 	if (e)

@@ -134,6 +134,8 @@ static int register_fd(struct weft__fd *e, int fd)
 	at_store_uint(&e->drained, 0);
 	e->blocking = false;
 	at_store_uint(&e->hangup, 0);
+	at_store_uint(&e->nowait_off[FD_SLOT_IN], 0);
+	at_store_uint(&e->nowait_off[FD_SLOT_OUT], 0);
 	if (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode)) {
 		/* epoll cannot watch them (EPERM): io.c's file path serves them */
 		int fl = weft__sys_fcntl(fd, F_GETFL, 0);
