@@ -15,7 +15,7 @@
  * IDLE_STRESS_VERBOSE=1 prints every wait over 2 ms and every spawn over 1 ms.
  *
  * REPRODUCTION (fails on branch idle, passes on main before it):
- *   idle_stress 8 30 5   exit 3: the fanout scenes' waits reach 5-25 ms
+ *   idle_stress 3 30 5   exit 3 (also with 4 and 8 workers): the fanout scenes' waits reach 5-45 ms
  *   (the children's spawns themselves take that long), against 0.06-0.15 ms
  *   before the change, on the same 2-CPU machine.
  */
