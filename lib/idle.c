@@ -215,6 +215,7 @@ void weft__idle_park(struct weft__worker *w)
 	at_fence_store_load();
 	signal_quiesce();
 	if (must_look_again(w)) {
+		weft__count(&w->c.retracts);
 		if (!retract_idle(w))
 			weft__loop_take_token(w);	/* a waker popped us: the token is ours */
 	} else {
