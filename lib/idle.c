@@ -86,7 +86,8 @@ static bool retract_idle(struct weft__worker *w)
  * busy, more thieves would only probe the same few queues (or, with more
  * workers than CPUs, take the CPUs the busy ones need); with none, w has
  * nobody to steal from.  A worker refused goes idle, and its re-check
- * there (loads only) covers what it did not look for. */
+ * there (loads only) covers what it did not look for, unless a spinner
+ * is counted (must_look_again). */
 bool weft__idle_may_spin(struct weft__worker *w)
 {
 	if (w->spinning)
@@ -188,6 +189,21 @@ static void signal_quiesce(void)
 	weft__futex_wake(&weft__rt.quiesce, 1);
 }
 
+/* After idle_park's fence: whether w must look again instead of sleeping.
+ * Stealable work seen while a spinner is counted is that spinner's to find:
+ * the spinner takes it, or stops counting and then re-checks (its own park)
+ * or, the last one and having found other work, notifies, which wakes an
+ * idle worker (w is listed).  Looking again would only loop back here, w
+ * refused by weft__idle_may_spin, on the idle lock, while the spinner is
+ * about to steal what w saw or a busy worker runs its runnext.  Its own
+ * pinned FIFO is w's alone.  The queues are loaded before nr_spinning. */
+static bool must_look_again(struct weft__worker *w)
+{
+	if (at_load_uint(&weft__rt.stopping) || at_load_64(&w->pinned.len) != 0)
+		return true;
+	return weft__idle_any_work() && at_load_uint(&weft__rt.nr_spinning) == 0;
+}
+
 /* Returns when there may be work again (or the runtime is stopping). */
 void weft__idle_park(struct weft__worker *w)
 {
@@ -198,9 +214,8 @@ void weft__idle_park(struct weft__worker *w)
 	}
 	at_fence_store_load();
 	signal_quiesce();
-	/* Its own pinned FIFO too, which no other worker takes from (their
-	 * pinned coroutines are not work for w: see weft__idle_any_work). */
-	if (work_for(w) || at_load_uint(&weft__rt.stopping)) {
+	if (must_look_again(w)) {
+		weft__count(&w->c.retracts);
 		if (!retract_idle(w))
 			weft__loop_take_token(w);	/* a waker popped us: the token is ours */
 	} else {

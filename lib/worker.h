@@ -29,6 +29,7 @@ struct weft__counters {
 	uint64_t parks;			/* coroutines that switched out to wait */
 	uint64_t wakeups;		/* wakes this worker won (park.c) */
 	uint64_t sleeps;		/* times the worker slept in its loop */
+	uint64_t retracts;		/* park re-checks that took it off the idle stack */
 	uint64_t polls, ready_events;	/* its own harvests of epfd, their events */
 	uint64_t lifo_hits, inject_pops, ready_pops;
 	uint64_t stalls;		/* written by the monitor only */

@@ -50,6 +50,7 @@ runs=(
 	"park.pml|bug|-DBUG_WATCH_NO_RECHECK||watcher sleeps without the re-check"
 	"park.pml|bug|-DBUG_EARLY_QUEUE||waker queues a PARKING coroutine"
 	"park.pml|bug|-DSETTER_CO -DBUG_NO_FINISH_LEFT||successor skips the predecessor's finish"
+	"park.pml|bug|-DNW=3 -DSETTER_CO -DMAX_RETRACTS=8 -DBUG_REFUSED_LOOP|-O2|3 workers: refused worker retracts on a spinner's work"
 	"fdslot.pml|ok||-O2 -DCOLLAPSE|default: readiness, deadline, cancel, close"
 	"fdslot.pml|ok|-DTWO_HARVESTERS -DNO_CANCEL|-O2 -DCOLLAPSE|two harvesters, close, deadline"
 	"fdslot.pml|ok|-DNO_CLOSE||readiness, deadline, cancel"

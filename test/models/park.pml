@@ -35,6 +35,17 @@
  *                 wake comes from a coroutine on a worker (its own queue).
  *  -DSPURIOUS     weft__loop_wait may also return without a token (a timer
  *                 or an fd of the loop, or epoll's spurious return).
+ *  -DNW=3         three workers (default 2): with one busy and one spinning,
+ *                 the third is refused by the spinner limit (may_spin) while
+ *                 work it may not take is in sight.  The lost_wakeup watcher
+ *                 covers NW 2 and 3.
+ *  (3) with -DMAX_RETRACTS=N, no hot loop of a refused worker: a worker
+ *      refused by may_spin whose park re-check retracts N times in a row (no dispatch, no
+ *      sleep, no spinning in between) fails an assertion.  A retraction is
+ *      justified only when no spinner is counted: each one then needs a
+ *      spinner to give up in between, so a bounded count is the model's
+ *      form of "it does not loop" (the livelock itself is a cycle, which
+ *      the safety search does not see).
  * Seeded bugs (each must make spin report an error):
  *  -DBUG_NO_RECHECK   park_worker sleeps without any_work() after announcing
  *                     idle (no Dekker re-check): a lost wakeup.
@@ -48,6 +59,10 @@
  *  -DBUG_EARLY_QUEUE  wake_co queues a coroutine it finds in PARKING instead
  *                     of leaving it NOTIFIED for weft__park_finish: it can be
  *                     resumed before its switch-out completed.
+ *  -DBUG_REFUSED_LOOP  (with -DNW=3 -DSETTER_CO) the park re-check retracts on
+ *                     any work in sight, also while a spinner is counted: a
+ *                     refused worker retracts, is refused again, parks,
+ *                     retracts... on the idle lock (assertion (3)).
  *  -DBUG_NO_FINISH_LEFT  (with -DSETTER_CO) a coroutine resumed by a direct
  *                     switch skips its predecessor's after_left: the setter,
  *                     which exits straight into the waiter it woke, is never
@@ -203,7 +218,9 @@
  *    fences named above; spin cannot check that part (see README.md).
  */
 
+#ifndef NW
 #define NW 2
+#endif
 #ifdef SETTER_CO
 #define NCO 2
 #else
@@ -360,6 +377,18 @@ inline notify_work(v) {
 	fi
 }
 
+/* weft__idle_any_work: loads only, one queue at a time */
+inline any_work(found, i) {
+	found = (len(inj) > 0);
+	for (i : 0 .. NW - 1) {
+		if
+		:: !found -> found = (dq[i].n > 0)
+		:: else
+		fi
+	};
+	i = 0
+}
+
 /*
  * weft__schedule from a worker: the swap into the slot (+ push_local of what
  * it displaced), then notify_work only if it displaced something: a lone
@@ -483,8 +512,10 @@ proctype worker(byte me)
 {
 	byte c = NONE;
 	byte nxt = NONE;	/* a direct successor (weft__worker_successor) */
-	byte st, g, r, v;
-	bit spinning, found, ok;
+	byte st, g, r, v, sv;
+	byte retracts;	/* refused passes that retracted in a row: no dispatch,
+			 * no sleep, no spinning in between */
+	bit spinning, found, ok, refused;
 #ifdef BUG_WATCH_NO_RECHECK
 	bit watched;
 #endif
@@ -505,14 +536,20 @@ top:
 		:: else ->
 			v = nr_idle;			/* load */
 			if
-			:: 2 * nr_spinning >= NW - 1 - v -> v = 0
-			:: else -> d_step { v = 0; nr_spinning++; spinning = 1 }
+			:: 2 * nr_spinning >= NW - 1 - v -> v = 0; refused = 1
+			:: else -> d_step { v = 0; nr_spinning++; spinning = 1; retracts = 0 }
 			fi
 		fi;
-		/* steal_work: one round over the other worker, then inject */
+		/* steal_work: one round over the other workers, then inject */
 		if
 		:: spinning ->
-			steal(1 - me, c, v);
+			for (sv : 0 .. NW - 1) {
+				if
+				:: sv != me && c == NONE -> steal(sv, c, v)
+				:: else
+				fi
+			};
+			sv = 0;
 			if
 			:: c == NONE -> inject_pop(c)
 			:: else
@@ -536,7 +573,7 @@ top:
 		fi;
 
 		/* ---- weft__co_run(me, c), or a direct switch to c ---- */
-dispatch:	skip;
+dispatch:	retracts = 0;
 		d_step {
 			assert(pw_state[c] == CO_RUNNABLE);
 			assert(on_cpu[c] == NONE);	/* its last switch-out is complete */
@@ -626,15 +663,7 @@ dispatch:	skip;
 	if
 	:: spinning && nr_spinning == 1 ->
 		do
-		:: found = (len(inj) > 0);
-			if
-			:: !found -> found = (dq[0].n > 0)
-			:: else
-			fi;
-			if
-			:: !found -> found = (dq[1].n > 0)
-			:: else
-			fi;
+		:: any_work(found, v);
 			if
 			:: found -> found = 0; goto top
 			:: else
@@ -665,26 +694,18 @@ dispatch:	skip;
 #elif defined(BUG_WATCH_NO_RECHECK)
 	if
 	:: watched -> found = 0		/* "it has just looked" */
-	:: else ->
-		found = (len(inj) > 0);
-		if
-		:: !found -> found = (dq[0].n > 0)
-		:: else
-		fi;
-		if
-		:: !found -> found = (dq[1].n > 0)
-		:: else
-		fi
+	:: else -> any_work(found, v)
 	fi;
 	watched = 0;
 #else
-	found = (len(inj) > 0);
+	any_work(found, v);
+#endif
+#ifndef BUG_REFUSED_LOOP
+	/* work seen while a spinner is counted is that spinner's to find:
+	 * it re-checks after it stops counting, or notifies if it was the
+	 * last and found work; looking again would only be refused */
 	if
-	:: !found -> found = (dq[0].n > 0)
-	:: else
-	fi;
-	if
-	:: !found -> found = (dq[1].n > 0)
+	:: found && nr_spinning != 0 -> found = 0
 	:: else
 	fi;
 #endif
@@ -714,8 +735,16 @@ dispatch:	skip;
 		if
 		:: !ok -> token[me] = 0		/* weft__loop_take_token */
 		:: else
+		fi;
+#ifdef MAX_RETRACTS
+		if
+		:: refused -> retracts++;
+			assert(retracts < MAX_RETRACTS)	/* no loop on what it may not take */
+		:: else
 		fi
+#endif
 	:: else ->
+		retracts = 0;
 		asleep[me] = 1;			/* weft__loop_wait */
 end_sleep:
 		if
@@ -741,9 +770,9 @@ end_sleep:
 		}
 	fi;
 	d_step {
-		found = 0; ok = 0;
+		found = 0; ok = 0; refused = 0;
 		if
-		:: woken_spinning[me] -> woken_spinning[me] = 0; spinning = 1
+		:: woken_spinning[me] -> woken_spinning[me] = 0; spinning = 1; retracts = 0
 		:: else
 		fi
 	}
@@ -780,14 +809,22 @@ active proctype T()
 
 /* ---------------------------------------------------------- checker */
 
+#if NW == 3
+#define ALL_ASLEEP (asleep[0] && asleep[1] && asleep[2] && !token[0] && !token[1] && !token[2])
+#define ALL_EMPTY (dq[0].n == 0 && dq[1].n == 0 && dq[2].n == 0)
+#else
+#define ALL_ASLEEP (asleep[0] && asleep[1] && !token[0] && !token[1])
+#define ALL_EMPTY (dq[0].n == 0 && dq[1].n == 0)
+#endif
+
 active proctype lost_wakeup()
 {
 	byte c, exited;
 end:
 	do
 	:: atomic {
-		(asleep[0] && asleep[1] && !token[0] && !token[1] && !t_busy) ->
-		assert(len(inj) == 0 && dq[0].n == 0 && dq[1].n == 0);
+		(ALL_ASLEEP && !t_busy) ->
+		assert(len(inj) == 0 && ALL_EMPTY);
 		for (c : 0 .. NCO - 1) {
 			assert(pw_state[c] == CO_NEW || pw_state[c] == CO_EXITING ||
 			       (pw_state[c] == CO_PARKED && !ev_flag));
@@ -806,5 +843,8 @@ end:
 }
 
 init {
-	atomic { run worker(0); run worker(1) }
+	byte c;
+	atomic {
+		for (c : 0 .. NW - 1) { run worker(c) }
+	}
 }

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/* Idle workers (idle.c), white-box: a worker refused by the spinner limit
+ * does not loop on work it may not take. */
+#include "harness.h"
+#include <stdatomic.h>
+
+#include "atomic.h"
+#include "coro_test.h"
+#include "worker.h"
+
+#define WORKERS 3
+#define ROUNDS 2000
+
+static atomic_uint outstanding;
+static uint64_t retracts, children;
+
+static void spin_ns(int64_t ns)
+{
+	int64_t end = weft_now() + ns;
+	while (weft_now() < end)
+		;
+}
+
+static void child(void *arg)
+{
+	(void)arg;
+	spin_ns(2000);
+	atomic_fetch_sub(&outstanding, 1);
+}
+
+static uint64_t sum_retracts(void)
+{
+	uint64_t n = 0;
+	for (unsigned i = 0; i < weft__rt.nworkers; i++)
+		n += at_load_64(&weft__rt.workers[i].c.retracts);
+	return n;
+}
+
+/* Fans out 1-6 children at a time (the last in the runnext slot, the
+ * others on the deque) and stays busy: work in sight of the idle workers
+ * that one spinner is to take, or the root's worker runs next. */
+static void fanout_root(void *arg)
+{
+	(void)arg;
+	uint64_t before = sum_retracts();
+	for (int r = 0; r < ROUNDS; r++) {
+		int kids = 1 + r % 6;
+		for (int i = 0; i < kids; i++) {
+			atomic_fetch_add(&outstanding, 1);
+			weft_detach(weft_spawn(child, NULL));
+			children++;
+		}
+		spin_ns(20000);
+		while (atomic_load(&outstanding))
+			weft_yield();
+	}
+	retracts = sum_retracts() - before;
+}
+
+/* Each retraction of a park re-check needs the spinners to have left the
+ * work in sight to the one re-checking; a refused worker that retracts on
+ * a spinner's work loops, at every fan-out, until the spinner steals it. */
+Test(idle, a_refused_worker_sleeps_on_a_spinner_s_work, .timeout = 300)
+{
+	run(WORKERS, fanout_root, NULL);
+	fprintf(stderr, "%llu park re-check retractions for %llu children\n",
+		(unsigned long long)retracts, (unsigned long long)children);
+	cr_assert_leq(retracts, 4 * children, "%llu retractions for %llu children",
+		      (unsigned long long)retracts, (unsigned long long)children);
+}
