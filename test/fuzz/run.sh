@@ -75,8 +75,10 @@ fi
 meson compile -C "$build" lib/weft:static_library lib/weft:shared_library >/dev/null
 
 # The static library, so the binary runs from anywhere; the library's deps
-# come from pkg-config like meson's.
-deps=$(pkg-config --libs ck jemalloc)
+# are the ones its build chose (liburing only where it was found), from the
+# uninstalled weft.pc meson wrote.
+deps=$(pkg-config --libs "$(pkg-config --print-requires-private \
+	"$build/meson-uninstalled/weft-uninstalled.pc" | tr '\n' ' ')")
 # -fsanitize=undefined recovers by default; -fno-sanitize-recover makes
 # UBSan in the harness fatal, UBSAN_OPTIONS=halt_on_error=1 the library's.
 clang -std=c11 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror \
