@@ -13,6 +13,8 @@
 #define WEFT_TEST_CORO_TEST_H
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <netinet/in.h>
 #include <stdint.h>
@@ -291,6 +293,48 @@ static inline void blocker_end(struct blocker *v)
 	weft_rwlock_free(v->rw);
 	weft_wg_free(v->wg);
 	weft_chan_free(v->ch);
+}
+
+/* The offload pool's one helper (WEFT_BLOCKING_THREADS=1) held by a
+ * coroutine, so that every other offloaded call queues behind it. */
+struct pool_hold {
+	int pipe[2];
+	atomic_bool started;
+};
+
+/* An offloaded fn that holds its helper until pool_hold_release. */
+static inline void pool_hold_fn(void *arg)
+{
+	struct pool_hold *bl = arg;
+	atomic_store(&bl->started, true);
+	char c;
+	CHECK(read(bl->pipe[0], &c, 1) == 1);
+}
+
+static inline void pool_hold_main(void *arg)
+{
+	CHECK(weft_offload(pool_hold_fn, arg) == 0);
+}
+
+/* Starts a coroutine that holds the only helper until pool_hold_release,
+ * once the helper runs it. */
+static inline weft_co *pool_hold_start(struct pool_hold *bl)
+{
+	CHECK(pipe2(bl->pipe, O_CLOEXEC) == 0);
+	atomic_store(&bl->started, false);
+	weft_co *co = go(pool_hold_main, bl);
+	while (!atomic_load(&bl->started))
+		weft_yield();
+	return co;
+}
+
+/* Lets the helper go and joins its holder. */
+static inline void pool_hold_release(struct pool_hold *bl, weft_co *holder)
+{
+	CHECK(write(bl->pipe[1], "g", 1) == 1);
+	join(holder);
+	close(bl->pipe[0]);
+	close(bl->pipe[1]);
 }
 
 /* A socket of `type` bound to 127.0.0.1, any port; *addr gets the address. */

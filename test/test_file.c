@@ -244,35 +244,6 @@ Test(file, direct_pread_leaves_the_worker_running)
 /* ---- deadlines, cancels and interrupts: the one helper held by a
  * blocker, so that every transfer queues for it */
 
-struct pool_hold {
-	int pipe[2];
-	atomic_bool started;
-};
-
-static void block_fn(void *arg)
-{
-	struct pool_hold *bl = arg;
-	atomic_store(&bl->started, true);
-	char c;
-	CHECK(read(bl->pipe[0], &c, 1) == 1);
-}
-
-static void hold_main(void *arg)
-{
-	CHECK(weft_offload(block_fn, arg) == 0);
-}
-
-/* Starts a coroutine that holds the only helper until pool_hold_end. */
-static weft_co *pool_hold_start(struct pool_hold *bl)
-{
-	CHECK(pipe2(bl->pipe, O_CLOEXEC) == 0);
-	atomic_store(&bl->started, false);
-	weft_co *co = go(hold_main, bl);
-	while (!atomic_load(&bl->started))
-		weft_yield();
-	return co;
-}
-
 static void noop(void *unused)
 {
 	(void)unused;
@@ -283,11 +254,8 @@ static void noop(void *unused)
  * helpers ran since `before`, the blocker's and that one's not counted. */
 static uint64_t pool_hold_end(struct pool_hold *bl, weft_co *holder, uint64_t before)
 {
-	CHECK(write(bl->pipe[1], "g", 1) == 1);
-	join(holder);
+	pool_hold_release(bl, holder);
 	CHECK(weft_offload(noop, NULL) == 0);
-	close(bl->pipe[0]);
-	close(bl->pipe[1]);
 	return stats_now().offload_calls - before - 2;
 }
 
@@ -390,7 +358,7 @@ struct under_way {
 static void under_way_fn(void *arg)
 {
 	struct under_way *u = arg;
-	block_fn(&u->bl);
+	pool_hold_fn(&u->bl);
 	atomic_store(&u->seen_returned, atomic_load(&u->returned));
 }
 
@@ -414,11 +382,8 @@ static void under_way_main(void *unused)
 	CHECK(weft_cancel(co) == 0);
 	weft_yield();	/* the cancelled caller runs (one worker, FIFO) */
 	CHECK(!atomic_load(&u.returned));
-	CHECK(write(u.bl.pipe[1], "g", 1) == 1);
-	join(co);
+	pool_hold_release(&u.bl, co);	/* co, the caller, is the holder here */
 	CHECK(u.r == 0 && !atomic_load(&u.seen_returned));
-	close(u.bl.pipe[0]);
-	close(u.bl.pipe[1]);
 }
 
 Test(file, a_transfer_under_way_is_waited_for)

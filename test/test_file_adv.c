@@ -157,24 +157,6 @@ Test(file_adv, two_interrupted_direct_readers_read_every_byte_once)
  * (a deadlock if the pool waits for the closer).  A known gap: the test
  * skips, saying so. */
 
-struct pool_hold {
-	int pipe[2];
-	atomic_bool started;
-};
-
-static void block_fn(void *arg)
-{
-	struct pool_hold *bl = arg;
-	atomic_store(&bl->started, true);
-	char c;
-	CHECK(read(bl->pipe[0], &c, 1) == 1);
-}
-
-static void hold_main(void *arg)
-{
-	CHECK(weft_offload(block_fn, arg) == 0);
-}
-
 struct closer {
 	int fd;
 	int r;
@@ -209,11 +191,8 @@ static void close_queued_main(void *unused)
 	(void)unused;
 	int fd = temp_file(4 * BLOCK, O_DIRECT);
 	CHECK(fd >= 0);
-	struct pool_hold bl = { .started = false };
-	CHECK(pipe2(bl.pipe, O_CLOEXEC) == 0);
-	weft_co *holder = go(hold_main, &bl);
-	while (!atomic_load(&bl.started))
-		weft_yield();
+	struct pool_hold bl;
+	weft_co *holder = pool_hold_start(&bl);
 	uint64_t parks = stats_now().total.parks;
 	struct qreader r = { .fd = fd };
 	weft_co *rc = go(qread_main, &r);
@@ -229,12 +208,9 @@ static void close_queued_main(void *unused)
 	for (int i = 0; i < 1000 && !atomic_load(&r.done); i++)
 		weft_yield();	/* give the close's wake time to land */
 	bool reader_done = atomic_load(&r.done), closer_done = atomic_load(&c.done);
-	CHECK(write(bl.pipe[1], "g", 1) == 1);	/* free the helper */
-	join(holder);
+	pool_hold_release(&bl, holder);	/* free the helper */
 	join(rc);
 	join(cc);
-	close(bl.pipe[0]);
-	close(bl.pipe[1]);
 	fprintf(stderr,
 		"close of a file with a queued transfer: before the pool was free the reader %s, the "
 		"closer %s; reader's result %zd errno %d (%s)\n",
@@ -498,18 +474,12 @@ static void starve_main(void *arg)
 {
 	ssize_t *out = arg;
 	int fd = temp_file(BLOCK, 0);
-	struct pool_hold bl = { .started = false };
-	CHECK(pipe2(bl.pipe, O_CLOEXEC) == 0);
-	weft_co *holder = go(hold_main, &bl);
-	while (!atomic_load(&bl.started))
-		weft_yield();
+	struct pool_hold bl;
+	weft_co *holder = pool_hold_start(&bl);
 	errno = 0;
 	out[0] = weft_write(fd, "a log line\n", 11, weft_now() + 1000 * 1000 * 1000);
 	out[1] = errno;
-	CHECK(write(bl.pipe[1], "g", 1) == 1);
-	join(holder);
-	close(bl.pipe[0]);
-	close(bl.pipe[1]);
+	pool_hold_release(&bl, holder);
 	CHECK(weft_close(fd) == 0);
 }
 
