@@ -18,9 +18,11 @@ from .benches import (BENCHMARKS, GROUPS, QUICK, REDIS_BENCHES,
 from .callgrind import (CALLGRIND_FOOTNOTE, callgrind_lines, callgrind_steps,
                         run_callgrind)
 from .charts import charts
+from .idle import IDLE_GROUP, IDLE_WORKERS, idle_steps, run_idle_tax
 from .floors import (COST_FOOTNOTE, FLOORS, cost_model, cost_table_rows,
                      floor_footnote, floor_steps, floor_table_rows, run_floors)
 from .micro import micro_steps, run_benches
+from .idlepage import idle_tables
 from .page import write_page
 from .peers import (PEERS, SUBJECT, Ctx, Peer, Skip, build_weft,
                     meson_targets)
@@ -52,7 +54,15 @@ def parse_args(argv):
                     ", ".join(b.name for b in SERVER_BENCHES) + "); redis "
                     "(hiredis through libweft-hook vs threads vs async, "
                     "against redis-server; or one row: " +
-                    ", ".join(b.name for b in REDIS_BENCHES) + ")")
+                    ", ".join(b.name for b in REDIS_BENCHES) + "); " +
+                    IDLE_GROUP + " (the idle workers' tax, issue 46: echo "
+                    "under a light load, 4 connections x 64 B, at " +
+                    ", ".join(map(str, IDLE_WORKERS)) + " workers, every "
+                    "peer's CPU per message over its own at 1, with weft's "
+                    "WEFT_STATS=1 counts; sleep, parked and spawn at " +
+                    str(IDLE_WORKERS[-1]) + " workers under wait4: system "
+                    "time, voluntary switches, steal attempts per stolen "
+                    "coroutine)")
     ap.add_argument("--peers", metavar="NAME[,NAME]",
                     help="only these peers besides weft: " +
                     ", ".join(p.name for p in PEERS[1:]))
@@ -156,7 +166,7 @@ def parse_args(argv):
     args.only = pick("--only", args.only, [b.name for b in BENCHMARKS] +
                      GROUPS + [b.name for b in SERVER_BENCHES] +
                      list(dict.fromkeys(b.group for b in REDIS_BENCHES)) +
-                     [b.name for b in REDIS_BENCHES])
+                     [b.name for b in REDIS_BENCHES] + [IDLE_GROUP])
     args.peers = pick("--peers", args.peers, [p.name for p in PEERS[1:]])
     if not args.build_dir.is_absolute():
         args.build_dir = (Path.cwd() / args.build_dir).resolve()
@@ -217,6 +227,7 @@ def main(argv=None) -> int:
     prog = Progress()
     prog.plan(floor_steps(args) + micro_steps(args, peers) +
               server_steps(args, peers) + redis_steps(args) +
+              idle_steps(args, peers) +
               callgrind_steps(args))
     failures: List[str] = []
     t_start = time.monotonic()
@@ -224,6 +235,7 @@ def main(argv=None) -> int:
     points, summary = run_benches(args, peers, prog, failures)
     spoints, ssummary, pins = run_servers(args, peers, ctx, prog, failures)
     rpoints, rsummary, rpins = run_redis(args, ctx, prog, failures)
+    idle = run_idle_tax(args, peers, ctx, prog, failures)
     cg = run_callgrind(args, peers[0], prog, failures)
     prog.done()
     elapsed = time.monotonic() - t_start
@@ -261,6 +273,8 @@ def main(argv=None) -> int:
                   server_cost_footnote(args))
     if rsummary:
         add_table(redis_table_rows(rsummary), redis_footnote(args, rpins))
+    for head_rows, note in idle_tables({"idle_tax": idle}):
+        add_table(head_rows, note)
     costs = cost_model(summary, ssummary, points, fsummary)
     add_table(floor_table_rows(fsummary), floor_footnote(args))
     add_table(cost_table_rows(costs), COST_FOOTNOTE)
@@ -288,6 +302,7 @@ def main(argv=None) -> int:
                                       REDIS_BENCHES if b.name in args.only
                                       or b.group in args.only],
                        "summary": rsummary, "points": rpoints},
+                   "idle_tax": idle,
                    "floors": {
                        "benchmarks": [dataclasses.asdict(b) for b in FLOORS],
                        "summary": fsummary, "points": fpoints},
