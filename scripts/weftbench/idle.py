@@ -193,6 +193,8 @@ def run_rusage(cmd: List[str], env: Dict[str, str], timeout: float
         time.sleep(0.005)
     for t in readers:
         t.join()
+    p.stdout.close()
+    p.stderr.close()
     return subprocess.CompletedProcess(cmd, p.returncode, "".join(out),
                                        "".join(err)), ru
 
