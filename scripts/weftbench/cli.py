@@ -24,6 +24,9 @@ from .floors import (COST_FOOTNOTE, FLOORS, cost_model, cost_table_rows,
 from .micro import micro_steps, run_benches
 from .idlepage import idle_tables
 from .page import write_page
+from .scale import (DRY_WORKERS, SCALE_LOAD_THREADS, SCALE_POLLERS,
+                    SCALE_SCHED, SCALE_SERVER_WORKERS, SCALE_SERVERS,
+                    SCALE_WORKERS, run_scale, write_scale_page)
 from .peers import (PEERS, SUBJECT, Ctx, Peer, Skip, build_weft,
                     meson_targets)
 from .progress import Progress
@@ -90,7 +93,8 @@ def parse_args(argv):
     ap.add_argument("--page", type=Path, metavar="RESULTS.json",
                     help="run nothing: regenerate docs/bench.md and its "
                     "charts from the prose of docs/bench.md.in and this "
-                    "results file")
+                    "results file (a --scale run's scale.json: "
+                    "docs/scaling.md from docs/scaling.md.in)")
     ap.add_argument("--no-syscalls", action="store_true",
                     help="skip the untimed pass of each server under "
                     "`strace -c -f` that counts its system calls per message "
@@ -111,9 +115,29 @@ def parse_args(argv):
                     help="build no peer: run the programs an earlier run "
                     "left under BUILD/bench (a suite built on one machine, "
                     "run on another)")
+    ap.add_argument("--scale", action="store_true",
+                    help="run only the prepared scaling run (issue 46, for "
+                    "a lent 16-core machine; scripts/scale-run runs it "
+                    "from a build made elsewhere): the scheduler rows " +
+                    ", ".join(SCALE_SCHED) + " at " +
+                    ", ".join(map(str, SCALE_WORKERS)) + " workers, the "
+                    "server rows " + ", ".join(SCALE_SERVERS) + " at " +
+                    ", ".join(map(str, SCALE_SERVER_WORKERS)) + " with " +
+                    str(SCALE_LOAD_THREADS) + " load threads, weft under "
+                    "each WEFT_POLLER (" + ", ".join(SCALE_POLLERS) + "), "
+                    "Go, Tokio and the N-loop limit; writes "
+                    "BUILD/bench/scale.json (and $OUT/scale.json) and "
+                    "docs/scaling.md")
+    ap.add_argument("--dry", action="store_true",
+                    help="with --scale: the same flow at most at " +
+                    str(DRY_WORKERS) + " workers, 1 run per point, short "
+                    "windows (it shows the run works; it prints the full "
+                    "run's estimated time on 16 cores)")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds per invocation (default 300)")
     args = ap.parse_args(argv)
+    if args.dry and not args.scale:
+        ap.error("--dry goes with --scale")
     if args.runs is None:
         args.runs = 3 if args.quick else 5
     if args.runs < 1:
@@ -212,7 +236,9 @@ def main(argv=None) -> int:
                         own_only=True)
         return 0
     if args.page:
-        print(f"updated {write_page(json.loads(args.page.read_text()))}")
+        res = json.loads(args.page.read_text())
+        write = write_scale_page if res["meta"].get("scale") else write_page
+        print(f"updated {write(res)}")
         return 0
     out_dir = args.build_dir / "bench"
     ctx = Ctx(args.build_dir, out_dir, [], args.prebuilt)
@@ -220,6 +246,8 @@ def main(argv=None) -> int:
     build_weft(ctx)  # fail early, before creating anything
     out_dir.mkdir(parents=True, exist_ok=True)
     peers = build_peers(args, ctx)
+    if args.scale:
+        return run_scale(args, peers, ctx)
     print(f"bench.py: peers: {', '.join(p.name for p in peers)}; workers: "
           f"{', '.join(map(str, args.workers))}; {runs_note(args)}",
           file=sys.stderr)

@@ -34,7 +34,7 @@ from .parse import judge, parse_result
 from .peers import SUBJECT, Ctx, Peer, Skip
 from .progress import Progress
 from .runs import interleave, run_counts
-from .server import (ECHO_SECONDS, LOADS, Pins, run_server_one, server_peers,
+from .server import (LOADS, Pins, load_seconds, run_server_one, server_peers,
                      syscall_pass, syscalls_wanted)
 from .stats import med_range, pair_ratios, summarize_server
 
@@ -73,7 +73,7 @@ def steals_ratio(st: Optional[Dict[str, int]]) -> Optional[float]:
 
 def with_stats(peer: Peer) -> Peer:
     """peer, its runs with WEFT_STATS=1 (weft's; the others as they are)."""
-    if peer.name != SUBJECT:
+    if not weft_mode(peer.name):
         return peer
     env = peer.env
     return dataclasses.replace(peer, env=lambda w: {**env(w),
@@ -121,27 +121,35 @@ def idle_pins(load_threads: int) -> Pins:
                 True, load_threads)
 
 
-def run_idle_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
-                     failures: List[str]) -> Tuple[list, list]:
-    """IDLE_SERVER at each of IDLE_WORKERS: (points, summary), each
-    summary as stats.summarize_server's plus weft's counts."""
-    sb = IDLE_SERVER
+def weft_mode(name: str) -> bool:
+    """Whether a peer is weft (or weft in another mode: "weft-worker")."""
+    return name == SUBJECT or name.startswith(SUBJECT + "-")
+
+
+def run_server_counts(args, peers: List[Peer], ctx: Ctx, prog: Progress,
+                      failures: List[str], sb: ServerBench,
+                      counts: Sequence[int], pins_of: Callable[[int], Pins],
+                      label: str) -> Tuple[list, list]:
+    """Server row sb at each of counts, the peers interleaved, weft's
+    runs (every mode's) with WEFT_STATS=1: (points, summary), each
+    summary as stats.summarize_server's plus weft's counts ("weft_stats":
+    the subject's; "stats": per weft mode).  label: the progress tags'."""
     try:
         tool = LOADS[sb.group][0](ctx)
     except Skip as e:
-        print(f"bench.py: skipped {IDLE_GROUP}'s servers: {e}")
+        print(f"bench.py: skipped {label} {sb.name}: {e}")
         return [], []
     speers = [with_stats(p) for p in server_peers(sb, peers, ctx, {})]
-    run_s, warm_s = ECHO_SECONDS[args.quick]
+    run_s, warm_s = load_seconds(sb, args.quick)
     points, summary = [], []
-    for w in IDLE_WORKERS:
-        pins = idle_pins(args.load_threads)
-        tag = f"[{IDLE_GROUP} {sb.name} w={w}]"
+    for w in counts:
+        pins = pins_of(w)
+        tag = f"[{label} {sb.name} w={w}]"
         prog.step(tag)
 
         def one(p: Peer) -> dict:
             rec = run_server_one(p, sb, w, ctx, tool, args.quick, pins)
-            if p.name == SUBJECT:
+            if weft_mode(p.name):
                 log = ctx.out_dir / f"server-{p.name}-{sb.server}.log"
                 st = parse_weft_stats(log.read_text(errors="replace"))
                 rec["weft_stats"] = stats_per_msg(
@@ -157,9 +165,20 @@ def run_idle_servers(args, peers: List[Peer], ctx: Ctx, prog: Progress,
                        "sharing": pins.sharing, "pinning": pins.note,
                        "runs": runs, "syscalls": sys_calls})
         s = summarize_server(sb, runs, speers, sys_calls, w, pins.sharing)
-        s["weft_stats"] = stats_summary(runs.get(SUBJECT, []))
+        s["stats"] = {p.name: stats_summary(runs.get(p.name, []))
+                      for p in speers if weft_mode(p.name)}
+        s["weft_stats"] = s["stats"].get(SUBJECT, {})
         summary.append(s)
     return points, summary
+
+
+def server_steps(args, peers: List[Peer], label: str, name: str,
+                 counts: Sequence[int]) -> List[Tuple[str, int]]:
+    """The progress plan of run_server_counts."""
+    speers = [p for p in peers if p.server is not None]
+    n = sum(run_counts(speers, args).values()) + (
+        len(speers) if syscalls_wanted(args) else 0)
+    return [(f"[{label} {name} w={w}]", n) for w in counts]
 
 
 # ---------------------------------------------------------- scheduler
@@ -276,11 +295,8 @@ def idle_steps(args, peers: List[Peer]) -> List[Tuple[str, int]]:
     """The progress plan of run_idle_tax (none unless --only has it)."""
     if IDLE_GROUP not in args.only:
         return []
-    speers = [p for p in peers if p.server is not None]
-    n = sum(run_counts(speers, args).values()) + (
-        len(speers) if syscalls_wanted(args) else 0)
-    return ([(f"[{IDLE_GROUP} {IDLE_SERVER.name} w={w}]", n)
-             for w in IDLE_WORKERS] +
+    return (server_steps(args, peers, IDLE_GROUP, IDLE_SERVER.name,
+                         IDLE_WORKERS) +
             [(f"[{IDLE_GROUP} {b} w={IDLE_WORKERS[-1]}]",
               sum(run_counts(sched_peers(peers, b), args).values()))
              for b in IDLE_SCHED])
@@ -293,7 +309,9 @@ def run_idle_tax(args, peers: List[Peer], ctx: Ctx, prog: Progress,
     if IDLE_GROUP not in args.only:
         return None
     load = os.getloadavg()
-    spoints, ssummary = run_idle_servers(args, peers, ctx, prog, failures)
+    spoints, ssummary = run_server_counts(
+        args, peers, ctx, prog, failures, IDLE_SERVER, IDLE_WORKERS,
+        lambda w: idle_pins(args.load_threads), IDLE_GROUP)
     points, summary = run_idle_sched(args, peers, prog, failures)
     return {"workers": list(IDLE_WORKERS),
             "loadavg": [round(x, 2) for x in load],
