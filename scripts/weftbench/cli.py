@@ -85,7 +85,8 @@ def parse_args(argv):
     ap.add_argument("--build-dir", default="build", type=Path,
                     help="meson build directory (default: build)")
     ap.add_argument("--json", type=Path,
-                    help="results file (default: BUILD/bench/results.json)")
+                    help="results file (default: BUILD/bench/results.json; "
+                    "--scale: BUILD/bench/scale.json)")
     ap.add_argument("--docs", action="store_true",
                     help="also regenerate docs/bench.md and its charts from "
                     "this run (without --quick, and with valgrind: also "
@@ -195,7 +196,8 @@ def parse_args(argv):
     if not args.build_dir.is_absolute():
         args.build_dir = (Path.cwd() / args.build_dir).resolve()
     if args.json is None:
-        args.json = args.build_dir / "bench" / "results.json"
+        args.json = args.build_dir / "bench" / (
+            "scale.json" if args.scale else "results.json")
     return args
 
 

@@ -16,8 +16,9 @@ elsewhere (--prebuilt: the peers are not built there).
 DRY_WORKERS), one run per point and short windows, and prints the
 estimate of the full run.  The results go to BUILD/bench/scale.json (and
 $OUT/scale.json when OUT is set: the lent machine's way back), then
-docs/scaling.md is generated from it (scale_page; `bench.py --page
-scale.json` regenerates it anywhere)."""
+docs/scaling.md is generated from it (write_scale_page; `bench.py --page
+scale.json` regenerates it anywhere; a dry run's page goes to
+BUILD/bench/scaling.md instead)."""
 
 import dataclasses
 import json
@@ -240,13 +241,15 @@ def run_scale(args, peers: List[Peer], ctx: Ctx) -> int:
     res = {"meta": meta, "summary": summary, "points": points,
            "servers": {"summary": ssummary, "points": spoints},
            "failures": failures}
-    outs = [args.json or ctx.out_dir / "scale.json"]
+    outs = [args.json]
     if os.environ.get("OUT"):
         outs.append(Path(os.environ["OUT"]) / "scale.json")
     for out in outs:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=1) + "\n")
-    page = write_scale_page(res)
+    # a dry run's page beside its JSON: docs/ shows only a real run
+    page = write_scale_page(res, page=ctx.out_dir / "scaling.md") if sa.dry \
+        else write_scale_page(res)
     print(f"bench.py: --scale: {elapsed:.0f} s (scheduler rows "
           f"{t_sched:.0f} s); wrote {', '.join(map(str, outs))}, {page}")
     print(scale_section_servers(res) or "", "\n\n", scale_targets(res))
