@@ -41,8 +41,7 @@ from .server import ECHO_SECONDS, Pins
 from .stats import add_scaling
 from .targets import SCALE_ECHO, SCALE_TARGETS, table as targets_table, tally
 
-SCALE_SCHED = ["spawn", "skynet", "fib", "sleep", "parked",
-               "chan-pingpong-1000"]
+SCALE_SCHED = ["spawn", "skynet", "fib", "sleep", "parked"]
 SCALE_WORKERS = [1, 2, 4, 8, 16]
 SCALE_SERVERS = SCALE_ECHO
 SCALE_SERVER_WORKERS = [1, 4, 8, 16]
@@ -50,10 +49,15 @@ SCALE_LOAD_THREADS = 4
 SCALE_POLLERS = ("shared", "worker")  # the first is the subject's
 SCALE_PEERS = ("go", "tokio", "epoll")
 SCALE_RUNS = 2
-SCALE_WINDOW = (2.0, 0.5)  # the echo rows' (run, warm-up) seconds
+# the echo rows' (run, warm-up) seconds: a warm-up past the 1 s of a SYN
+# retransmitted when 1,000 connections at once overflow the backlog
+SCALE_WINDOW = (1.5, 1.0)
 SCALE_BUDGET_S = 8 * 60
+# no count's rows start past this: the lent machine ends a command at
+# 600 s, and the JSON must be written before
+SCALE_DEADLINE_S = 500
 DRY_WORKERS = 2
-DRY_WINDOW = (0.4, 0.2)
+DRY_WINDOW = (0.5, 1.0)
 # seconds a server run costs beyond its windows (start, "listening", the
 # drain at SIGTERM), and a scheduler invocation on 16 cores at most (the
 # 2026-12-04 run's slowest, Tokio's skynet at 1 worker, about 1.2 s)
@@ -111,6 +115,14 @@ def scale_peers(peers: List[Peer]) -> Tuple[List[Peer], Dict[str, str]]:
         else:
             modes.append(poller_peer(weft, mode))
     return modes + [p for p in peers[1:] if p.name in SCALE_PEERS], skipped
+
+
+def count_order(counts: Sequence[int]) -> List[int]:
+    """The order the counts run in: 1 and the largest first (the scaling
+    over 1 needs both), then the others, so that a run cut short by
+    SCALE_DEADLINE_S loses the middle counts."""
+    ends = list(dict.fromkeys([counts[0], counts[-1]]))
+    return ends + [w for w in counts if w not in ends]
 
 
 def sched_peers(peers: List[Peer]) -> List[Peer]:
@@ -195,7 +207,10 @@ def run_scale(args, peers: List[Peer], ctx: Ctx) -> int:
     speers, skipped = scale_peers(peers)
     full = scale_args(args, False)
     full.cpus = 16
-    _, estimate = scale_plan(full, speers)
+    # the full run's estimate with every poller mode, skipped here or not
+    every = [poller_peer(peers[0], m) for m in SCALE_POLLERS] + [
+        p for p in speers if not weft_mode(p.name)]
+    _, estimate = scale_plan(full, every)
     plan, here = scale_plan(sa, speers)
     print(f"bench.py: --scale{' --dry' if sa.dry else ''}: peers "
           f"{', '.join(p.name for p in speers)}; scheduler rows at "
@@ -207,20 +222,46 @@ def run_scale(args, peers: List[Peer], ctx: Ctx) -> int:
     failures: List[str] = []
     load = os.getloadavg()
     t0 = time.monotonic()
-    points, summary = run_benches(sa, sched_peers(speers), prog, failures)
-    add_scaling(summary, sched_peers(speers))
+    cut: List[str] = []
+
+    def in_time(what: str) -> bool:
+        """Whether there is time left for the next count's rows; if not,
+        a line saying what is left out (the JSON says it too)."""
+        if time.monotonic() - t0 < SCALE_DEADLINE_S:
+            return True
+        cut.append(what)
+        print(f"bench.py: --scale: past {SCALE_DEADLINE_S} s: {what} left "
+              f"out", file=sys.stderr)
+        return False
+
+    points, summary = [], []
+    spk = sched_peers(speers)
+    for w in count_order(sa.workers):
+        if in_time(f"the scheduler rows at {w} workers"):
+            pt, sm = run_benches(SimpleNamespace(**{
+                **vars(sa), "workers": [w], "peer_workers": [w]}), spk,
+                prog, failures)
+            points += pt
+            summary += sm
+    summary.sort(key=lambda s: (SCALE_SCHED.index(s["bench"]), s["workers"]))
+    add_scaling(summary, spk)
     t_sched = time.monotonic() - t0
     walls = [r["wall_s"] for pt in points for rs in pt["runs"].values()
              for r in rs if "wall_s" in r]
     spoints, ssummary = [], []
     pins = scale_pins(sa.cpus, sa.load_threads)
     with echo_window(sa.window):
-        for name in SCALE_SERVERS:
-            sb = next(b for b in SERVER_BENCHES if b.name == name)
-            p, s = run_server_counts(sa, speers, ctx, prog, failures, sb,
-                                     sa.server_workers, pins, "scale")
-            spoints += p
-            ssummary += s
+        for w in count_order(sa.server_workers):
+            for name in SCALE_SERVERS:
+                if not in_time(f"{name} at {w} workers"):
+                    continue
+                sb = next(b for b in SERVER_BENCHES if b.name == name)
+                pt, sm = run_server_counts(sa, speers, ctx, prog, failures,
+                                           sb, [w], pins, "scale")
+                spoints += pt
+                ssummary += sm
+    ssummary.sort(key=lambda s: (SCALE_SERVERS.index(s["bench"]),
+                                 s["workers"]))
     prog.done()
     elapsed = time.monotonic() - t0
     from .report import metadata
@@ -237,7 +278,8 @@ def run_scale(args, peers: List[Peer], ctx: Ctx) -> int:
                 loadavg=[round(x, 2) for x in load],
                 loadavg_after=[round(x, 2) for x in os.getloadavg()],
                 estimate_16=estimate, estimate_here=here,
-                pinning={w: pins(w).note for w in sa.server_workers})
+                pinning={w: pins(w).note for w in sa.server_workers},
+                cut=cut)
     res = {"meta": meta, "summary": summary, "points": points,
            "servers": {"summary": ssummary, "points": spoints},
            "failures": failures}

@@ -137,13 +137,17 @@ class Plan(unittest.TestCase):
             Peer("epoll", "epoll", build=lambda c: None, server=serve,
                  missing={b: "server only" for b in scale.SCALE_SCHED})]
         plan, est = scale.scale_plan(sa, peers)
-        # 6 rows x 5 counts x (weft's warm-up + 3 peers (one weft, no
+        # 5 rows x 5 counts x (weft's warm-up + 3 peers (one weft, no
         # epoll) x 2 runs)
-        self.assertEqual(est["scheduler_invocations"], 210)
+        self.assertEqual(est["scheduler_invocations"], 175)
         # 2 rows x 4 counts x 5 peers x 2 runs
         self.assertEqual(est["server_runs"], 80)
         self.assertLess(est["estimate_s"], scale.SCALE_BUDGET_S)
-        self.assertEqual(len(plan), 6 * 5 + 2 * 4)
+        self.assertEqual(len(plan), 5 * 5 + 2 * 4)
+
+    def test_count_order(self):
+        self.assertEqual(scale.count_order([1, 2, 4, 8, 16]), [1, 16, 2, 4, 8])
+        self.assertEqual(scale.count_order([1]), [1])
 
     def test_dry_counts(self):
         sa = scale.scale_args(args(timeout=300), True)
