@@ -127,8 +127,8 @@ def parse_args(argv):
                     str(SCALE_LOAD_THREADS) + " load threads, weft under "
                     "each WEFT_POLLER (" + ", ".join(SCALE_POLLERS) + "), "
                     "Go, Tokio and the N-loop limit; writes "
-                    "BUILD/bench/scale.json (and $OUT/scale.json) and "
-                    "docs/scaling.md")
+                    "BUILD/bench/scale.json (and $OUT/scale.json), then "
+                    "docs/scaling.md from it")
     ap.add_argument("--dry", action="store_true",
                     help="with --scale: the same flow at most at " +
                     str(DRY_WORKERS) + " workers, 1 run per point, short "
