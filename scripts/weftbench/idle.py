@@ -23,7 +23,6 @@ over 1 worker by the functions at the end of this module."""
 import dataclasses
 import os
 import re
-import statistics
 import subprocess
 import threading
 import time

@@ -3,7 +3,6 @@
 (and the reasons it skips one), the pinning, the plan and its estimate,
 and docs/scaling.md from a made-up scale.json: "not measured on 16
 cores yet" until a run exists, the targets computed from the run."""
-import os
 import stat
 import tempfile
 import unittest
