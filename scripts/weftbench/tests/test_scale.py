@@ -208,5 +208,25 @@ class Targets(unittest.TestCase):
         self.assertIsNone(self.find("echo-1000-64", "growth")["met"])
 
 
+class Options(unittest.TestCase):
+    """--scale, --dry and --only idle-tax as parse_args reads them."""
+
+    def parse(self, *argv):
+        from weftbench.cli import parse_args
+        return parse_args(list(argv))
+
+    def test_scale_json_and_dry(self):
+        a = self.parse("--scale", "--dry", "--build-dir", "/tmp/b")
+        self.assertEqual(a.json, Path("/tmp/b/bench/scale.json"))
+        self.assertEqual(self.parse("--build-dir", "/tmp/b").json,
+                         Path("/tmp/b/bench/results.json"))
+        with self.assertRaises(SystemExit), \
+                mock.patch("sys.stderr"):
+            self.parse("--dry")
+
+    def test_idle_tax_is_a_name_of_only(self):
+        self.assertEqual(self.parse("--only", "idle-tax").only, ["idle-tax"])
+
+
 if __name__ == "__main__":
     unittest.main()
