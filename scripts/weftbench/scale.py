@@ -131,6 +131,11 @@ def sched_peers(peers: List[Peer]) -> List[Peer]:
     return [p for p in peers if p.name == SUBJECT or not weft_mode(p.name)]
 
 
+def cpu_list(cpus: str) -> str:
+    """"CPU 0" or "CPUs 0-3", for a taskset list."""
+    return f"CPU{'s' if '-' in cpus or ',' in cpus else ''} {cpus}"
+
+
 def scale_pins(cpus: int, load_threads: int):
     """A server at w workers on the first w CPUs and its load on the last
     load_threads, where they fit side by side; unpinned, sharing the
@@ -141,13 +146,12 @@ def scale_pins(cpus: int, load_threads: int):
                         "(util-linux)", False, load_threads)
         if w + load_threads > cpus:
             return Pins(None, None, f"server and load unpinned, sharing the "
-                        f"{cpus} CPUs, {load_threads} load threads", True,
-                        load_threads)
+                        f"{cpus} CPUs", True, load_threads)
         srv = f"0-{w - 1}" if w > 1 else "0"
         load = f"{cpus - load_threads}-{cpus - 1}" if load_threads > 1 \
             else str(cpus - 1)
-        return Pins(srv, load, f"server on CPUs {srv}, load on CPUs {load}",
-                    False, load_threads)
+        return Pins(srv, load, f"server on {cpu_list(srv)}, load on "
+                    f"{cpu_list(load)}", False, load_threads)
     return pins
 
 
@@ -307,6 +311,10 @@ def md(head: List[str], rows: List[List[str]], left: int = 1) -> str:
     return md_table(head, rows, left)
 
 
+def plural(n, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def scale_run_line(res: dict) -> Optional[str]:
     m = res.get("meta") or {}
     if not m.get("scale"):
@@ -320,12 +328,12 @@ def scale_run_line(res: dict) -> Optional[str]:
             f"{m.get('git') or '(no git)'}, {m.get('cpus_affinity')} CPUs "
             f"({m.get('cpu') or 'unknown CPU'}), Linux {m.get('kernel')}, "
             f"load average {', '.join(map(str, m.get('loadavg') or []))} "
-            f"at the start; {m.get('runs')} runs per point, peers "
+            f"at the start; {plural(m.get('runs'), 'run')} per point, peers "
             f"interleaved; scheduler rows at "
             f"{', '.join(map(str, m.get('workers') or []))} workers, "
             f"server rows at "
             f"{', '.join(map(str, m.get('server_workers') or []))} with "
-            f"{m.get('load_threads')} load threads ("
+            f"{plural(m.get('load_threads'), 'load thread')} ("
             + "; ".join(f"@{w}: {n}" for w, n in
                         (m.get("pinning") or {}).items()) +
             f"); pollers: " + "; ".join(
