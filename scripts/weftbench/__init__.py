@@ -16,6 +16,11 @@ One concept per module:
     cost       a server's CPU, switches (/proc) and syscalls (strace) per message
     floors     the machine's cost floors and the cost model
     callgrind  instructions per operation (--docs)
+    idle       the idle workers' tax (--only idle-tax): light-load echo at
+               1-8 workers, sleep/parked/spawn under wait4, WEFT_STATS counts
+    idlepage   its tables
+    scale      the prepared scaling run (--scale, scripts/scale-run) and
+               docs/scaling.md
     charts     the gnuplot charts
     report     tables, footnotes, results.md, metadata, docs/bench.md
     cli        the options and the main flow

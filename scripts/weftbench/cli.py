@@ -18,10 +18,15 @@ from .benches import (BENCHMARKS, GROUPS, QUICK, REDIS_BENCHES,
 from .callgrind import (CALLGRIND_FOOTNOTE, callgrind_lines, callgrind_steps,
                         run_callgrind)
 from .charts import charts
+from .idle import IDLE_GROUP, IDLE_WORKERS, idle_steps, run_idle_tax
 from .floors import (COST_FOOTNOTE, FLOORS, cost_model, cost_table_rows,
                      floor_footnote, floor_steps, floor_table_rows, run_floors)
 from .micro import micro_steps, run_benches
+from .idlepage import idle_tables
 from .page import write_page
+from .scale import (DRY_WORKERS, SCALE_LOAD_THREADS, SCALE_POLLERS,
+                    SCALE_SCHED, SCALE_SERVER_WORKERS, SCALE_SERVERS,
+                    SCALE_WORKERS, run_scale, write_scale_page)
 from .peers import (PEERS, SUBJECT, Ctx, Peer, Skip, build_weft,
                     meson_targets)
 from .progress import Progress
@@ -52,7 +57,15 @@ def parse_args(argv):
                     ", ".join(b.name for b in SERVER_BENCHES) + "); redis "
                     "(hiredis through libweft-hook vs threads vs async, "
                     "against redis-server; or one row: " +
-                    ", ".join(b.name for b in REDIS_BENCHES) + ")")
+                    ", ".join(b.name for b in REDIS_BENCHES) + "); " +
+                    IDLE_GROUP + " (the idle workers' tax, issue 46: echo "
+                    "under a light load, 4 connections x 64 B, at " +
+                    ", ".join(map(str, IDLE_WORKERS)) + " workers, every "
+                    "peer's CPU per message over its own at 1, with weft's "
+                    "WEFT_STATS=1 counts; sleep, parked and spawn at " +
+                    str(IDLE_WORKERS[-1]) + " workers under wait4: system "
+                    "time, voluntary switches, steal attempts per stolen "
+                    "coroutine)")
     ap.add_argument("--peers", metavar="NAME[,NAME]",
                     help="only these peers besides weft: " +
                     ", ".join(p.name for p in PEERS[1:]))
@@ -72,7 +85,8 @@ def parse_args(argv):
     ap.add_argument("--build-dir", default="build", type=Path,
                     help="meson build directory (default: build)")
     ap.add_argument("--json", type=Path,
-                    help="results file (default: BUILD/bench/results.json)")
+                    help="results file (default: BUILD/bench/results.json; "
+                    "--scale: BUILD/bench/scale.json)")
     ap.add_argument("--docs", action="store_true",
                     help="also regenerate docs/bench.md and its charts from "
                     "this run (without --quick, and with valgrind: also "
@@ -80,7 +94,8 @@ def parse_args(argv):
     ap.add_argument("--page", type=Path, metavar="RESULTS.json",
                     help="run nothing: regenerate docs/bench.md and its "
                     "charts from the prose of docs/bench.md.in and this "
-                    "results file")
+                    "results file (a --scale run's scale.json: "
+                    "docs/scaling.md from docs/scaling.md.in)")
     ap.add_argument("--no-syscalls", action="store_true",
                     help="skip the untimed pass of each server under "
                     "`strace -c -f` that counts its system calls per message "
@@ -101,9 +116,29 @@ def parse_args(argv):
                     help="build no peer: run the programs an earlier run "
                     "left under BUILD/bench (a suite built on one machine, "
                     "run on another)")
+    ap.add_argument("--scale", action="store_true",
+                    help="run only the prepared scaling run (issue 46, for "
+                    "a lent 16-core machine; scripts/scale-run runs it "
+                    "from a build made elsewhere): the scheduler rows " +
+                    ", ".join(SCALE_SCHED) + " at " +
+                    ", ".join(map(str, SCALE_WORKERS)) + " workers, the "
+                    "server rows " + ", ".join(SCALE_SERVERS) + " at " +
+                    ", ".join(map(str, SCALE_SERVER_WORKERS)) + " with " +
+                    str(SCALE_LOAD_THREADS) + " load threads, weft under "
+                    "each WEFT_POLLER (" + ", ".join(SCALE_POLLERS) + "), "
+                    "Go, Tokio and the N-loop limit; writes "
+                    "BUILD/bench/scale.json (and $OUT/scale.json), then "
+                    "docs/scaling.md from it")
+    ap.add_argument("--dry", action="store_true",
+                    help="with --scale: the same flow at most at " +
+                    str(DRY_WORKERS) + " workers, 1 run per point, short "
+                    "windows (it shows the run works; it prints the full "
+                    "run's estimated time on 16 cores)")
     ap.add_argument("--timeout", type=float, default=300,
                     help="seconds per invocation (default 300)")
     args = ap.parse_args(argv)
+    if args.dry and not args.scale:
+        ap.error("--dry goes with --scale")
     if args.runs is None:
         args.runs = 3 if args.quick else 5
     if args.runs < 1:
@@ -156,12 +191,13 @@ def parse_args(argv):
     args.only = pick("--only", args.only, [b.name for b in BENCHMARKS] +
                      GROUPS + [b.name for b in SERVER_BENCHES] +
                      list(dict.fromkeys(b.group for b in REDIS_BENCHES)) +
-                     [b.name for b in REDIS_BENCHES])
+                     [b.name for b in REDIS_BENCHES] + [IDLE_GROUP])
     args.peers = pick("--peers", args.peers, [p.name for p in PEERS[1:]])
     if not args.build_dir.is_absolute():
         args.build_dir = (Path.cwd() / args.build_dir).resolve()
     if args.json is None:
-        args.json = args.build_dir / "bench" / "results.json"
+        args.json = args.build_dir / "bench" / (
+            "scale.json" if args.scale else "results.json")
     return args
 
 
@@ -202,7 +238,9 @@ def main(argv=None) -> int:
                         own_only=True)
         return 0
     if args.page:
-        print(f"updated {write_page(json.loads(args.page.read_text()))}")
+        res = json.loads(args.page.read_text())
+        write = write_scale_page if res["meta"].get("scale") else write_page
+        print(f"updated {write(res)}")
         return 0
     out_dir = args.build_dir / "bench"
     ctx = Ctx(args.build_dir, out_dir, [], args.prebuilt)
@@ -210,6 +248,8 @@ def main(argv=None) -> int:
     build_weft(ctx)  # fail early, before creating anything
     out_dir.mkdir(parents=True, exist_ok=True)
     peers = build_peers(args, ctx)
+    if args.scale:
+        return run_scale(args, peers, ctx)
     print(f"bench.py: peers: {', '.join(p.name for p in peers)}; workers: "
           f"{', '.join(map(str, args.workers))}; {runs_note(args)}",
           file=sys.stderr)
@@ -217,6 +257,7 @@ def main(argv=None) -> int:
     prog = Progress()
     prog.plan(floor_steps(args) + micro_steps(args, peers) +
               server_steps(args, peers) + redis_steps(args) +
+              idle_steps(args, peers) +
               callgrind_steps(args))
     failures: List[str] = []
     t_start = time.monotonic()
@@ -224,6 +265,7 @@ def main(argv=None) -> int:
     points, summary = run_benches(args, peers, prog, failures)
     spoints, ssummary, pins = run_servers(args, peers, ctx, prog, failures)
     rpoints, rsummary, rpins = run_redis(args, ctx, prog, failures)
+    idle = run_idle_tax(args, peers, ctx, prog, failures)
     cg = run_callgrind(args, peers[0], prog, failures)
     prog.done()
     elapsed = time.monotonic() - t_start
@@ -261,6 +303,8 @@ def main(argv=None) -> int:
                   server_cost_footnote(args))
     if rsummary:
         add_table(redis_table_rows(rsummary), redis_footnote(args, rpins))
+    for head_rows, note in idle_tables({"idle_tax": idle}):
+        add_table(head_rows, note)
     costs = cost_model(summary, ssummary, points, fsummary)
     add_table(floor_table_rows(fsummary), floor_footnote(args))
     add_table(cost_table_rows(costs), COST_FOOTNOTE)
@@ -288,6 +332,7 @@ def main(argv=None) -> int:
                                       REDIS_BENCHES if b.name in args.only
                                       or b.group in args.only],
                        "summary": rsummary, "points": rpoints},
+                   "idle_tax": idle,
                    "floors": {
                        "benchmarks": [dataclasses.asdict(b) for b in FLOORS],
                        "summary": fsummary, "points": fpoints},

@@ -21,6 +21,7 @@ from typing import Callable, Dict, List, Optional
 
 from .benches import server_label
 from .fmt import fmt_num, fmt_ratio, fmt_sig
+from .idlepage import idle_section
 from .targets import SUBJECT, table as targets_table, tally
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -232,6 +233,7 @@ SECTIONS: Dict[str, Callable[[dict], Optional[str]]] = {
     "clients": clients_table,
     "floors": floors_table,
     "targets": targets_section,
+    "idle-tax": idle_section,
 }
 
 

@@ -13,6 +13,8 @@ import operator
 import statistics
 from typing import Dict, List, Optional, Tuple
 
+from .idle import cpu_growth, idle_sched, idle_servers
+
 SUBJECT = "weft"
 REDIS_SUBJECT = "hooks"
 OPS = {"<": operator.lt, "<=": operator.le, ">=": operator.ge,
@@ -29,6 +31,8 @@ class Target:
     comparison: str  # a key of OPS: figure OP threshold is met
     threshold: float
     workers: Optional[int] = None  # None: every count the run measured
+    # where the figure is: "" the run's rows, "idle_tax" its idle-tax rows
+    section: str = ""
 
 
 # What each kind of figure is, as the targets table says it.
@@ -42,7 +46,14 @@ KINDS = {
     "cpu": "weft/{peer} CPU per message",
     "redis-rate": "hooks/{peer} rate",
     "redis-rss": "hooks/{peer} peak RSS",
+    "growth": "weft CPU per message @N / @1",
+    "growth-vs": "weft's CPU per message @N/@1 over {peer}'s",
+    "steals": "weft steal attempts per stolen coroutine",
+    "sched-time": "weft/{peer} time",
+    "sched-vcsw": "weft/{peer} voluntary switches",
 }
+# the kinds of issue 46 (idle.py computes them)
+IDLE_KINDS = ("growth", "growth-vs", "steals", "sched-time", "sched-vcsw")
 
 # the RESULT fields of the "extra:FIELD" kinds, in words
 EXTRAS = {"rss_per_co_b": "RSS per parked coroutine"}
@@ -52,6 +63,8 @@ SCHED = ["yield", "spawn", "skynet", "fib", "sleep", "skynet-chan", "parked",
 MULTI = [b for b in SCHED if b != "yield"] + ["sem", "rwlock"]
 ECHO = [f"echo-{c}-{n}" for c in (100, 1000) for n in (64, 4096)]
 PEERS = ("go", "boost", "tokio")
+IDLE_ECHO = "echo-4-64"  # idle.IDLE_SERVER's name
+SCALE_ECHO = ["echo-100-64", "echo-1000-64"]  # scale.py's server rows
 
 TARGETS: List[Target] = (
     [Target(5, "every scheduler benchmark faster than each peer at the same "
@@ -101,6 +114,35 @@ TARGETS: List[Target] = (
               "async", "redis-rate", ">=", 0.9),
        Target(24, "at least 0.9x the async API's requests/s", "redis-1000",
               "async", "redis-rate", ">=", 0.9)]
+    # issue 46, on a 2-core machine: the idle tax (--only idle-tax)
+    + [Target(46, "light-load echo CPU per message at 8 workers at most 1.1x "
+              "the 1-worker figure", IDLE_ECHO, "", "growth", "<=", 1.1, 8,
+              "idle_tax")]
+    + [Target(46, "... and a smaller ratio than Go's and Tokio's", IDLE_ECHO,
+              p, "growth-vs", "<", 1.0, 8, "idle_tax") for p in ("go", "tokio")]
+    + [Target(46, "sleep and parked at 8 workers: at most 2 steal attempts "
+              "per stolen coroutine", b, "", "steals", "<=", 2.0, 8,
+              "idle_tax") for b in ("sleep", "parked")]
+    + [Target(46, "... at most 1.5x the voluntary switches of Go's at "
+              "GOMAXPROCS=8", b, "go", "sched-vcsw", "<=", 1.5, 8, "idle_tax")
+       for b in ("sleep", "parked")]
+    + [Target(46, "... the timed run no slower than Go's", b, "go",
+              "sched-time", "<=", 1.0, 8, "idle_tax")
+       for b in ("sleep", "parked")]
+)
+
+# issue 46 on 16 cores: judged on the scaling run's JSON (scale.py,
+# docs/scaling.md), not on docs/bench.md's run
+SCALE_TARGETS: List[Target] = (
+    [Target(46, "echo CPU per message at 16 workers at most 1.3x the "
+            "1-worker figure", b, "", "growth", "<=", 1.3, 16)
+     for b in SCALE_ECHO]
+    + [Target(46, "echo CPU per message at 16 workers at most Tokio's", b,
+              "tokio", "cpu", "<=", 1.0, 16) for b in SCALE_ECHO]
+    + [Target(46, "server rows at least 0.9x the N-loop limit's rate", b,
+              "epoll", "rate", ">=", 0.9) for b in SCALE_ECHO]
+    + [Target(46, "fib and skynet at least 14x their 1-worker speed", b, "",
+              "scaling", ">=", 14.0, 16) for b in ("fib", "skynet")]
 )
 
 
@@ -137,10 +179,55 @@ def _floor_ratio(res: dict, t: Target, workers: int) -> Optional[float]:
     return None
 
 
+def _server_summary(res: dict, t: Target) -> List[dict]:
+    """The server summaries of the target's section."""
+    if t.section == "idle_tax":
+        return idle_servers(res)
+    return (res.get("servers") or {}).get("summary") or []
+
+
+def _idle_figure(res: dict, t: Target, w: int) -> Optional[float]:
+    """A figure of IDLE_KINDS at w workers (growth: over 1 worker)."""
+    if t.kind in ("growth", "growth-vs"):
+        rows = _server_summary(res, t)
+        x = cpu_growth(rows, t.row, SUBJECT, w)
+        if t.kind == "growth" or x is None:
+            return x
+        y = cpu_growth(rows, t.row, t.peer, w)
+        return x / y if y else None
+    s = next((s for s in idle_sched(res) if s["bench"] == t.row
+              and s["workers"] == w), None)
+    if s is None:
+        return None
+    if t.kind == "steals":
+        return _median((s.get("weft_stats") or {}).get(
+            "steal_attempts_per_steal"))
+    key = {"sched-time": "ms", "sched-vcsw": "vcsw"}[t.kind]
+    return _median(((s.get("ratios") or {}).get(t.peer) or {}).get(key))
+
+
+def _idle_figures(res: dict, t: Target
+                  ) -> List[Tuple[Optional[int], Optional[float]]]:
+    """(workers, figure) of an IDLE_KINDS target: at t.workers, or at
+    every count past 1 its rows measured."""
+    if t.workers is not None:
+        counts = [t.workers]
+    elif t.kind in ("growth", "growth-vs"):
+        counts = sorted({s["workers"] for s in _server_summary(res, t)
+                         if s.get("bench") == t.row and s["workers"] > 1})
+    else:
+        counts = sorted({s["workers"] for s in idle_sched(res)
+                         if s["bench"] == t.row})
+    out = [(w, _idle_figure(res, t, w)) for w in counts]
+    return [(w, x) for w, x in out if x is not None]
+
+
 def figures(res: dict, t: Target) -> List[Tuple[Optional[int], Optional[float]]]:
     """(workers, figure) for each worker count at which the run measured
     the target's figure; [(t.workers, None)] when it measured none."""
     out: List[Tuple[Optional[int], Optional[float]]] = []
+    if t.kind in IDLE_KINDS:
+        return _idle_figures(res, t) or [(t.workers, None)]
     if t.kind.startswith("redis-"):
         for s in _rows(res, "redis", t.row):
             r = (s.get("ratios") or {}).get(t.peer) or {}
@@ -186,7 +273,8 @@ def verdicts(res: dict, targets: List[Target] = TARGETS) -> List[dict]:
 def measure_label(t: Target) -> str:
     kind = "extra" if t.kind.startswith("extra:") else t.kind
     key = EXTRAS.get(t.kind.split(":", 1)[1], "") if kind == "extra" else ""
-    return KINDS[kind].format(peer=t.peer, key=key)
+    label = KINDS[kind].format(peer=t.peer, key=key)
+    return label + (" (idle-tax rows)" if t.section == "idle_tax" else "")
 
 
 def met_cell(v: dict) -> str:
