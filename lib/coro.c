@@ -50,8 +50,8 @@ static void enter(struct weft__worker *w, struct weft_co *co)
 	at_store_ptr(&w->current_fn, (void *)co->fn);
 	at_store_ptr((void **)&w->current, co);
 	*w->errno_slot = co->saved_errno;
-	if (__atomic_load_n(&co->timed, __ATOMIC_RELAXED))
-		weft__metrics_dispatch(w, __atomic_load_n(&co->ready_at, __ATOMIC_RELAXED));
+	if (co->timed)
+		weft__metrics_dispatch(w, co);
 }
 
 _Static_assert(sizeof(struct weft_co) <= WEFT__STACK_PAYLOAD, "the control block fits the payload");

@@ -165,13 +165,15 @@ static bool wake_co(struct weft_co *co, uint32_t gen, bool any_gen, int result,
 		unsigned next = st == CO_PARKING ? CO_NOTIFIED : st == CO_PARKED ? CO_RUNNABLE : 0;
 		if (!next)
 			return false;
-		weft__co_runnable(co);	/* before the CAS, which publishes it */
 		if (!at_cas_64(&co->park_word, word, park_word(park_gen(word), result, next)))
 			continue;
 		count_wakeup();
-		if (next == CO_RUNNABLE && ready_on)
+		if (next != CO_RUNNABLE)
+			return true;	/* its worker queues it (weft__park_finish) */
+		weft__co_runnable(co);	/* queuing it is ours: the queue publishes the stamp */
+		if (ready_on)
 			weft__schedule_ready(co, ready_on);
-		else if (next == CO_RUNNABLE)
+		else
 			weft__schedule(co);
 		return true;
 	}
@@ -253,6 +255,7 @@ bool weft__park_finish(struct weft_co *co)
 	word = at_load_64(&co->park_word);
 	WEFT__ASSERT(park_state(word) == CO_NOTIFIED && park_gen(word) == gen);
 	at_store_64(&co->park_word, park_word(gen, park_result(word), CO_RUNNABLE));
+	weft__co_runnable(co);
 	return true;
 }
 
