@@ -59,6 +59,8 @@ struct weft_co {
 	 * coroutine's last write before parking. */
 	bool pinned;
 	bool timed;			/* its runnable period is timed (metrics.h) */
+	unsigned char park_cause;	/* atomic: what its last park waited for
+					 * (WEFT_PARK_*; weft__co_census) */
 	/* the rest: spawn, exit, join and the rarer calls */
 	struct weft__stack *stack;	/* NULL once finished */
 	void *join;			/* a completion (park.h), or JOIN_DETACHED (coro.c) */
@@ -106,6 +108,10 @@ void weft__co_start(struct weft_co *co);
  * one, while fn runs; fn's effect (a cancel, a line on stderr) must be
  * harmless then.  For weft_shutdown_until (runtime.c). */
 void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg);
+/* The live coroutines, counted for weft_stats: parked_by (those parked, by
+ * cause; zeroed first) and the bytes of their stacks (returned).  A walk
+ * of every stack under the pool's lock, with racy reads: a gauge. */
+uint64_t weft__co_census(uint64_t parked_by[WEFT_PARK_CAUSES]);
 
 /*
  * A coroutine's signals word: CO_CANCELLED, set by weft_cancel and never

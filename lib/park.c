@@ -30,6 +30,7 @@ void weft__waiter_init(struct weft__waiter *w)
 	w->timers = NULL;
 	w->timer_index = WEFT__TIMER_NONE;
 	w->cancellable = true;
+	w->cause = WEFT_PARK_SYNC;
 	if (!co) {
 		w->gen = 0;
 		return;
@@ -119,10 +120,13 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 			weft__waiter_wake(w, ENOMEM);
 	}
 	uint64_t word = at_load_64(&co->park_word);
-	if (park_state(word) == CO_NOTIFIED)	/* woken already: do not switch */
+	if (park_state(word) == CO_NOTIFIED) {	/* woken already: do not switch */
 		at_store_64(&co->park_word, park_word(w->gen, park_result(word), CO_RUNNING));
-	else
+	} else {
+		/* read with the park word by weft_stats (weft__co_census) */
+		__atomic_store_n(&co->park_cause, w->cause, __ATOMIC_RELAXED);
 		weft__co_switch_out(co, 0);
+	}
 	if (w->timers)
 		weft__timer_remove(w);
 	uint64_t done = at_load_64(&co->park_word);
@@ -295,7 +299,7 @@ bool weft__completion_set(void **word, void *other)
 	}
 }
 
-int weft__completion_wait(void **word, bool cancellable, int64_t deadline)
+int weft__completion_wait(void **word, bool cancellable, int64_t deadline, unsigned cause)
 {
 	for (;;) {
 		void *state = at_load_ptr(word);
@@ -306,6 +310,7 @@ int weft__completion_wait(void **word, bool cancellable, int64_t deadline)
 		struct weft__waiter w;
 		weft__waiter_init(&w);
 		w.cancellable = cancellable;
+		w.cause = (unsigned char)cause;
 		if (!at_cas_ptr(word, NULL, &w)) {
 			/* an interrupt that took this unpublished wait is kept */
 			weft__park_interrupt_unused(w.co, weft__waiter_disarm(&w));
