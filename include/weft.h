@@ -917,8 +917,13 @@ WEFT_EXPORT uint64_t weft_stats_quantile(const weft_hist *h, double q);
  * series from 1 us up, one per histogram bucket, then le="+Inf", _sum and
  * _count), the gauges (sched_sample, workers, live_coroutines,
  * runnable_coroutines, inject_queued_coroutines, parked_coroutines,
- * stacks, stack_bytes, registered_fds, blocking_threads) and every counter of
- * weft_worker_stats summed, as <name>_total.  Needs no runtime.  Errors: 0
+ * parked_by_cause_coroutines{cause="io|timer|sync|join|offload"}, stacks,
+ * stack_bytes, stack_bytes_live, registered_fds, blocking_threads) and
+ * every counter of weft_worker_stats summed, as <name>_total.  If
+ * st->per_worker_sched was given, the per-worker families follow, each
+ * series labelled worker="N": worker_sched_delay_seconds and
+ * worker_turn_seconds (histograms, as above) and
+ * worker_runnable_coroutines.  Needs no runtime.  Errors: 0
  * with errno EINVAL if st is NULL or older than this header's
  * weft_stats, or buf is NULL with len > 0.
  */
