@@ -8,8 +8,10 @@
  *
  * One stamp serves every way of becoming runnable: weft__co_runnable (coro.h),
  * called where a spawn is started (weft__co_start), where a waker wins a
- * park word (park.c, wake_co: I/O, timers, sync objects, plain threads,
- * cancels and interrupts alike) and where a coroutine yields.  It decides
+ * park word's CAS to runnable (park.c, wake_co: I/O, timers, sync objects,
+ * plain threads, cancels and interrupts alike), where a worker finishes a
+ * park a waker notified (weft__park_finish) and where a coroutine yields.
+ * It decides
  * whether this runnable period is timed (one in weft__metrics_mask + 1, by
  * a countdown of the calling thread's own): if so it stores the time in
  * the coroutine and sets co->timed; the dispatch (coro.c, enter) then
@@ -38,7 +40,6 @@
 #ifndef WEFT_METRICS_H
 #define WEFT_METRICS_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "atomic.h"
