@@ -308,6 +308,20 @@ static unsigned workers_sched(const weft_stats *st)
 	return st->per_worker_len < st->workers ? st->per_worker_len : st->workers;
 }
 
+/* The family of one histogram of weft_worker_sched (at offset), a series
+ * per worker. */
+static void put_worker_hist(struct out *o, const weft_stats *st, const char *name, const char *help,
+			    size_t offset)
+{
+	put_metric(o, name, "histogram", help);
+	for (unsigned i = 0; i < workers_sched(st); i++) {
+		char label[32];
+		snprintf(label, sizeof label, "worker=\"%u\"", i);
+		const char *one = (const char *)&st->per_worker_sched[i];
+		put_hist_series(o, name, label, (const weft_hist *)(const void *)(one + offset));
+	}
+}
+
 /* The per-worker series (weft_stats.per_worker_sched, where given): their
  * own families, so that summing a family never counts a value twice. */
 static void put_per_worker(struct out *o, const weft_stats *st)
@@ -315,17 +329,10 @@ static void put_per_worker(struct out *o, const weft_stats *st)
 	unsigned n = workers_sched(st);
 	if (!n)
 		return;
-	char label[32];
-	put_metric(o, "worker_sched_delay_seconds", "histogram", "The scheduling delay, per worker.");
-	for (unsigned i = 0; i < n; i++) {
-		snprintf(label, sizeof label, "worker=\"%u\"", i);
-		put_hist_series(o, "worker_sched_delay_seconds", label, &st->per_worker_sched[i].delay);
-	}
-	put_metric(o, "worker_turn_seconds", "histogram", "The turn time, per worker.");
-	for (unsigned i = 0; i < n; i++) {
-		snprintf(label, sizeof label, "worker=\"%u\"", i);
-		put_hist_series(o, "worker_turn_seconds", label, &st->per_worker_sched[i].turn);
-	}
+	put_worker_hist(o, st, "worker_sched_delay_seconds", "The scheduling delay, per worker.",
+			offsetof(weft_worker_sched, delay));
+	put_worker_hist(o, st, "worker_turn_seconds", "The turn time, per worker.",
+			offsetof(weft_worker_sched, turn));
 	put_metric(o, "worker_runnable_coroutines", "gauge", "Coroutines queued on the worker.");
 	for (unsigned i = 0; i < n; i++)
 		put(o, "weft_worker_runnable_coroutines{worker=\"%u\"} %" PRIu64 "\n", i,
