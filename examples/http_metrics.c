@@ -40,16 +40,23 @@ static bool write_all(int fd, const char *p, size_t n)
 	return true;
 }
 
-/* The stats page: a header, then weft_stats_prometheus's text. */
+/* The stats page: a header, then weft_stats_prometheus's text, with the
+ * per-worker series. */
 static void serve_metrics(int fd)
 {
-	weft_stats st = { .size = sizeof st };
-	if (weft_stats_get(&st) != 0)
+	unsigned n = weft_worker_count();
+	weft_worker_sched *per = calloc(n, sizeof *per);
+	weft_stats st = { .size = sizeof st, .per_worker_sched = per, .per_worker_len = per ? n : 0 };
+	if (weft_stats_get(&st) != 0) {
+		free(per);
 		return;
+	}
 	size_t len = weft_stats_prometheus(&st, NULL, 0);
 	char *body = malloc(len + 1);
-	if (!body)
+	if (!body) {
+		free(per);
 		return;
+	}
 	weft_stats_prometheus(&st, body, len + 1);
 	char head[160];
 	int h = snprintf(head, sizeof head,
@@ -58,6 +65,7 @@ static void serve_metrics(int fd)
 	if (write_all(fd, head, (size_t)h))
 		write_all(fd, body, len);
 	free(body);
+	free(per);
 }
 
 /* True when c->in holds a whole request head that asks for GET /metrics. */

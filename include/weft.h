@@ -787,7 +787,7 @@ typedef struct weft_worker_stats {
 	uint64_t stalls;		/* stalls reported (WEFT_STALL_MS) */
 } weft_worker_stats;
 
-#define WEFT_STATS_VERSION 4
+#define WEFT_STATS_VERSION 5
 
 /*
  * A latency histogram (version 3), in nanoseconds.  Log-bucketed
@@ -804,6 +804,19 @@ typedef struct weft_hist {
 	uint64_t sum_ns;			/* their sum */
 	uint64_t buckets[WEFT_HIST_BUCKETS];	/* values per bucket */
 } weft_hist;
+
+/* Why a coroutine is parked (weft_stats.parked_by, version 5): waiting for
+ * an fd's readiness, a deadline alone (weft_sleep), a synchronization
+ * object (mutex, condition, semaphore, rwlock, channel, select, once,
+ * group, wait queue), a coroutine's end (weft_join), an offloaded call. */
+enum {
+	WEFT_PARK_IO,
+	WEFT_PARK_TIMER,
+	WEFT_PARK_SYNC,
+	WEFT_PARK_JOIN,
+	WEFT_PARK_OFFLOAD,
+	WEFT_PARK_CAUSES	/* fixed: a new cause would be a new field */
+};
 
 /* The scheduler's view of one worker (version 3): see weft_stats. */
 typedef struct weft_worker_sched {
@@ -855,6 +868,15 @@ typedef struct weft_stats {
 					 * regular files, which are never polled) */
 	/* version 4 */
 	int io_backend;			/* out: WEFT_IO_EPOLL or WEFT_IO_URING */
+	/* version 5 */
+	uint64_t parked_by[WEFT_PARK_CAUSES];	/* out: coroutines parked now, by
+					 * cause (WEFT_PARK_IO, ...): switched out
+					 * to wait and not yet resumed (parked
+					 * counts those between a wake and its
+					 * queueing too) */
+	uint64_t stack_bytes_live;	/* out: the bytes of the stacks of live
+					 * coroutines (of stack_bytes; the rest is
+					 * the pool's cache) */
 } weft_stats;
 
 /*
@@ -895,8 +917,13 @@ WEFT_EXPORT uint64_t weft_stats_quantile(const weft_hist *h, double q);
  * series from 1 us up, one per histogram bucket, then le="+Inf", _sum and
  * _count), the gauges (sched_sample, workers, live_coroutines,
  * runnable_coroutines, inject_queued_coroutines, parked_coroutines,
- * stacks, stack_bytes, registered_fds, blocking_threads) and every counter of
- * weft_worker_stats summed, as <name>_total.  Needs no runtime.  Errors: 0
+ * parked_by_cause_coroutines{cause="io|timer|sync|join|offload"}, stacks,
+ * stack_bytes, stack_bytes_live, registered_fds, blocking_threads) and
+ * every counter of weft_worker_stats summed, as <name>_total.  If
+ * st->per_worker_sched was given, the per-worker families follow, each
+ * series labelled worker="N": worker_sched_delay_seconds and
+ * worker_turn_seconds (histograms, as above) and
+ * worker_runnable_coroutines.  Needs no runtime.  Errors: 0
  * with errno EINVAL if st is NULL or older than this header's
  * weft_stats, or buf is NULL with len > 0.
  */

@@ -50,8 +50,8 @@ static void enter(struct weft__worker *w, struct weft_co *co)
 	at_store_ptr(&w->current_fn, (void *)co->fn);
 	at_store_ptr((void **)&w->current, co);
 	*w->errno_slot = co->saved_errno;
-	if (__atomic_load_n(&co->timed, __ATOMIC_RELAXED))
-		weft__metrics_dispatch(w, __atomic_load_n(&co->ready_at, __ATOMIC_RELAXED));
+	if (co->timed)
+		weft__metrics_dispatch(w, co);
 }
 
 _Static_assert(sizeof(struct weft_co) <= WEFT__STACK_PAYLOAD, "the control block fits the payload");
@@ -289,6 +289,28 @@ static void visit(void *payload, void *arg)
 		e->fn(co, e->arg);
 }
 
+/* A parked coroutine is one that switched out to wait and is not yet
+ * woken (PARKING, PARKED): its park word and park_cause are read apart,
+ * so one that parks again meanwhile may count under its previous cause. */
+static bool census(const void *payload, void *arg)
+{
+	const struct weft_co *co = payload;
+	uint64_t *parked_by = arg;
+	if (!at_load_uint((unsigned *)&co->live))
+		return false;
+	unsigned st = park_state(at_load_64((uint64_t *)&co->park_word));
+	unsigned cause = __atomic_load_n(&co->park_cause, __ATOMIC_RELAXED);
+	if ((st == CO_PARKING || st == CO_PARKED) && cause < WEFT_PARK_CAUSES)
+		parked_by[cause]++;
+	return true;
+}
+
+uint64_t weft__co_census(uint64_t parked_by[WEFT_PARK_CAUSES])
+{
+	memset(parked_by, 0, WEFT_PARK_CAUSES * sizeof *parked_by);
+	return weft__stack_pool_bytes(census, parked_by);
+}
+
 void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg)
 {
 	struct each_live e = { fn, arg };
@@ -300,7 +322,7 @@ static inline __attribute__((always_inline)) int join(weft_co *co, int64_t deadl
 {
 	if (weft__co_wait_entry(co && co != weft_self()) != 0)
 		return -1;
-	int r = weft__completion_wait(&co->join, true, deadline);
+	int r = weft__completion_wait(&co->join, true, deadline, WEFT_PARK_JOIN);
 	if (r != 0)
 		return weft__err_fail(r);
 	co_free(weft__worker_self(), co);

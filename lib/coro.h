@@ -58,7 +58,9 @@ struct weft_co {
 	 * CAS that makes it runnable, which orders them after the
 	 * coroutine's last write before parking. */
 	bool pinned;
-	bool timed;			/* atomic: its runnable period is timed (metrics.h) */
+	bool timed;			/* its runnable period is timed (metrics.h) */
+	unsigned char park_cause;	/* atomic: what its last park waited for
+					 * (WEFT_PARK_*; weft__co_census) */
 	/* the rest: spawn, exit, join and the rarer calls */
 	struct weft__stack *stack;	/* NULL once finished */
 	void *join;			/* a completion (park.h), or JOIN_DETACHED (coro.c) */
@@ -73,22 +75,18 @@ struct weft_co {
 	uint64_t yield_due;		/* in the yield FIFO: the worker's dispatch count
 					 * by which as many coroutines as its LIFO end held
 					 * at the yield have run (weft__worker_push_yielder) */
-	int64_t ready_at;		/* atomic: when it became runnable, if timed */
+	int64_t ready_at;		/* when it became runnable, if timed */
 	char name[WEFT_NAME_MAX];	/* weft_set_name's copy, "" if none */
 };
 
-/* co becomes runnable now: a spawn started, a wake about to be won, a
- * yield (the one stamp of every runnable period, metrics.h); any thread.
- * A waker stamps before its CAS on the park word, which publishes the
- * stamp to whoever queues and dispatches co; a waker that then loses the
- * CAS to another has stamped too, a moment later: relaxed atomic stores,
- * so the two race harmlessly and the stamp is the later one. */
+/* co becomes runnable now (the one stamp of every runnable period,
+ * metrics.h), called by whoever is about to queue it: a spawn started, the
+ * waker that won its park word, its own worker finishing a park a waker
+ * notified (weft__park_finish), a yield; any thread. */
 static inline void weft__co_runnable(struct weft_co *co)
 {
-	bool timed = weft__metrics_sampled();
-	if (timed)
-		__atomic_store_n(&co->ready_at, weft_now(), __ATOMIC_RELAXED);
-	__atomic_store_n(&co->timed, timed, __ATOMIC_RELAXED);
+	if (__builtin_expect(--weft__metrics_tick < 0, 0))
+		weft__metrics_stamp(co);
 }
 
 /* The scheduler's side: run co on w until it switches out, then finish the
@@ -110,6 +108,10 @@ void weft__co_start(struct weft_co *co);
  * one, while fn runs; fn's effect (a cancel, a line on stderr) must be
  * harmless then.  For weft_shutdown_until (runtime.c). */
 void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg);
+/* The live coroutines, counted for weft_stats: parked_by (those parked, by
+ * cause; zeroed first) and the bytes of their stacks (returned).  A walk
+ * of every stack under the pool's lock, with racy reads: a gauge. */
+uint64_t weft__co_census(uint64_t parked_by[WEFT_PARK_CAUSES]);
 
 /*
  * A coroutine's signals word: CO_CANCELLED, set by weft_cancel and never

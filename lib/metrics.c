@@ -10,11 +10,21 @@
 
 #include "atomic.h"
 #include "clock.h"
+#include "coro.h"
 #include "weft.h"
 #include "worker.h"
 
 unsigned weft__metrics_mask;
-__thread unsigned weft__metrics_tick __attribute__((tls_model("initial-exec")));
+__thread int weft__metrics_tick __attribute__((tls_model("initial-exec")));
+
+/* Out of line and cold: the untimed path inlined at each stamp stays a
+ * decrement and a branch. */
+__attribute__((cold, noinline)) void weft__metrics_stamp(struct weft_co *co)
+{
+	weft__metrics_tick = (int)weft__metrics_mask;
+	co->ready_at = weft_now();
+	co->timed = true;
+}
 
 /* The interval of the delay estimate closes at a timed dispatch that comes
  * WEFT__METRICS_INTERVAL_NS after it began: its least delay is published. */
@@ -33,10 +43,11 @@ static void delay_estimate(struct weft__worker *w, int64_t now, int64_t delay)
 	w->delay_win_min = delay;
 }
 
-void weft__metrics_dispatch(struct weft__worker *w, int64_t ready_at)
+void weft__metrics_dispatch(struct weft__worker *w, struct weft_co *co)
 {
+	co->timed = false;
 	int64_t now = weft_now();
-	int64_t delay = now - ready_at;
+	int64_t delay = now - co->ready_at;
 	weft__metrics_record(&w->delay, delay);
 	delay_estimate(w, now, delay > 0 ? delay : 0);
 	w->turn_at = now;

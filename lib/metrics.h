@@ -8,15 +8,24 @@
  *
  * One stamp serves every way of becoming runnable: weft__co_runnable (coro.h),
  * called where a spawn is started (weft__co_start), where a waker wins a
- * park word (park.c, wake_co: I/O, timers, sync objects, plain threads,
- * cancels and interrupts alike) and where a coroutine yields.  It decides
- * whether this runnable period is timed (one in weft__metrics_rate, by a
- * counter of the calling thread's own): if so it stores the time in the
- * coroutine and sets co->timed; the dispatch (coro.c, enter) then records
- * the delay and starts timing the turn, which the switch-out records.  An
- * untimed period reads no clock.  co->timed is in the control block's first
- * line, which the wake and the dispatch touch anyway; ready_at, the stamp,
- * is read only when timed.
+ * park word's CAS to runnable (park.c, wake_co: I/O, timers, sync objects,
+ * plain threads, cancels and interrupts alike), where a worker finishes a
+ * park a waker notified (weft__park_finish) and where a coroutine yields.
+ * It decides
+ * whether this runnable period is timed (one in weft__metrics_mask + 1, by
+ * a countdown of the calling thread's own): if so it stores the time in
+ * the coroutine and sets co->timed; the dispatch (coro.c, enter) then
+ * clears co->timed, records the delay and starts timing the turn, which the
+ * switch-out records.  An untimed period reads no clock and writes nothing
+ * but the countdown: a decrement and a branch at the stamp, a load of
+ * co->timed (the control block's first line, which the dispatch touches
+ * anyway) at the dispatch, a load of the worker's turn_at at the
+ * switch-out.  Only whoever queues the coroutine stamps it, after its
+ * park word says so and before it queues it: the queue hand-off publishes
+ * ready_at and timed to the dispatching worker, and the dispatch comes
+ * before the coroutine's next runnable period, so the two fields have one
+ * owner at a time and need no atomics (docs/design.md, "Scheduler
+ * metrics").
  *
  * The histograms are log-bucketed (HDR-style): values below 8 ns have a
  * bucket each; above, each power of two [2^e, 2^(e+1)) is cut into 8 equal
@@ -31,7 +40,6 @@
 #ifndef WEFT_METRICS_H
 #define WEFT_METRICS_H
 
-#include <stdbool.h>
 #include <stdint.h>
 
 #include "atomic.h"
@@ -67,25 +75,26 @@ static inline void weft__metrics_record(struct weft__metrics_hist *h, int64_t ns
 	weft__count_n(&h->sum, v);
 }
 
-/* One in weft__metrics_rate runnable periods is timed: a power of two,
- * weft__metrics_mask = rate - 1 (set by weft_init from
- * $WEFT_SCHED_SAMPLE, read-only while the runtime runs). */
+/* One in weft__metrics_mask + 1 runnable periods is timed: the rate, a
+ * power of two (set by weft_init from $WEFT_SCHED_SAMPLE, read-only while
+ * the runtime runs). */
 extern unsigned weft__metrics_mask;
-extern __thread unsigned weft__metrics_tick __attribute__((tls_model("initial-exec")));
+/* The runnable periods the calling thread leaves untimed before it times
+ * one: the stamp that takes it below zero times its period and sets it
+ * back to the mask (weft__metrics_stamp). */
+extern __thread int weft__metrics_tick __attribute__((tls_model("initial-exec")));
 
-/* Whether the calling thread times the runnable period starting now. */
-static inline bool weft__metrics_sampled(void)
-{
-	return (++weft__metrics_tick & weft__metrics_mask) == 0;
-}
-
+struct weft_co;
 struct weft__worker;
-/* A timed runnable period ends: w dispatches a coroutine stamped at
- * ready_at, and times its turn (coro.c, enter). */
-void weft__metrics_dispatch(struct weft__worker *w, int64_t ready_at);
+/* Times the runnable period of co that starts now (weft__co_runnable's
+ * sampled path). */
+__attribute__((cold)) void weft__metrics_stamp(struct weft_co *co);
+/* A timed runnable period ends: w dispatches co, stamped, and times its
+ * turn (coro.c, enter). */
+__attribute__((cold)) void weft__metrics_dispatch(struct weft__worker *w, struct weft_co *co);
 /* The timed turn w's running coroutine began ends (w->turn_at != 0; coro.c,
  * the switch-out). */
-void weft__metrics_switch_out(struct weft__worker *w);
+__attribute__((cold)) void weft__metrics_switch_out(struct weft__worker *w);
 
 /* The delay estimate's interval (weft_sched_delay, stats.c). */
 #define WEFT__METRICS_INTERVAL_NS (100 * WEFT__CLOCK_NS_PER_MS)

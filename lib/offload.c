@@ -157,7 +157,7 @@ int weft_offload(void (*fn)(void *), void *arg)
 	int e = submit(&c);
 	if (e)
 		return weft__err_fail(e);
-	weft__completion_wait(&c.done, false, -1);
+	weft__completion_wait(&c.done, false, -1, WEFT_PARK_OFFLOAD);
 	return weft__co_cancelled() ? weft__err_fail(ECANCELED) : 0;
 }
 
@@ -188,12 +188,12 @@ int weft__offload_until(void (*fn)(void *), void *arg, int64_t deadline)
 	int e = submit(&c);
 	if (e)
 		return -e;
-	int r = weft__completion_wait(&c.done, true, deadline);
+	int r = weft__completion_wait(&c.done, true, deadline, WEFT_PARK_OFFLOAD);
 	if (r == 0)
 		return 0;
 	if (withdraw(&c))
 		return -r;
-	weft__completion_wait(&c.done, false, -1);	/* a helper has it: wait it out */
+	weft__completion_wait(&c.done, false, -1, WEFT_PARK_OFFLOAD);	/* a helper has it: wait it out */
 	if (r == EINTR)
 		weft__park_interrupt_keep(weft_self());
 	return 0;

@@ -30,6 +30,7 @@ void weft__waiter_init(struct weft__waiter *w)
 	w->timers = NULL;
 	w->timer_index = WEFT__TIMER_NONE;
 	w->cancellable = true;
+	w->cause = WEFT_PARK_SYNC;
 	if (!co) {
 		w->gen = 0;
 		return;
@@ -119,10 +120,13 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 			weft__waiter_wake(w, ENOMEM);
 	}
 	uint64_t word = at_load_64(&co->park_word);
-	if (park_state(word) == CO_NOTIFIED)	/* woken already: do not switch */
+	if (park_state(word) == CO_NOTIFIED) {	/* woken already: do not switch */
 		at_store_64(&co->park_word, park_word(w->gen, park_result(word), CO_RUNNING));
-	else
+	} else {
+		/* read with the park word by weft_stats (weft__co_census) */
+		__atomic_store_n(&co->park_cause, w->cause, __ATOMIC_RELAXED);
 		weft__co_switch_out(co, 0);
+	}
 	if (w->timers)
 		weft__timer_remove(w);
 	uint64_t done = at_load_64(&co->park_word);
@@ -165,13 +169,15 @@ static bool wake_co(struct weft_co *co, uint32_t gen, bool any_gen, int result,
 		unsigned next = st == CO_PARKING ? CO_NOTIFIED : st == CO_PARKED ? CO_RUNNABLE : 0;
 		if (!next)
 			return false;
-		weft__co_runnable(co);	/* before the CAS, which publishes it */
 		if (!at_cas_64(&co->park_word, word, park_word(park_gen(word), result, next)))
 			continue;
 		count_wakeup();
-		if (next == CO_RUNNABLE && ready_on)
+		if (next != CO_RUNNABLE)
+			return true;	/* its worker queues it (weft__park_finish) */
+		weft__co_runnable(co);	/* queuing it is ours: the queue publishes the stamp */
+		if (ready_on)
 			weft__schedule_ready(co, ready_on);
-		else if (next == CO_RUNNABLE)
+		else
 			weft__schedule(co);
 		return true;
 	}
@@ -253,6 +259,7 @@ bool weft__park_finish(struct weft_co *co)
 	word = at_load_64(&co->park_word);
 	WEFT__ASSERT(park_state(word) == CO_NOTIFIED && park_gen(word) == gen);
 	at_store_64(&co->park_word, park_word(gen, park_result(word), CO_RUNNABLE));
+	weft__co_runnable(co);
 	return true;
 }
 
@@ -292,7 +299,7 @@ bool weft__completion_set(void **word, void *other)
 	}
 }
 
-int weft__completion_wait(void **word, bool cancellable, int64_t deadline)
+int weft__completion_wait(void **word, bool cancellable, int64_t deadline, unsigned cause)
 {
 	for (;;) {
 		void *state = at_load_ptr(word);
@@ -303,6 +310,7 @@ int weft__completion_wait(void **word, bool cancellable, int64_t deadline)
 		struct weft__waiter w;
 		weft__waiter_init(&w);
 		w.cancellable = cancellable;
+		w.cause = (unsigned char)cause;
 		if (!at_cas_ptr(word, NULL, &w)) {
 			/* an interrupt that took this unpublished wait is kept */
 			weft__park_interrupt_unused(w.co, weft__waiter_disarm(&w));

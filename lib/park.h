@@ -81,6 +81,8 @@ struct weft__waiter {
 	struct weft__timers *timers;	/* the heap it was put in, if any */
 	uint32_t timer_index;	/* its place there, under the heap's lock */
 	bool cancellable;	/* weft_cancel wakes it (default; see completions) */
+	unsigned char cause;	/* WEFT_PARK_SYNC (default), or what the caller
+				 * waits for (weft_stats.parked_by) */
 };
 
 /* Wake results beside 0 and errno values (Linux's are below 4096). */
@@ -176,8 +178,9 @@ bool weft__completion_set(void **word, void *other);
  * ECANCELED if `cancellable` and the caller was cancelled, or ETIMEDOUT (the
  * word is then left NULL or COMPLETE, so a later wait works), EINVAL if the
  * word holds someone else's waiter or another state.  A completion that
- * races the deadline wins: 0. */
-int weft__completion_wait(void **word, bool cancellable, int64_t deadline);
+ * races the deadline wins: 0.  cause: WEFT_PARK_JOIN or WEFT_PARK_OFFLOAD
+ * (weft_stats.parked_by). */
+int weft__completion_wait(void **word, bool cancellable, int64_t deadline, unsigned cause);
 
 /* Scheduler side: the coroutine switched out in PARKING; make it PARKED, or
  * runnable if a waker came first.  Returns true if it must be queued. */

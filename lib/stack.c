@@ -509,12 +509,13 @@ uint64_t weft__stack_pool_allocated(void)
 	return n;
 }
 
-uint64_t weft__stack_pool_bytes(void)
+uint64_t weft__stack_pool_bytes(bool (*in_use)(const void *payload, void *arg), void *arg)
 {
 	uint64_t n = 0;
 	pthread_mutex_lock(&pool.all_lock);
 	for (struct weft__stack *s = pool.all; s; s = s->all_next)
-		n += weft__stack_bytes(s);
+		if (!in_use || in_use(weft__stack_payload(s), arg))
+			n += weft__stack_bytes(s);
 	pthread_mutex_unlock(&pool.all_lock);
 	return n;
 }

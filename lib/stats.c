@@ -125,7 +125,8 @@ static void snapshot_sched(weft_stats *s, uint64_t *running)
 	}
 	s->sched_sample = weft__metrics_mask + 1;
 	s->inject_queued = at_load_64(&weft__rt.inject.len);
-	s->stack_bytes = weft__stack_pool_bytes();
+	s->stack_bytes = weft__stack_pool_bytes(NULL, NULL);
+	s->stack_bytes_live = weft__co_census(s->parked_by);
 	s->registered_fds = weft__loop_nfds();
 }
 
@@ -189,6 +190,12 @@ int weft_stats_get(weft_stats *out)
 	return 0;
 }
 
+/* The names of WEFT_PARK_* (WEFT_STATS=1's line, Prometheus's label). */
+static const char *const park_causes[WEFT_PARK_CAUSES] = {
+	[WEFT_PARK_IO] = "io", [WEFT_PARK_TIMER] = "timer", [WEFT_PARK_SYNC] = "sync",
+	[WEFT_PARK_JOIN] = "join", [WEFT_PARK_OFFLOAD] = "offload",
+};
+
 static void print_hist(FILE *f, const char *name, const weft_hist *h)
 {
 	fprintf(f, "%-20s %14" PRIu64 " timed, p50 < %" PRIu64 " ns, p99 < %" PRIu64
@@ -222,6 +229,12 @@ void weft__stats_print(FILE *f)
 	}
 	print_hist(f, "sched_delay", &s.sched_delay);
 	print_hist(f, "turn_time", &s.turn_time);
+	fprintf(f, "%-20s %14" PRIu64 " runnable, %" PRIu64 " parked:", "coroutines", s.runnable,
+		s.parked);
+	for (unsigned c = 0; c < WEFT_PARK_CAUSES; c++)
+		fprintf(f, " %s %" PRIu64, park_causes[c], s.parked_by[c]);
+	fprintf(f, "\n%-20s %14" PRIu64 " bytes, %" PRIu64 " of them in use by live coroutines\n",
+		"stacks", s.stack_bytes, s.stack_bytes_live);
 	free(per);
 }
 
@@ -261,21 +274,69 @@ static void put_seconds(struct out *o, uint64_t ns)
  * same set at every scrape, so that rates over them compare. */
 enum { PROM_FIRST_NS = 1024 };
 
-static void put_hist(struct out *o, const char *name, const char *help, const weft_hist *h)
+/* One histogram series; labels: "" or `worker="N"`. */
+static void put_hist_series(struct out *o, const char *name, const char *labels, const weft_hist *h)
 {
-	put_metric(o, name, "histogram", help);
+	const char *sep = *labels ? "," : "";
+	const char *open = *labels ? "{" : "", *close = *labels ? "}" : "";
 	uint64_t below = 0;
 	for (unsigned i = 0; i < WEFT_HIST_BUCKETS - 1; i++) {
 		below += h->buckets[i];
 		if (weft_hist_bound(i) < PROM_FIRST_NS)
 			continue;
-		put(o, "weft_%s_bucket{le=\"", name);
+		put(o, "weft_%s_bucket{%s%sle=\"", name, labels, sep);
 		put_seconds(o, weft_hist_bound(i));
 		put(o, "\"} %" PRIu64 "\n", below);
 	}
-	put(o, "weft_%s_bucket{le=\"+Inf\"} %" PRIu64 "\nweft_%s_sum ", name, h->count, name);
+	put(o, "weft_%s_bucket{%s%sle=\"+Inf\"} %" PRIu64 "\nweft_%s_sum%s%s%s ", name, labels, sep,
+	    h->count, name, open, labels, close);
 	put_seconds(o, h->sum_ns);
-	put(o, "\nweft_%s_count %" PRIu64 "\n", name, h->count);
+	put(o, "\nweft_%s_count%s%s%s %" PRIu64 "\n", name, open, labels, close, h->count);
+}
+
+static void put_hist(struct out *o, const char *name, const char *help, const weft_hist *h)
+{
+	put_metric(o, name, "histogram", help);
+	put_hist_series(o, name, "", h);
+}
+
+/* The entries of st->per_worker_sched that hold a worker. */
+static unsigned workers_sched(const weft_stats *st)
+{
+	if (!st->per_worker_sched)
+		return 0;
+	return st->per_worker_len < st->workers ? st->per_worker_len : st->workers;
+}
+
+/* The family of one histogram of weft_worker_sched (at offset), a series
+ * per worker. */
+static void put_worker_hist(struct out *o, const weft_stats *st, const char *name, const char *help,
+			    size_t offset)
+{
+	put_metric(o, name, "histogram", help);
+	for (unsigned i = 0; i < workers_sched(st); i++) {
+		char label[32];
+		snprintf(label, sizeof label, "worker=\"%u\"", i);
+		const char *one = (const char *)&st->per_worker_sched[i];
+		put_hist_series(o, name, label, (const weft_hist *)(const void *)(one + offset));
+	}
+}
+
+/* The per-worker series (weft_stats.per_worker_sched, where given): their
+ * own families, so that summing a family never counts a value twice. */
+static void put_per_worker(struct out *o, const weft_stats *st)
+{
+	unsigned n = workers_sched(st);
+	if (!n)
+		return;
+	put_worker_hist(o, st, "worker_sched_delay_seconds", "The scheduling delay, per worker.",
+			offsetof(weft_worker_sched, delay));
+	put_worker_hist(o, st, "worker_turn_seconds", "The turn time, per worker.",
+			offsetof(weft_worker_sched, turn));
+	put_metric(o, "worker_runnable_coroutines", "gauge", "Coroutines queued on the worker.");
+	for (unsigned i = 0; i < n; i++)
+		put(o, "weft_worker_runnable_coroutines{worker=\"%u\"} %" PRIu64 "\n", i,
+		    st->per_worker_sched[i].runnable);
 }
 
 static void put_gauge(struct out *o, const char *name, const char *help, uint64_t v)
@@ -304,8 +365,14 @@ size_t weft_stats_prometheus(const weft_stats *st, char *buf, size_t len)
 	put_gauge(&o, "runnable_coroutines", "Coroutines queued on the workers.", st->runnable);
 	put_gauge(&o, "inject_queued_coroutines", "Coroutines queued by plain threads.", st->inject_queued);
 	put_gauge(&o, "parked_coroutines", "Coroutines parked (waiting).", st->parked);
+	put_metric(&o, "parked_by_cause_coroutines", "gauge", "Coroutines parked, by what they wait for.");
+	for (unsigned c = 0; c < WEFT_PARK_CAUSES; c++)
+		put(&o, "weft_parked_by_cause_coroutines{cause=\"%s\"} %" PRIu64 "\n", park_causes[c],
+		    st->parked_by[c]);
 	put_gauge(&o, "stacks", "Stacks held, in use or cached.", st->stacks_allocated);
 	put_gauge(&o, "stack_bytes", "Bytes of the stacks held.", st->stack_bytes);
+	put_gauge(&o, "stack_bytes_live", "Bytes of the stacks of live coroutines.",
+		  st->stack_bytes_live);
 	put_gauge(&o, "registered_fds", "Fds in the runtime's poller.", st->registered_fds);
 	put_gauge(&o, "blocking_threads", "weft_offload helper threads alive.", st->blocking_threads);
 	for (unsigned i = 0; i < NFIELDS; i++) {
@@ -315,5 +382,6 @@ size_t weft_stats_prometheus(const weft_stats *st, char *buf, size_t len)
 	put(&o, "# TYPE weft_offload_calls_total counter\nweft_offload_calls_total %" PRIu64
 		"\n# TYPE weft_monitor_wakeups_total counter\nweft_monitor_wakeups_total %" PRIu64 "\n",
 	    st->offload_calls, st->monitor_wakeups);
+	put_per_worker(&o, st);
 	return o.pos;
 }

@@ -258,7 +258,10 @@ static void gauges_main(void *unused)
 	CHECK(st.live == N + 1);
 	CHECK(st.runnable == 0 && st.inject_queued == 0);
 	CHECK(st.parked == N);
+	CHECK(st.parked_by[WEFT_PARK_SYNC] == N);
 	CHECK(st.stack_bytes >= (uint64_t)(N + 1) * (16 << 10));
+	CHECK(st.stack_bytes_live >= (uint64_t)(N + 1) * (16 << 10));
+	CHECK(st.stack_bytes_live <= st.stack_bytes);
 	/* a socket pair the runtime has polled counts two fds, until closed */
 	int sv[2];
 	socket_pair(sv);
@@ -278,12 +281,77 @@ static void gauges_main(void *unused)
 		join(cos[i]);
 	weft_chan_free(ch);
 	st = snap();
-	CHECK(st.parked == 0 && st.live == 1);
+	CHECK(st.parked == 0 && st.live == 1 && st.parked_by[WEFT_PARK_SYNC] == 0);
 }
 
 Test(metrics, gauges_read_1000_parked)
 {
 	run_timed(2, gauges_main, NULL);
+}
+
+/* ---- parked by cause: one coroutine in each kind of wait */
+
+static void sleep_long(void *unused)
+{
+	(void)unused;
+	CHECK(weft_sleep(weft_now() + 3600 * 1000 * MS) == -1 && errno == ECANCELED);
+}
+
+static void read_one(void *arg)
+{
+	char c;
+	CHECK(weft_read(*(int *)arg, &c, 1, -1) == 1);
+}
+
+static void join_one(void *arg)
+{
+	join(arg);
+}
+
+static void check_parked_by(const uint64_t want[WEFT_PARK_CAUSES])
+{
+	weft_stats st = snap();
+	for (unsigned c = 0; c < WEFT_PARK_CAUSES; c++) {
+		if (st.parked_by[c] != want[c])
+			fprintf(stderr, "cause %u: %llu parked, not %llu\n", c,
+				(unsigned long long)st.parked_by[c], (unsigned long long)want[c]);
+		CHECK(st.parked_by[c] == want[c]);
+	}
+}
+
+static void causes_main(void *unused)
+{
+	(void)unused;
+	uint64_t parks = stats_now().total.parks;
+	weft_chan *ch = weft_chan_new(sizeof(int), 0);
+	int sv[2];
+	socket_pair(sv);
+	weft_co *sleeper = go(sleep_long, NULL);
+	weft_co *reader = go(read_one, &sv[1]);
+	weft_co *receiver = go(park_on, ch);
+	weft_co *joiner = go(join_one, receiver);
+	static struct pool_hold hold;
+	weft_co *holder = pool_hold_start(&hold);
+	wait_parks(parks, 5);
+	uint64_t each[WEFT_PARK_CAUSES];
+	for (unsigned c = 0; c < WEFT_PARK_CAUSES; c++)
+		each[c] = 1;
+	check_parked_by(each);
+	CHECK(weft_cancel(sleeper) == 0);
+	CHECK(write(sv[0], "x", 1) == 1);
+	weft_chan_close(ch);
+	pool_hold_release(&hold, holder);
+	join(sleeper);
+	join(reader);
+	join(joiner);
+	check_parked_by((uint64_t[WEFT_PARK_CAUSES]){ 0 });
+	weft_chan_free(ch);
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(metrics, parked_by_cause_reads_each_kind_of_wait)
+{
+	run_timed(2, causes_main, NULL);
 }
 
 /* ---- the delay estimate reads a standing queue */
@@ -454,9 +522,26 @@ static void prometheus_main(void *unused)
 	CHECK(strstr(text, "weft_turn_seconds_bucket{le=\"0.001966080\"}"));
 	CHECK(strstr(text, "# TYPE weft_sched_delay_seconds histogram\n"));
 	CHECK(strstr(text, "\nweft_parked_coroutines 0\n"));
+	CHECK(strstr(text, "\nweft_parked_by_cause_coroutines{cause=\"offload\"} 0\n"));
+	CHECK(strstr(text, "\nweft_stack_bytes_live "));
 	CHECK(strstr(text, "\nweft_live_coroutines 1\n"));
 	CHECK(strstr(text, "\nweft_registered_fds 0\n"));
 	CHECK(strstr(text, "# TYPE weft_dispatches_total counter\nweft_dispatches_total "));
+	CHECK(!strstr(text, "worker=\""));	/* no per_worker_sched given */
+	free(text);
+	/* with per_worker_sched: a family per histogram and runnable, labelled */
+	weft_worker_sched per[1];
+	st = (weft_stats){ .size = sizeof st, .per_worker_sched = per, .per_worker_len = 1 };
+	CHECK(weft_stats_get(&st) == 0);
+	need = weft_stats_prometheus(&st, NULL, 0);
+	text = malloc(need + 1);
+	CHECK(text && weft_stats_prometheus(&st, text, need + 1) == need);
+	CHECK(strstr(text, "# TYPE weft_worker_turn_seconds histogram\n"));
+	snprintf(want, sizeof want, "\nweft_worker_turn_seconds_count{worker=\"0\"} %llu\n",
+		 (unsigned long long)per[0].turn.count);
+	CHECK(strstr(text, want));
+	CHECK(strstr(text, "\nweft_worker_sched_delay_seconds_bucket{worker=\"0\",le=\"+Inf\"} "));
+	CHECK(strstr(text, "\nweft_worker_runnable_coroutines{worker=\"0\"} 0\n"));
 	free(text);
 	errno = 0;
 	CHECK(weft_stats_prometheus(NULL, small, sizeof small) == 0 && errno == EINVAL);

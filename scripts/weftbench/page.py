@@ -59,18 +59,34 @@ def micro_table(res: dict, family: List[str]) -> Optional[str]:
         return None
     peers = [p for p in res["meta"].get("peers", []) if p != SUBJECT and
              any(p in s["ratios"] for s in rows)]
-    head = ["benchmark", "unit", "workers", SUBJECT] + [
+    head = ["benchmark", "unit", "workers", SUBJECT, DELAY_HEAD] + [
         f"{SUBJECT}/{p}" for p in peers] + ["speed-up over 1 worker"]
     out = []
     for s in rows:
         m = s["peers"].get(SUBJECT)
         sc = (s.get("scaling") or {}).get(SUBJECT)
         out.append([s["bench"], s["unit"], str(s["workers"]),
-                    fmt_num(m["median"]) if m else "FAILED"] +
+                    fmt_num(m["median"]) if m else "FAILED",
+                    sched_cell(res, s["bench"], s["workers"], DELAY_KEYS)] +
                    [fmt_ratio(s["ratios"].get(p)) for p in peers] +
                    [f"{sc:.2f}x" if sc is not None and s["workers"] > 1
                     else DASH])
     return md_table(head, out)
+
+
+# weft's own scheduling delay p50/p99 and turn time p99 (WEFT_STATS=1,
+# parse.weft_sched), medians over the runs, in µs
+DELAY_HEAD = f"{SUBJECT} delay p50/p99 µs"
+DELAY_KEYS = ("sched_p50_ns", "sched_p99_ns")
+TURN_HEAD = f"{SUBJECT} turn p99 µs"
+
+
+def sched_cell(res: dict, bench: str, workers: int, keys) -> str:
+    """The subject's medians of the extra fields keys (ns), as µs "a/b"."""
+    xs = [extra_median(res, bench, workers, SUBJECT, k) for k in keys]
+    if any(x is None for x in xs):
+        return DASH
+    return "/".join(fmt_num(x / 1000) for x in xs)
 
 
 def extra_median(res: dict, bench: str, workers: int, peer: str,
@@ -124,15 +140,18 @@ def server_table(res: dict) -> Optional[str]:
     if not ss:
         return None
     peers = server_peers(res)
-    head = ["row", "unit", f"{SUBJECT} rate", f"{SUBJECT} p99 µs"] + [
-        f"{SUBJECT}/{p} rate / p99" for p in peers]
+    head = ["row", "unit", f"{SUBJECT} rate", f"{SUBJECT} p99 µs", DELAY_HEAD,
+            TURN_HEAD] + [f"{SUBJECT}/{p} rate / p99" for p in peers]
     rows = []
+    srv = res.get("servers") or {}
     for s in ss:
         m = s["peers"].get(SUBJECT) or {}
         rows.append([server_label(s["bench"], s["workers"], s.get("sharing")),
                      s["unit"],
                      fmt_num(m["rate"]["median"]) if m.get("rate") else "FAILED",
-                     fmt_num(m["p99_us"]["median"]) if m.get("p99_us") else DASH]
+                     fmt_num(m["p99_us"]["median"]) if m.get("p99_us") else DASH,
+                     sched_cell(srv, s["bench"], s["workers"], DELAY_KEYS),
+                     sched_cell(srv, s["bench"], s["workers"], ("turn_p99_ns",))]
                     + [ratio_pair(s, p) for p in peers])
     return md_table(head, rows)
 

@@ -17,6 +17,23 @@ def parse_result(text: str) -> Optional[Dict[str, str]]:
     return dict(kv.split("=", 1) for kv in m[0].split() if "=" in kv)
 
 
+# weft's own histograms as WEFT_STATS=1 prints them at shutdown
+# (lib/stats.c): "sched_delay  N timed, p50 < X ns, p99 < Y ns, ..."
+WEFT_HIST_RE = re.compile(r"^(sched_delay|turn_time)\s+\d+ timed, p50 < (\d+) ns, "
+                          r"p99 < (\d+) ns", re.M)
+
+
+def weft_sched(text: str) -> Dict[str, str]:
+    """The scheduling delay's p50 and p99 and the turn time's p99, in ns
+    (bucket bounds), from a weft program's WEFT_STATS=1 output; {} if it
+    has none."""
+    h = {name: (p50, p99) for name, p50, p99 in WEFT_HIST_RE.findall(text)}
+    if set(h) != {"sched_delay", "turn_time"}:
+        return {}
+    return {"sched_p50_ns": h["sched_delay"][0], "sched_p99_ns": h["sched_delay"][1],
+            "turn_p99_ns": h["turn_time"][1]}
+
+
 def judge(r: Optional[Dict[str, str]], p: subprocess.CompletedProcess,
           name: str, workers: int) -> dict:
     """The fields of a run's record from its RESULT (r) and its process (p):
@@ -43,6 +60,7 @@ def judge(r: Optional[Dict[str, str]], p: subprocess.CompletedProcess,
         rec["extra"] = {k: v for k, v in r.items()
                         if k not in ("name", "impl", "workers", "ns", "ops",
                                      "value", "check")}
+        rec["extra"].update(weft_sched(p.stderr or ""))
     else:
         rec.update(ok=False, error=err, rc=p.returncode,
                    stdout=p.stdout[-2000:], stderr=p.stderr[-2000:])

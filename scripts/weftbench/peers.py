@@ -315,8 +315,10 @@ PEERS: List[Peer] = [
     # The first peer is the subject: ratios are subject/peer, scaling is its.
     # The bench programs take their workers as an argument; the servers from
     # the environment.
+    # WEFT_STATS=1: weft's own scheduling delay and turn time, printed at
+    # exit, go into each run's extra fields (parse.weft_sched)
     Peer("weft", "weft", build_weft,
-         env=lambda w: {"WEFT_WORKERS": str(w)}, server=weft_server,
+         env=lambda w: {"WEFT_WORKERS": str(w), "WEFT_STATS": "1"}, server=weft_server,
          by_meson=True),
     Peer("go", "Go goroutines", build_go,
          env=lambda w: {"GOMAXPROCS": str(w)},

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 import unittest
 
-from weftbench.parse import judge, parse_result, wrk_result
+from weftbench.parse import judge, parse_result, weft_sched, wrk_result
 
 from .helpers import proc
 
@@ -135,3 +135,28 @@ class Wrk(unittest.TestCase):
         self.assertIsNone(wrk_result("unable to connect\n", "h", "weft", 1))
         self.assertIsNone(wrk_result(WRK.replace("     99%  850.00us\n", ""),
                                      "h", "weft", 1))
+
+
+# WEFT_STATS=1's histogram lines (lib/stats.c, weft__stats_print)
+STATS = ("weft stats: 1 workers, 0 live coroutines, 3 stacks allocated\n"
+         "sched_delay                   15627 timed, p50 < 60 ns, p99 < 112 ns, "
+         "p99.9 < 384 ns\n"
+         "turn_time                     15627 timed, p50 < 144 ns, p99 < 176 ns, "
+         "p99.9 < 3840 ns\n")
+
+
+class WeftSched(unittest.TestCase):
+    def test_stats_lines(self):
+        self.assertEqual(weft_sched(STATS), {
+            "sched_p50_ns": "60", "sched_p99_ns": "112", "turn_p99_ns": "176"})
+
+    def test_none_without_both(self):
+        self.assertEqual(weft_sched(""), {})
+        self.assertEqual(weft_sched(STATS.split("turn_time")[0]), {})
+
+    def test_judge_adds_them_to_extra(self):
+        rec = judge(parse_result(LINE), proc(stdout=LINE, stderr=STATS),
+                    "yield", 1)
+        self.assertTrue(rec["ok"])
+        self.assertEqual(rec["extra"]["sched_p99_ns"], "112")
+        self.assertEqual(rec["extra"]["turn_p99_ns"], "176")

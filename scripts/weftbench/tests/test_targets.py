@@ -42,13 +42,23 @@ def results() -> dict:
              "ratios": {"go": mr(0.75)}, "scaling": {}},
         ],
         "points": [
+            # weft's own delay (WEFT_STATS=1): medians 2 and 40 µs
+            {"bench": "spawn", "workers": 2, "runs": {
+                "weft": [{"ok": True, "extra": {"sched_p50_ns": str(a),
+                                                "sched_p99_ns": str(b)}}
+                         for a, b in ((1000, 30000), (2000, 40000),
+                                      (3000, 50000))]}},
             {"bench": "parked", "workers": 2, "runs": {
                 "weft": [{"ok": True, "extra": {"rss_per_co_b": "4400"}}],
                 "go": [{"ok": True, "extra": {"rss_per_co_b": "2200"}}]}},
         ],
         "cost_model": [{"bench": "yield", "workers": 1, "model": "switch",
                         "ratio": 5.0}],
-        "servers": {"summary": [
+        "servers": {"points": [
+            {"bench": "echo-100-64", "workers": 1, "runs": {
+                "weft": [{"ok": True, "extra": {
+                    "sched_p50_ns": "1024", "sched_p99_ns": "9216",
+                    "turn_p99_ns": "3584"}}]}}], "summary": [
             {"bench": "echo-100-64", "workers": 1, "sharing": False,
              "unit": "msgs/s",
              "peers": {"weft": {"rate": mr(1e5), "p99_us": mr(50.0),
@@ -165,11 +175,14 @@ class Page(unittest.TestCase):
         self.assertNotIn("{{", text)
         self.assertIn("abc1234", text)
         # the peers with a ratio in the family (not epoll, a server only)
-        self.assertIn("| weft/go | weft/tokio | speed-up", text)
-        self.assertIn("| spawn | ns/spawn+join | 2 | 80.00 | 0.40 | 1.20 | "
-                      "1.25x |", text)
+        self.assertIn("| weft delay p50/p99 µs | weft/go | weft/tokio | "
+                      "speed-up", text)
+        self.assertIn("| spawn | ns/spawn+join | 2 | 80.00 | 2.00/40.00 | "
+                      "0.40 | 1.20 | 1.25x |", text)
+        self.assertIn("| yield | ns/yield | 1 | 30.00 | — |", text)
         self.assertIn("Not measured by this run.", text)  # no sync rows
-        self.assertIn("| echo-100-64 @1 |", text)
+        self.assertIn("| echo-100-64 @1 | msgs/s | 100000 | 50.00 | "
+                      "1.02/9.22 | 3.58 |", text)
         n = tally(results())
         self.assertIn(f"{n['met']} met, {n['not met']} not met", text)
 
