@@ -347,6 +347,8 @@ static void bench_fib(struct outcome *o)
  * no earlier than their deadline; all must.  rss_kb is the peak resident set
  * of the process: what SLEEP_N parked coroutines (and their stacks) cost.
  */
+static weft_wg *sleep_done;
+
 static void sleep_co(void *p)
 {
 	atomic_llong *on_time = p;
@@ -354,19 +356,22 @@ static void sleep_co(void *p)
 
 	if (weft_sleep(deadline) == 0 && weft_now() >= deadline)
 		atomic_fetch_add_explicit(on_time, 1, memory_order_relaxed);
+	weft_wg_done(sleep_done);
 }
 
 static void bench_sleep(struct outcome *o)
 {
-	static weft_co *co[SLEEP_N];
 	atomic_llong on_time;
 	int i;
 
 	atomic_init(&on_time, 0);
+	sleep_done = weft_wg_new();
+	if (!sleep_done || weft_wg_add(sleep_done, SLEEP_N) != 0)
+		die("weft_wg");
 	for (i = 0; i < SLEEP_N; i++)
-		co[i] = spawn_or_die(sleep_co, &on_time);
-	for (i = 0; i < SLEEP_N; i++)
-		join_or_die(co[i]);
+		weft_detach(spawn_or_die(sleep_co, &on_time));
+	weft_wg_wait(sleep_done, -1);
+	weft_wg_free(sleep_done);
 	o->ops = SLEEP_N;
 	o->value = atomic_load(&on_time);
 	o->ok = o->value == SLEEP_N;
@@ -806,7 +811,7 @@ static long maps_now(void)
 
 struct parked {
 	weft_chan *ch;
-	weft_wg *in;
+	weft_wg *in, *done;
 	atomic_llong closed;
 };
 
@@ -818,28 +823,30 @@ static void parked_co(void *p)
 	weft_wg_done(pk->in);
 	if (weft_chan_recv(pk->ch, &v, -1) != 0 && errno == EPIPE)
 		atomic_fetch_add_explicit(&pk->closed, 1, memory_order_relaxed);
+	weft_wg_done(pk->done);
 }
 
 static void bench_parked(struct outcome *o)
 {
-	static weft_co *co[PARKED_N];
-	struct parked pk = { .ch = chan_or_die(sizeof(int), 0), .in = weft_wg_new() };
+	struct parked pk = { .ch = chan_or_die(sizeof(int), 0), .in = weft_wg_new(),
+			     .done = weft_wg_new() };
 	int i;
 
-	if (!pk.in || weft_wg_add(pk.in, PARKED_N) != 0)
+	if (!pk.in || !pk.done || weft_wg_add(pk.in, PARKED_N) != 0 ||
+	    weft_wg_add(pk.done, PARKED_N) != 0)
 		die("weft_wg");
 	atomic_init(&pk.closed, 0);
 	for (i = 0; i < PARKED_N; i++)
-		co[i] = spawn_or_die(parked_co, &pk);
+		weft_detach(spawn_or_die(parked_co, &pk));
 	weft_wg_wait(pk.in, -1);
 	weft_sleep(weft_now() + SLEEP_NS);	/* the last ones reach their receive */
 	struct statm st = statm_now();
 	long maps = maps_now();
 	weft_chan_close(pk.ch);
-	for (i = 0; i < PARKED_N; i++)
-		join_or_die(co[i]);
+	weft_wg_wait(pk.done, -1);
 	weft_chan_free(pk.ch);
 	weft_wg_free(pk.in);
+	weft_wg_free(pk.done);
 	o->ops = PARKED_N;
 	o->value = atomic_load(&pk.closed);
 	o->ok = o->value == PARKED_N;
