@@ -118,6 +118,14 @@ WEFT_EXPORT int *weft_errno_location(void);
  *               WEFT_IO_URING where it cannot be had fails weft_init with
  *               ENOSYS, EPERM or the probe's errno and one stderr line
  *               saying why.  weft_stats reports the one in use.
+ *   poller      where fd readiness is polled, a WEFT_POLLER_* value; 0
+ *               means $WEFT_POLLER (shared or worker), default
+ *               WEFT_POLLER_SHARED: one epoll instance for every worker's
+ *               fds.  WEFT_POLLER_WORKER gives each worker its own, which
+ *               owns the fds first waited on from that worker (their
+ *               waiters' wakes are stolen as any other work).  The
+ *               behaviour of every call is the same in both
+ *               (docs/design.md, "The poller").
  * See docs/tuning.md for every variable, its range and its default.
  */
 typedef struct weft_config {
@@ -126,13 +134,17 @@ typedef struct weft_config {
 	size_t stack_size;
 	int pin;
 	int io;			/* appended: a WEFT_IO_* value, 0 for the default */
+	int poller;		/* appended: a WEFT_POLLER_* value, 0 for the default */
 } weft_config;
 
 /* weft_config.io and weft_stats.io_backend. */
 enum { WEFT_IO_AUTO = 1, WEFT_IO_EPOLL = 2, WEFT_IO_URING = 3 };
 
+/* weft_config.poller. */
+enum { WEFT_POLLER_SHARED = 1, WEFT_POLLER_WORKER = 2 };
+
 /* An initializer for a weft_config: every field 0 but size (C and C++). */
-#define WEFT_CONFIG_INIT { sizeof(weft_config), 0, 0, 0, 0 }
+#define WEFT_CONFIG_INIT { sizeof(weft_config), 0, 0, 0, 0, 0 }
 
 #ifndef __cplusplus
 /* In C, a weft_config with size set and the fields named, as a compound

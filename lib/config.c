@@ -160,28 +160,35 @@ static int config_copy(const weft_config *cfg, weft_config *c)
 	COPY_IF_COVERED(stack_size);
 	COPY_IF_COVERED(pin);
 	COPY_IF_COVERED(io);
+	COPY_IF_COVERED(poller);
 #undef COPY_IF_COVERED
 	return 0;
 }
 
-/* $WEFT_IO into *out (a WEFT_IO_* value) if set: 0 unset, 1 set, -EINVAL
- * invalid (reported). */
-static int env_io(int *out)
+/* The variable name, one of names[first..last] (NULL entries skipped),
+ * into *out as its index if set: 0 unset, 1 set, -EINVAL invalid
+ * (reported with range). */
+static int env_choice(const char *name, const char *const *names, int first, int last,
+		      const char *range, int *out)
 {
-	static const char *const names[] = {
-		[WEFT_IO_AUTO] = "auto", [WEFT_IO_EPOLL] = "epoll", [WEFT_IO_URING] = "uring",
-	};
-	const char *s = getenv("WEFT_IO");
+	const char *s = getenv(name);
 	if (!s)
 		return 0;
-	for (int i = WEFT_IO_AUTO; i <= WEFT_IO_URING; i++) {
-		if (strcmp(s, names[i]) == 0) {
+	for (int i = first; i <= last; i++) {
+		if (names[i] && strcmp(s, names[i]) == 0) {
 			*out = i;
 			return 1;
 		}
 	}
-	return bad_env("WEFT_IO", s, "auto, epoll or uring");
+	return bad_env(name, s, range);
 }
+
+static const char *const io_names[] = {
+	[WEFT_IO_AUTO] = "auto", [WEFT_IO_EPOLL] = "epoll", [WEFT_IO_URING] = "uring",
+};
+static const char *const poller_names[] = {
+	[WEFT_POLLER_SHARED] = "shared", [WEFT_POLLER_WORKER] = "worker",
+};
 
 int weft__config_resolve(const weft_config *in, struct weft__config_settings *out)
 {
@@ -189,7 +196,7 @@ int weft__config_resolve(const weft_config *in, struct weft__config_settings *ou
 	if (config_copy(in, &cfg) != 0)
 		return -EINVAL;
 	if (cfg.workers > WEFT__CONFIG_WORKERS_MAX || cfg.pin < -1 || cfg.pin > 1 ||
-	    cfg.io < 0 || cfg.io > WEFT_IO_URING ||
+	    cfg.io < 0 || cfg.io > WEFT_IO_URING || cfg.poller < 0 || cfg.poller > WEFT_POLLER_WORKER ||
 	    (cfg.stack_size && (cfg.stack_size < WEFT__CONFIG_STACK_MIN || cfg.stack_size > WEFT__CONFIG_STACK_MAX)))
 		return -EINVAL;
 
@@ -214,11 +221,16 @@ int weft__config_resolve(const weft_config *in, struct weft__config_settings *ou
 	if (rm > 0 && (sample & (sample - 1)))
 		rm = bad_env("WEFT_SCHED_SAMPLE", getenv("WEFT_SCHED_SAMPLE"), "a power of two in 1..65536");
 	int io = WEFT_IO_AUTO;
-	int ri = env_io(&io);
-	if (rw < 0 || rs < 0 || rp < 0 || rg < 0 || rb < 0 || rl < 0 || rt < 0 || rm < 0 || ri < 0)
+	int ri = env_choice("WEFT_IO", io_names, WEFT_IO_AUTO, WEFT_IO_URING, "auto, epoll or uring", &io);
+	int poller = WEFT_POLLER_SHARED;
+	int ro = env_choice("WEFT_POLLER", poller_names, WEFT_POLLER_SHARED, WEFT_POLLER_WORKER,
+			    "shared or worker", &poller);
+	if (rw < 0 || rs < 0 || rp < 0 || rg < 0 || rb < 0 || rl < 0 || rt < 0 || rm < 0 || ri < 0 ||
+	    ro < 0)
 		return -EINVAL;
 	out->sched_sample = (unsigned)sample;
 	out->io = cfg.io ? cfg.io : io;
+	out->poller = cfg.poller ? cfg.poller : poller;
 	out->stack_guards = rg ? (long)guards : -1;
 	out->blocking_threads = (unsigned)blocking;
 	out->stall_ms = (unsigned)stall;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * loop.c — the runtime's shared poller and the workers' sleeps (see
- * loop.h), fd registration and the readiness side of the fd slot protocol
- * (fdtable.h).
+ * loop.c — the runtime's poller, shared or per worker, and the workers'
+ * sleeps (see loop.h), fd registration and the readiness side of the fd
+ * slot protocol (fdtable.h).
  */
 #include "loop.h"
 
@@ -31,18 +31,43 @@
 static const uint64_t TOKEN_TAG = UINT64_MAX;
 static const uint64_t KICK_TAG = UINT64_MAX - 1;
 
-/* The shared poller (loop.h). */
+/* The poller (loop.h). */
 static struct {
-	int epfd;		/* every registered fd, edge-triggered; kick */
-	int kick;		/* eventfd, level-triggered: wakes the holder */
+	int mode;		/* WEFT_POLLER_SHARED or WEFT_POLLER_WORKER */
+	int epfd;		/* shared: every registered fd, edge-triggered; kick */
+	int kick;		/* shared: eventfd, level-triggered: wakes the holder */
 	unsigned holder;	/* atomic: index + 1 of the worker asleep in epfd, or 0 */
 	unsigned wanted;	/* atomic: the monitor's last sample saw a worker stuck */
-	unsigned nfds;		/* atomic: fds registered */
-} io = { .epfd = -1, .kick = -1 };
+	unsigned nfds;		/* atomic: fds registered, in every loop */
+} io = { .mode = WEFT_POLLER_SHARED, .epfd = -1, .kick = -1 };
+
+void weft__loop_select(int mode)
+{
+	io.mode = mode;
+}
+
+static bool per_worker(void)
+{
+	return io.mode == WEFT_POLLER_WORKER;
+}
+
+/* The epoll instance that holds the fds w registers, and that w harvests. */
+static int fds_epfd(struct weft__worker *w)
+{
+	return per_worker() ? w->epfd : io.epfd;
+}
+
+/* Whether any fd is registered where w harvests. */
+static bool has_fds(struct weft__worker *w)
+{
+	return at_load_uint(per_worker() ? &w->nfds : &io.nfds) != 0;
+}
 
 int weft__loop_shared_init(void)
 {
 	io.holder = io.wanted = io.nfds = 0;
+	if (per_worker())
+		return 0;	/* each worker's own epfd serves */
 	io.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (io.epfd < 0)
 		return -errno;
@@ -115,9 +140,11 @@ static int make_nonblocking(int fd, bool *was_blocking)
 	return weft__sys_fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0 ? 0 : -errno;
 }
 
-/* Registers fd (e's owner word says FD_OWNER_BUSY: we are the registrar). */
-static int register_fd(struct weft__fd *e, int fd)
+/* Registers fd in w's poller (e's owner word says FD_OWNER_BUSY: we are
+ * the registrar). */
+static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 {
+	int epfd = fds_epfd(w);
 	struct epoll_event ev = {
 		.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
 		.data.u64 = event_tag(fd, at_load_uint(&e->gen)),
@@ -144,7 +171,7 @@ static int register_fd(struct weft__fd *e, int fd)
 		e->flags = FD_FILE | FD_NO_POLL | ((fl & O_DIRECT) ? FD_DIRECT : 0);
 		return 0;
 	}
-	if (epoll_ctl(io.epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+	if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
 		if (errno != EPERM)
 			return -errno;
 		e->flags |= FD_NO_POLL;	/* another file epoll refuses: never EAGAIN */
@@ -152,10 +179,12 @@ static int register_fd(struct weft__fd *e, int fd)
 	}
 	int r = make_nonblocking(fd, &e->blocking);
 	if (r < 0) {
-		epoll_ctl(io.epfd, EPOLL_CTL_DEL, fd, NULL);
+		epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL);
 		return r;
 	}
 	at_faa_uint(&io.nfds, 1);
+	if (per_worker())
+		at_faa_uint(&w->nfds, 1);
 	return 0;
 }
 
@@ -171,7 +200,7 @@ int weft__loop_register(struct weft__fd *e, int fd)
 			sched_yield();	/* another coroutine is registering it */
 	}
 	struct weft__worker *w = weft__worker_self();
-	int r = register_fd(e, fd);
+	int r = register_fd(w, e, fd);
 	if (r < 0) {
 		at_store_uint(&e->owner, 0);
 		return r;
@@ -184,8 +213,11 @@ int weft__loop_register(struct weft__fd *e, int fd)
 void weft__loop_unregister(struct weft__fd *e, int fd)
 {
 	if (!(e->flags & FD_NO_POLL)) {
-		epoll_ctl(io.epfd, EPOLL_CTL_DEL, fd, NULL);
+		struct weft__worker *w = &weft__rt.workers[at_load_uint(&e->owner) - 1];
+		epoll_ctl(fds_epfd(w), EPOLL_CTL_DEL, fd, NULL);
 		at_fas_uint(&io.nfds, 1);
+		if (per_worker())
+			at_fas_uint(&w->nfds, 1);
 	}
 	/* no readiness or turn carries over (no call is left: the queues are
 	 * empty) */
@@ -231,34 +263,63 @@ static void fd_event(struct weft__worker *w, uint64_t tag, uint32_t events)
 }
 
 /*
- * Dispatches n harvested events: fd readiness to its waiters.  The kick is
- * the holder's to drain (holder: w slept in the shared epfd): a harvest
- * without blocking leaves it, so that it cannot take a kick from under a
- * holder asleep (epoll would find nothing and put the holder back to
- * sleep).  Returns the number of fd events.
+ * Dispatches n harvested events of w's poller: fd readiness to its
+ * waiters.  The kick is the holder's to drain (DRAIN_KICK: w slept in the
+ * shared epfd): a harvest without blocking leaves it, so that it cannot
+ * take a kick from under a holder asleep (epoll would find nothing and put
+ * the holder back to sleep).  The wake-up token, in w's own epfd with the
+ * worker poller, is drained by w awake (DRAIN_TOKEN): a write still there
+ * was meant for a sleep that has ended (see weft__loop_take_token); the
+ * monitor's rescue leaves it to w.  Returns the number of fd events.
  */
-static int dispatch(struct weft__worker *w, struct epoll_event *ev, int n, bool holder)
+enum { DRAIN_KICK = 1, DRAIN_TOKEN = 2 };
+
+static int dispatch(struct weft__worker *w, struct epoll_event *ev, int n, unsigned drain)
 {
 	int fds = 0;
 	for (int i = 0; i < n; i++) {
-		if (ev[i].data.u64 < KICK_TAG) {
-			fd_event(w, ev[i].data.u64, ev[i].events);
+		uint64_t tag = ev[i].data.u64;
+		if (tag < KICK_TAG) {
+			fd_event(w, tag, ev[i].events);
 			fds++;
-		} else if (holder && ev[i].data.u64 == KICK_TAG) {
+		} else if (tag == KICK_TAG && (drain & DRAIN_KICK)) {
 			weft__eventfd_drain(io.kick);
+		} else if (tag == TOKEN_TAG && (drain & DRAIN_TOKEN)) {
+			weft__eventfd_drain(w->evfd);
 		}
 	}
 	return fds;
 }
 
-/* Harvests one batch of the shared epfd without blocking (see
+/* Harvests one batch of w's poller without blocking, w awake (see
  * weft__loop_harvest_more for the rest). */
 static int harvest(struct weft__worker *w)
 {
 	struct epoll_event ev[WEFT__LOOP_BATCH];
-	int n = epoll_wait(io.epfd, ev, WEFT__LOOP_BATCH, 0);
+	int n = epoll_wait(fds_epfd(w), ev, WEFT__LOOP_BATCH, 0);
 	w->harvest_full = n == WEFT__LOOP_BATCH;
-	return dispatch(w, ev, n > 0 ? n : 0, false);
+	return dispatch(w, ev, n > 0 ? n : 0, DRAIN_TOKEN);
+}
+
+/*
+ * The monitor's rescue of a stuck worker w with the worker poller: nobody
+ * else harvests w's epfd, so it harvests it, every batch, without
+ * blocking.  What it wakes goes to w's ready FIFO and, the monitor being
+ * no worker, notifies an idle worker per coroutine (weft__schedule_ready),
+ * which steals it.  It touches none of w's own fields: w may come back
+ * meanwhile and harvest too (epoll hands each event to one harvester; the
+ * slot protocol takes concurrent wakers: fdtable.h).
+ */
+void weft__loop_rescue(struct weft__worker *w)
+{
+	if (!per_worker() || !has_fds(w))
+		return;
+	struct epoll_event ev[WEFT__LOOP_BATCH];
+	int n;
+	do {
+		n = epoll_wait(w->epfd, ev, WEFT__LOOP_BATCH, 0);
+		dispatch(w, ev, n > 0 ? n : 0, 0);
+	} while (n == WEFT__LOOP_BATCH);
 }
 
 /* The harvest's count, and what the POLL_NS turns go by: its time, and
@@ -320,7 +381,7 @@ bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 {
 	harvest_begin(w);
 	bool woke = weft__timers_fire(&w->timers, now);
-	if (poll_fds && at_load_uint(&io.nfds) > 0)
+	if (poll_fds && has_fds(w))
 		woke |= count_harvest(w, now, harvest(w));
 	/* what it woke waits behind its own work, if it has any */
 	bool behind = at_load_ptr((void **)&w->runnext) || weft__deque_size(&w->deque) > 0;
@@ -345,7 +406,8 @@ void weft__loop_take_token(struct weft__worker *w)
 }
 
 /*
- * Whether w holds the shared epfd for this sleep: only if fds are
+ * Whether w holds the shared epfd for this sleep (never with the worker
+ * poller, where w's own epfd holds its fds): only if fds are
  * registered, nobody holds it, and either every other worker sleeps too or
  * the monitor wants a holder (a worker is stuck).  While another worker is
  * awake it harvests at its turns and when it runs dry, so w sleeps through
@@ -357,7 +419,7 @@ void weft__loop_take_token(struct weft__worker *w)
  */
 static bool take_poller(struct weft__worker *w)
 {
-	if (at_load_uint(&io.nfds) == 0)
+	if (per_worker() || at_load_uint(&io.nfds) == 0)
 		return false;
 	if (at_load_uint(&weft__rt.nr_idle) < weft__rt.nworkers && !at_load_uint(&io.wanted))
 		return false;
@@ -366,6 +428,8 @@ static bool take_poller(struct weft__worker *w)
 
 void weft__loop_want_poller(bool stuck)
 {
+	if (per_worker())
+		return;		/* the monitor rescues: weft__loop_rescue */
 	if (at_load_uint(&io.wanted) != stuck)
 		at_store_uint(&io.wanted, stuck);
 	if (stuck && at_load_uint(&io.nfds) != 0 && at_load_uint(&io.holder) == 0)
@@ -387,6 +451,7 @@ void weft__loop_wait(struct weft__worker *w, struct weft__loop_events *got)
 	weft__monitor_worker_awake();
 	got->n = n > 0 ? n : 0;
 	got->holder = holder;
+	got->polled = holder || per_worker();
 	weft__loop_take_token(w);
 	for (int i = 0; i < got->n; i++)
 		if (got->ev[i].data.u64 == TOKEN_TAG)
@@ -397,8 +462,8 @@ void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
 {
 	int64_t now = weft_now();
 	harvest_begin(w);
-	int events = dispatch(w, got->ev, got->n, got->holder);
-	if (got->holder) {
+	int events = dispatch(w, got->ev, got->n, got->holder ? DRAIN_KICK : 0);
+	if (got->polled) {
 		w->harvest_full = got->n == WEFT__LOOP_BATCH;
 		count_harvest(w, now, events);
 	}
@@ -417,7 +482,8 @@ void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
  * dry after a full batch harvests the next one itself, before it steals or
  * sleeps: going to sleep first would let it take the shared epfd only
  * while every other worker sleeps too, and at 2 workers the one awake
- * would serve the backlog alone.  After a short
+ * would serve the backlog alone (with the worker poller, its sleep would
+ * take the next batch, but only after its steals).  After a short
  * batch nothing is left, and the sleep's own epoll_wait serves: no second
  * system call per sleep on a lightly loaded server.
  */
@@ -435,9 +501,10 @@ unsigned weft__loop_nfds(void)
 }
 
 /* The token: the flag, then, if w is asleep, the eventfd it sleeps on: its
- * own, or the kick if it holds the shared epfd (awake, it sees the flag
- * before it sleeps).  A kick meant for a holder that has just woken
- * wakes the next holder once, for nothing. */
+ * own (which holds its fds too with the worker poller), or the kick if it
+ * holds the shared epfd (awake, it sees the flag before it sleeps).  A
+ * kick meant for a holder that has just woken wakes the next holder once,
+ * for nothing. */
 void weft__loop_wake(struct weft__worker *w)
 {
 	at_store_uint(&w->kicked, 1);

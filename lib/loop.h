@@ -3,29 +3,40 @@
  * loop.h — the runtime's poller, the workers' sleeps and timers, and how fds
  * come to be registered.
  *
- * One epoll instance serves every worker (the shared epfd): every fd weft
- * waits on is registered there once, by the first wait on it,
- * edge-triggered for both directions.  Any worker harvests it without
- * blocking: at its fairness turns (at most every POLL_NS, worker.c) and
- * the monitor never.  Each worker also has
- *   epfd    its own epoll instance, holding only evfd (level-triggered);
+ * The poller is chosen at weft_init ($WEFT_POLLER, weft_config.poller;
+ * docs/design.md, "The poller"); everything else is one mechanism.
+ *
+ * Each worker has
+ *   epfd    its own epoll instance, holding evfd (level-triggered), and
+ *           with the worker poller the fds it registered;
  *   evfd    an eventfd that other threads write to wake it (the wake-up
  *           token, with the `kicked` flag: weft__loop_wake);
  *   timers  its deadline heap (timer.h), which bounds its sleeps.
- * A worker out of work sleeps in one of the two: in the shared epfd if it
- * takes the *holder* role (at most one worker at a time; only when every
- * other worker sleeps too, or while the monitor sees a worker stuck), so
- * that readiness wakes it; else in its own epfd, deaf
- * to readiness, which the workers that are awake serve.  So an I/O load
- * that one worker keeps up with stays on that worker, as it would in a
- * hand-written event loop, instead of waking a second one for every batch
- * (docs/design.md, "The shared poller").  The holder is woken by the
- * kick, an eventfd in the shared epfd that only a holder drains.
+ * Every fd weft waits on is registered once, by the first wait on it,
+ * edge-triggered for both directions, its entry's owner naming the
+ * registering worker (fdtable.h):
  *
- * A readiness event wakes the waiter through its slot (fdtable.h); the
- * woken coroutine goes to the back of the harvester's ready FIFO
- * (weft__schedule_ready); other workers steal from there, notified as
- * harvest_end (loop.c) decides.
+ * shared (the default): one epoll instance serves every worker (the shared
+ * epfd).  Any worker harvests it without blocking: at its fairness turns
+ * (at most every POLL_NS, worker.c) and the monitor never.  A worker out
+ * of work sleeps in one of the two: in the shared epfd if it takes the
+ * *holder* role (at most one worker at a time; only when every other
+ * worker sleeps too, or while the monitor sees a worker stuck), so that
+ * readiness wakes it; else in its own epfd, deaf to readiness, which the
+ * workers that are awake serve.  So an I/O load that one worker keeps up
+ * with stays on that worker, as it would in a hand-written event loop,
+ * instead of waking a second one for every batch.  The holder is woken by
+ * the kick, an eventfd in the shared epfd that only a holder drains.
+ *
+ * worker: the fd goes to the epfd of the worker that registers it, which
+ * alone harvests it, at its fairness turns and in every sleep (readiness
+ * wakes it); there is no holder.  While it is stuck, the monitor harvests
+ * its epfd instead (weft__loop_rescue).
+ *
+ * Either way a readiness event wakes the waiter through its slot
+ * (fdtable.h); the woken coroutine goes to the back of the harvester's
+ * ready FIFO (weft__schedule_ready); other workers steal from there,
+ * notified as harvest_end (loop.c) decides.
  */
 #ifndef WEFT_LOOP_H
 #define WEFT_LOOP_H
@@ -37,28 +48,33 @@
 struct weft__worker;
 struct weft__fd;
 
-/* The shared epfd and its kick, before any worker's loop; 0 or a negative
- * errno (weft__loop_shared_fini releases what was made either way). */
+/* The poller in use from now on: WEFT_POLLER_SHARED or WEFT_POLLER_WORKER
+ * (before weft__loop_shared_init). */
+void weft__loop_select(int mode);
+/* The shared epfd and its kick (none with the worker poller), before any
+ * worker's loop; 0 or a negative errno (weft__loop_shared_fini releases
+ * what was made either way). */
 int weft__loop_shared_init(void);
 void weft__loop_shared_fini(void);
 /* w's own epfd, wake-up eventfd and timer heap; 0 or a negative errno
  * (weft__loop_fini releases what was made either way). */
 int weft__loop_init(struct weft__worker *w);
 void weft__loop_fini(struct weft__worker *w);
-/* The number of fds registered. */
+/* The number of fds registered, in every loop. */
 unsigned weft__loop_nfds(void);
 
-/* Registers fd, whose entry is e, in the shared epfd if it is not there
- * yet (and makes it non-blocking); 0 or a negative errno.  The
+/* Registers fd, whose entry is e, in the calling worker's poller (the
+ * shared epfd or its own) if it is not registered yet (and makes it
+ * non-blocking); 0 or a negative errno.  The
  * caller holds a reference on e (io.c), so no weft_close can unregister fd
  * meanwhile. */
 int weft__loop_register(struct weft__fd *e, int fd);
-/* Takes a registered fd out of the shared epfd and clears its entry
+/* Takes a registered fd out of its poller and clears its entry
  * (weft_close, once no call is in flight on it). */
 void weft__loop_unregister(struct weft__fd *e, int fd);
 
-/* w's service at a fairness turn: fires due timers, and harvests the
- * shared epfd if poll_fds; true if either made something runnable. */
+/* w's service at a fairness turn: fires due timers, and harvests its
+ * fds' poller if poll_fds; true if either made something runnable. */
 bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds);
 /* w's queues ran dry: if its last harvest filled its batch, harvests the
  * next without blocking; true if that made something runnable. */
@@ -71,6 +87,9 @@ void weft__loop_backlog(struct weft__worker *w, int64_t now);
  * worker going to sleep takes the shared epfd if nobody holds it, and if
  * fds are registered and nobody does, an idle worker is woken to. */
 void weft__loop_want_poller(bool stuck);
+/* The monitor saw w stuck: with the worker poller, harvests w's epfd for
+ * it (the shared poller's holder serves instead: nothing to do). */
+void weft__loop_rescue(struct weft__worker *w);
 /* weft__worker.polling: where a worker sleeps. */
 enum { WEFT__LOOP_OWN = 1, WEFT__LOOP_SHARED = 2 };
 /* Events per harvest: few enough that what a harvest touches is still
@@ -80,6 +99,7 @@ enum { WEFT__LOOP_BATCH = 64 };
 struct weft__loop_events {
 	int n;
 	bool holder;			/* it slept in the shared epfd */
+	bool polled;			/* it slept where its fds' readiness wakes it */
 	struct epoll_event ev[WEFT__LOOP_BATCH];
 };
 /* Sleeps until woken (weft__loop_wake), the earliest deadline, or, as the

@@ -17,9 +17,13 @@
  *     steal them), and an idle worker is notified for what its runnext
  *     slot and ready FIFO hold (weft__schedule_stuck: a lone slot and a
  *     slept harvest's batch notify nobody on their own);
- *   - while a worker is stuck, the others take the shared epfd when they
- *     sleep, and if nobody holds it an idle worker is woken to
- *     (weft__loop_want_poller), so readiness wakes one at once;
+ *   - shared poller: while a worker is stuck, the others take the shared
+ *     epfd when they sleep, and if nobody holds it an idle worker is woken
+ *     to (weft__loop_want_poller), so readiness wakes one at once;
+ *   - worker poller: a stuck worker's fds are in its own epfd, which
+ *     nobody else sleeps in, so at every period the monitor harvests it
+ *     (weft__loop_rescue): readiness waits up to a period, and what it
+ *     wakes is stolen by the idle worker notified for it;
  *   - a stuck worker, and an awake one whose earliest deadline has
  *     passed, is asked to make its next dispatch a fairness turn
  *     (weft__worker_ask_turn): else a worker whose dispatches are long
@@ -239,6 +243,7 @@ static int tick(void)
 		}
 		if (!mon.watch[i].adopted)
 			continue;
+		weft__loop_rescue(w);
 		weft__timers_fire(&w->timers, now);
 		int64_t t = weft__timers_next(&w->timers);
 		if (t < next)

@@ -23,6 +23,7 @@
 #include "errors.h"
 #include "fdtable.h"
 #include "futex.h"
+#include "loop.h"
 #include "metrics.h"
 #include "monitor.h"
 #include "offload.h"
@@ -47,6 +48,7 @@ static int init_locked(const weft_config *cfg)
 		return r;
 	if ((r = weft__uring_select(s.io)) < 0)
 		return r;
+	weft__loop_select(s.poller);
 	if ((r = weft__stack_pool_init(s.stack_size, s.stack_guards)) < 0)
 		return r;
 	weft__overflow_install();

@@ -33,7 +33,9 @@
  *     harvest wakes goes to the harvester's ready FIFO).  An idle worker
  *     sleeps in an epoll_wait: in the shared instance when every other
  *     worker sleeps too (it is then the one that hears readiness), else in
- *     its own, where its deadlines and wakes reach it.  A busy worker
+ *     its own, where its deadlines and wakes reach it.  With the worker
+ *     poller its own instance holds the fds it registered, and it always
+ *     sleeps there.  A busy worker
  *     harvests and fires its timers at its fairness turns (fds at most
  *     every POLL_NS, and only once what its last harvest woke has left its
  *     ready FIFO); the monitor thread (monitor.c) serves the timers and
@@ -326,7 +328,7 @@ static inline struct weft_co *round_pop(struct weft__worker *w)
 }
 
 /*
- * Whether a fairness turn harvests the shared epfd: POLL_NS after the last
+ * Whether a fairness turn harvests its fds' poller: POLL_NS after the last
  * harvest, once what that harvest woke has left the ready FIFO.  While it
  * is still queued, what a harvest would bring would queue behind it, and
  * the harvest when the FIFO runs dry costs it nothing (a busy server's

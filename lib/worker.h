@@ -77,10 +77,12 @@ struct weft__worker {
 	unsigned sleeping;		/* atomic: 1 while announced idle */
 	unsigned woken_spinning;	/* atomic: the waker made it a spinner */
 	unsigned turn_asked;		/* atomic: the monitor asks for a fairness turn */
+	unsigned nfds;			/* atomic: fds registered in epfd (worker poller) */
 	struct weft__timers timers;	/* its deadlines (timer.h) */
 	/* fixed */
 	unsigned index WEFT__WORKER_LINE;
-	int epfd;			/* its own epoll instance: evfd (loop.h) */
+	int epfd;			/* its own epoll instance: evfd, and with the
+					 * worker poller its fds (loop.h) */
 	int evfd;			/* its wake-up eventfd */
 	pthread_t thread;
 	/* published */
@@ -94,7 +96,7 @@ struct weft__worker {
 	void *sched_sp;			/* the scheduler context, while a coroutine runs */
 	int64_t turn_at;		/* when the running coroutine's timed turn began, or 0 */
 	struct weft__san sched_san;
-	int64_t last_poll;		/* when it last harvested the shared epfd */
+	int64_t last_poll;		/* when it last harvested its fds' poller */
 	uint64_t poll_served;		/* c.ready_pops by which what that harvest
 					 * woke has left the ready FIFO (worker.c) */
 	int64_t backlog_since;		/* its ready FIFO has held a slept harvest since (loop.c) */

@@ -125,6 +125,11 @@ runs=(
 	"harvest.pml|bug|-DBUG_EMPTY_FIFO_ONLY||turns harvest only an empty ready FIFO"
 	"harvest.pml|bug|-DLOCKED -DBUG_PINNED_LAST||pinned FIFO popped only once the ready FIFO is empty"
 	"harvest.pml|bug|-DBUG_YIELD_LAST||yield FIFO popped only once every other is empty"
+	"poller.pml|ok|||worker poller: registration on the first waiter's loop, a stuck owner"
+	"poller.pml|ok|-DCLOSE||worker poller: + weft_close while the reader may be parked"
+	"poller.pml|bug|-DBUG_NO_RESCUE||the monitor leaves a stuck worker's instance alone"
+	"poller.pml|bug|-DBUG_REREGISTER||each caller registers on its own loop"
+	"poller.pml|bug|-DCLOSE -DBUG_DEL_SELF||close deletes from the closer's instance, not the owner's"
 )
 
 one_run() {	# index
