@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+/* Adversarial scenes for the two pollers ($WEFT_POLLER, loop.h): each runs
+ * with each poller, and what the shared poller does is what the worker
+ * poller must do too ("the behaviour of every call is the same in both",
+ * weft.h).  White-box: it reads which worker a coroutine runs on. */
+#include "harness.h"
+#include <errno.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "coro_test.h"
+#include "worker.h"
+
+static int poller;	/* the scene's: WEFT_POLLER_SHARED or WEFT_POLLER_WORKER */
+
+static void run_with(int p, void (*fn)(void *))
+{
+	poller = p;
+	cr_assert_eq(weft_main(fn, NULL, &WEFT_CONFIG(.workers = 2, .poller = p)), 0,
+		     "errno %d", errno);
+}
+
+/* Registers fd on the calling coroutine's worker (a first wait that times
+ * out); returns that worker. */
+static struct weft__worker *register_here(int fd)
+{
+	struct weft__worker *w = weft__worker_self();
+	CHECK(weft_wait(fd, WEFT_IN, weft_now() + MS) == -1 && errno == ETIMEDOUT);
+	return w;
+}
+
+struct reader {
+	int fd;
+	ssize_t got;
+	int err;
+	atomic_int done;
+};
+
+static void read_one(void *arg)
+{
+	struct reader *r = arg;
+	char b;
+	r->got = weft_read(r->fd, &b, 1, -1);
+	r->err = errno;
+	atomic_store(&r->done, 1);
+}
+
+/* A coroutine that keeps its worker busy with work of its own (a yield
+ * loop never runs dry, so that worker never steals) until told to stop;
+ * `where` says which worker it runs on. */
+struct yielder {
+	atomic_int stop;
+	_Atomic(struct weft__worker *) where;
+};
+
+static void yield_loop(void *arg)
+{
+	struct yielder *y = arg;
+	while (!atomic_load(&y->stop)) {
+		atomic_store(&y->where, weft__worker_self());
+		weft_yield();
+	}
+}
+
+/* ------------------------------------------------------ stuck owner, busy helper */
+
+/*
+ * Worker A registers the fd and gets stuck (this coroutine, locked to it,
+ * spins without yielding); worker B is awake and busy with a yield loop of
+ * its own; a reader is parked on the fd.  The byte is written: with the
+ * shared poller B's fairness turns harvest the shared epfd and run the
+ * reader; with the worker poller only A's epfd has the fd, the monitor's
+ * rescue wakes the reader into A's ready FIFO (weft__loop_rescue), and B,
+ * never out of work, never steals it: the reader waits for as long as A is
+ * stuck.  Fails after 10 s (slack).
+ */
+static void stuck_owner_busy_helper(void *arg)
+{
+	(void)arg;
+	CHECK(weft_lock_thread() == 0);
+	int sv[2];
+	socket_pair(sv);
+	struct weft__worker *a = register_here(sv[0]);
+	struct reader r = { .fd = sv[0] };
+	uint64_t parks = stats_now().total.parks;
+	weft_co *rco = go(read_one, &r);
+	wait_parks(parks, 1);
+	CHECK(weft__worker_self() == a);
+	struct yielder y = { 0 };
+	weft_co *yco = go(yield_loop, &y);
+	/* no yield from here on: A runs nothing else, so B steals the loop */
+	int64_t give_up = weft_now() + slack(10000 * MS);
+	while (atomic_load(&y.where) == NULL && weft_now() < give_up)
+		;
+	CHECK(atomic_load(&y.where) != NULL && atomic_load(&y.where) != a);
+	CHECK(write(sv[1], "x", 1) == 1);
+	give_up = weft_now() + slack(10000 * MS);
+	while (!atomic_load(&r.done) && weft_now() < give_up)
+		;
+	bool served = atomic_load(&r.done);
+	atomic_store(&y.stop, 1);
+	if (!served)
+		fprintf(stderr, "stuck_owner_busy_helper: the reader was not run in 10 s "
+				"while its fd's loop was stuck and the other worker busy\n");
+	join(rco);
+	join(yco);
+	CHECK(served);
+	CHECK(r.got == 1);
+	CHECK(weft_unlock_thread() == 0);
+	CHECK(weft_close(sv[0]) == 0);
+	CHECK(weft_close(sv[1]) == 0);
+}
+
+Test(poller_adv, shared_stuck_owner_busy_helper)
+{
+	run_with(WEFT_POLLER_SHARED, stuck_owner_busy_helper);
+}
+
+Test(poller_adv, worker_stuck_owner_busy_helper)
+{
+	run_with(WEFT_POLLER_WORKER, stuck_owner_busy_helper);
+}
