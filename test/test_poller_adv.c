@@ -6,6 +6,7 @@
 #include "harness.h"
 #include <errno.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "coro_test.h"
@@ -119,4 +120,150 @@ Test(poller_adv, shared_stuck_owner_busy_helper)
 Test(poller_adv, worker_stuck_owner_busy_helper)
 {
 	run_with(WEFT_POLLER_WORKER, stuck_owner_busy_helper);
+}
+
+/* ------------------------------------------------------ both directions, stuck owner */
+
+struct writer {
+	int fd;
+	ssize_t got;
+	atomic_int done;
+};
+
+static void write_one(void *arg)
+{
+	struct writer *w = arg;
+	w->got = weft_write(w->fd, "w", 1, -1);
+	atomic_store(&w->done, 1);
+}
+
+/* Fills fd's send buffer: the next write would block. */
+static size_t fill(int fd)
+{
+	static char junk[4096];
+	size_t n = 0;
+	ssize_t r;
+	while ((r = send(fd, junk, sizeof junk, MSG_DONTWAIT)) > 0)
+		n += (size_t)r;
+	CHECK(r == -1 && errno == EAGAIN);
+	return n;
+}
+
+/* A reader and a writer of one fd, parked from the other worker, while the
+ * fd's loop (this coroutine's worker) is stuck: the peer drains the
+ * buffer and writes a byte; both must be woken (the rescue claims both
+ * slots of one event). */
+static void stuck_owner_both_directions(void *arg)
+{
+	(void)arg;
+	CHECK(weft_lock_thread() == 0);
+	int sv[2];
+	socket_pair(sv);
+	struct weft__worker *a = register_here(sv[0]);
+	size_t filled = fill(sv[0]);
+	struct reader r = { .fd = sv[0] };
+	struct writer wr = { .fd = sv[0] };
+	uint64_t parks = stats_now().total.parks;
+	weft_co *rco = go(read_one, &r);
+	weft_co *wco = go(write_one, &wr);
+	wait_parks(parks, 2);
+	CHECK(weft__worker_self() == a);
+	static char sink[1 << 16];
+	size_t drained = 0;
+	while (drained < filled) {
+		ssize_t n = read(sv[1], sink, sizeof sink);
+		CHECK(n > 0);
+		drained += (size_t)n;
+	}
+	CHECK(write(sv[1], "x", 1) == 1);
+	int64_t give_up = weft_now() + slack(10000 * MS);
+	while (!(atomic_load(&r.done) && atomic_load(&wr.done)) && weft_now() < give_up)
+		;
+	CHECK(atomic_load(&r.done) && atomic_load(&wr.done));
+	join(rco);
+	join(wco);
+	CHECK(r.got == 1 && wr.got == 1);
+	CHECK(weft_unlock_thread() == 0);
+	CHECK(weft_close(sv[0]) == 0);
+	CHECK(weft_close(sv[1]) == 0);
+}
+
+Test(poller_adv, shared_stuck_owner_both_directions)
+{
+	run_with(WEFT_POLLER_SHARED, stuck_owner_both_directions);
+}
+
+Test(poller_adv, worker_stuck_owner_both_directions)
+{
+	run_with(WEFT_POLLER_WORKER, stuck_owner_both_directions);
+}
+
+/* ------------------------------------------------------ number reuse across loops */
+
+struct on_other {
+	int fd;
+	struct weft__worker *not_on;
+	_Atomic(struct weft__worker *) ran_on;
+	ssize_t got;
+};
+
+/* Reads one byte of fd from a worker other than not_on (yields until it is
+ * stolen there: the caller spins without yielding meanwhile). */
+static void read_elsewhere(void *arg)
+{
+	struct on_other *o = arg;
+	while (weft__worker_self() == o->not_on)
+		weft_yield();
+	atomic_store(&o->ran_on, weft__worker_self());
+	char b;
+	o->got = weft_read(o->fd, &b, 1, -1);
+}
+
+/* fd is registered on this worker and closed; a dup keeps its file (and a
+ * registration keyed by another number) alive; the number, reused at once
+ * by a new socket, is first waited on from the other worker.  Readiness of
+ * the old file must not be taken for the new one's, and the new one's must
+ * wake its reader. */
+static void reuse_on_other_loop(void *arg)
+{
+	(void)arg;
+	CHECK(weft_lock_thread() == 0);	/* a stays this coroutine's worker */
+	int sv[2];
+	socket_pair(sv);
+	struct weft__worker *a = register_here(sv[0]);
+	int keep = dup(sv[0]);
+	CHECK(keep >= 0);
+	CHECK(weft_close(sv[0]) == 0);
+	int nv[2];
+	socket_pair(nv);
+	CHECK(nv[0] == sv[0]);
+	struct on_other o = { .fd = nv[0], .not_on = a };
+	uint64_t parks = stats_now().total.parks;
+	weft_co *co = go(read_elsewhere, &o);
+	int64_t give_up = weft_now() + slack(10000 * MS);
+	while (!atomic_load(&o.ran_on) && weft_now() < give_up)
+		;	/* no yield: the other worker steals it */
+	CHECK(atomic_load(&o.ran_on) != NULL && atomic_load(&o.ran_on) != a);
+	wait_parks(parks, 1);
+	CHECK(write(sv[1], "old", 3) == 3);	/* the old file: no wake for nv[0] */
+	CHECK(write(nv[1], "n", 1) == 1);
+	join(co);
+	CHECK(o.got == 1);
+	char b[4];
+	CHECK(read(keep, b, sizeof b) == 3);
+	CHECK(close(keep) == 0);
+	CHECK(weft_unlock_thread() == 0);
+	CHECK(weft_close(nv[0]) == 0);
+	CHECK(weft_close(nv[1]) == 0);
+	CHECK(weft_close(sv[1]) == 0);
+}
+
+Test(poller_adv, shared_reuse_on_other_loop)
+{
+	run_with(WEFT_POLLER_SHARED, reuse_on_other_loop);
+}
+
+Test(poller_adv, worker_reuse_on_other_loop)
+{
+	run_with(WEFT_POLLER_WORKER, reuse_on_other_loop);
 }
