@@ -267,3 +267,74 @@ Test(poller_adv, worker_reuse_on_other_loop)
 {
 	run_with(WEFT_POLLER_WORKER, reuse_on_other_loop);
 }
+
+/* ------------------------------------------------------ shutdown with fds on several loops */
+
+static int kept[2][2];	/* one pair registered on each worker, left open across runs */
+
+struct registrar {
+	int fd;
+	_Atomic(struct weft__worker *) on;
+};
+
+static void register_there(void *arg)
+{
+	struct registrar *g = arg;
+	atomic_store(&g->on, register_here(g->fd));
+}
+
+/* Registers kept[0][0] here and kept[1][0] from the other worker (this
+ * coroutine spins without yielding meanwhile, so that worker steals the
+ * registrar), and returns without closing them: the runtime stops with
+ * fds in both loops. */
+static void leave_registered(void *arg)
+{
+	(void)arg;
+	CHECK(weft_lock_thread() == 0);
+	struct weft__worker *a = register_here(kept[0][0]);
+	struct registrar g = { .fd = kept[1][0] };
+	weft_co *co = go(register_there, &g);
+	int64_t give_up = weft_now() + slack(10000 * MS);
+	while (!atomic_load(&g.on) && weft_now() < give_up)
+		;
+	CHECK(atomic_load(&g.on) != NULL && atomic_load(&g.on) != a);
+	join(co);
+	CHECK(stats_now().registered_fds == 2);
+	CHECK(weft_unlock_thread() == 0);
+}
+
+/* The next run (either poller) starts with no registration: a read of
+ * each kept fd registers it afresh and is woken by its byte. */
+static void use_again(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 2; i++) {
+		struct reader r = { .fd = kept[i][0] };
+		uint64_t parks = stats_now().total.parks;
+		weft_co *co = go(read_one, &r);
+		wait_parks(parks, 1);
+		CHECK(write(kept[i][1], "k", 1) == 1);
+		join(co);
+		CHECK(r.got == 1);
+		CHECK(weft_close(kept[i][0]) == 0);
+		CHECK(weft_close(kept[i][1]) == 0);
+	}
+}
+
+static void shutdown_then_again(int first, int second)
+{
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, kept[0]) == 0);
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, kept[1]) == 0);
+	run_with(first, leave_registered);
+	run_with(second, use_again);
+}
+
+Test(poller_adv, worker_shutdown_with_fds_then_shared)
+{
+	shutdown_then_again(WEFT_POLLER_WORKER, WEFT_POLLER_SHARED);
+}
+
+Test(poller_adv, worker_shutdown_with_fds_then_worker)
+{
+	shutdown_then_again(WEFT_POLLER_WORKER, WEFT_POLLER_WORKER);
+}
