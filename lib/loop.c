@@ -304,11 +304,12 @@ static int harvest(struct weft__worker *w)
 /*
  * The monitor's rescue of a stuck worker w with the worker poller: nobody
  * else harvests w's epfd, so it harvests it, every batch, without
- * blocking.  What it wakes goes to w's ready FIFO and, the monitor being
- * no worker, notifies an idle worker per coroutine (weft__schedule_ready),
- * which steals it.  It touches none of w's own fields: w may come back
- * meanwhile and harvest too (epoll hands each event to one harvester; the
- * slot protocol takes concurrent wakers: fdtable.h).
+ * blocking.  What it wakes goes to the injection queue, the monitor being
+ * no worker (weft__schedule_ready), where an idle worker notified for it
+ * or a busy one's fairness turn takes it.  It touches none of w's own
+ * fields: w may come back meanwhile and harvest too (epoll hands each
+ * event to one harvester; the slot protocol takes concurrent wakers:
+ * fdtable.h).
  */
 void weft__loop_rescue(struct weft__worker *w)
 {

@@ -36,7 +36,8 @@
  * Either way a readiness event wakes the waiter through its slot
  * (fdtable.h); the woken coroutine goes to the back of the harvester's
  * ready FIFO (weft__schedule_ready); other workers steal from there,
- * notified as harvest_end (loop.c) decides.
+ * notified as harvest_end (loop.c) decides.  What the monitor's rescue
+ * wakes goes to the injection queue instead (queue.c).
  */
 #ifndef WEFT_LOOP_H
 #define WEFT_LOOP_H

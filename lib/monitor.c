@@ -13,8 +13,10 @@
  *     coroutine (current != NULL), is not asleep, and has not dispatched
  *     anything since the previous tick is *stuck*;
  *   - a stuck worker's due timers are fired (the woken coroutines go to
- *     its ready FIFO, weft__schedule_ready, which wakes an idle worker to
- *     steal them), and an idle worker is notified for what its runnext
+ *     the injection queue, weft__schedule_ready off a worker, which wakes
+ *     an idle worker, and a busy one takes it at a fairness turn; on the
+ *     stuck worker's ready FIFO only an idle worker would steal them), and
+ *     an idle worker is notified for what its runnext
  *     slot and ready FIFO hold (weft__schedule_stuck: a lone slot and a
  *     slept harvest's batch notify nobody on their own);
  *   - shared poller: while a worker is stuck, the others take the shared
@@ -23,13 +25,13 @@
  *   - worker poller: a stuck worker's fds are in its own epfd, which
  *     nobody else sleeps in, so at every period the monitor harvests it
  *     (weft__loop_rescue): readiness waits up to a period, and what it
- *     wakes is stolen by the idle worker notified for it;
+ *     wakes goes to the injection queue as the timers' wakes do;
  *   - a stuck worker, and an awake one whose earliest deadline has
  *     passed, is asked to make its next dispatch a fairness turn
  *     (weft__worker_ask_turn): else a worker whose dispatches are long
  *     fires its timers only every GLOBAL_INTERVAL of them (worker.c), and
- *     what the monitor fired for it waits that long in its ready FIFO
- *     behind LIFO work;
+ *     what the monitor fired for it waits that long in the injection
+ *     queue behind LIFO work;
  *   - the monitor sleeps bounded by its period and by the stuck workers'
  *     earliest deadlines.
  * So a stuck worker costs one or two periods of latency to its deadlines

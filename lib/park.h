@@ -119,7 +119,8 @@ int weft__waiter_wait_fenced(struct weft__waiter *w, int64_t deadline);
 bool weft__waiter_wake(struct weft__waiter *w, int result);
 /* The same for the wakes of loop's readiness and deadlines: the coroutine
  * goes to the back of that worker's ready FIFO (weft__schedule_ready),
- * whichever thread harvests. */
+ * whichever worker harvests; the injection queue when the monitor does,
+ * for a stuck loop. */
 struct weft__worker;
 bool weft__waiter_wake_ready(struct weft__waiter *w, int result, struct weft__worker *loop);
 

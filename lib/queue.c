@@ -123,17 +123,25 @@ void weft__schedule_stuck(struct weft__worker *w)
 		weft__idle_notify();
 }
 
+/*
+ * Off a worker the caller is the monitor, waking for a stuck loop (its
+ * rescue harvest, its timers): the coroutine goes to the injection queue,
+ * not to the stuck worker's ready FIFO.  An idle worker is notified either
+ * way, but a busy one never steals, and its fairness turns take the
+ * injection queue, never another worker's FIFO (docs/design.md, "Busy
+ * workers and stuck workers").
+ */
 void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop)
 {
 	if (schedule_pinned(co))
 		return;
-	weft__queue_push(&loop->ready, co, weft__queue_ready_shared(loop));
-	if (weft__rt.nworkers == 1) {
-		if (weft__worker_self() != loop)	/* the monitor, a plain thread */
-			weft__idle_notify();
+	struct weft__worker *self = weft__worker_self();
+	if (!self) {
+		weft__queue_push(&weft__rt.inject, co, true);
+		weft__idle_notify();
 		return;
 	}
-	struct weft__worker *self = weft__worker_self();
-	if (self != loop || !loop->harvesting)	/* else the harvest's end notifies */
-		weft__idle_notify();
+	weft__queue_push(&loop->ready, co, weft__queue_ready_shared(loop));
+	if (weft__rt.nworkers > 1 && (self != loop || !loop->harvesting))
+		weft__idle_notify();	/* else the harvest's end notifies */
 }

@@ -124,10 +124,11 @@ void weft__schedule_batch_end(struct weft__worker *w);
  * (steal.c). */
 void weft__schedule_stuck(struct weft__worker *w);
 /* The same for a coroutine woken by loop's readiness or deadlines: it goes
- * to the back of that worker's ready FIFO (whoever harvested: the worker
- * itself or the monitor), so that I/O is served in the order it became
- * ready (a LIFO would starve old connections under load); other workers
- * steal from that FIFO too. */
+ * to the back of that worker's ready FIFO, so that I/O is served in the
+ * order it became ready (a LIFO would starve old connections under load);
+ * other workers steal from that FIFO too.  Off a worker (the monitor,
+ * serving a stuck loop) it goes to the injection queue, which busy workers
+ * take at their fairness turns. */
 void weft__schedule_ready(struct weft_co *co, struct weft__worker *loop);
 
 #endif

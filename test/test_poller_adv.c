@@ -122,6 +122,69 @@ Test(poller_adv, worker_stuck_owner_busy_helper)
 	run_with(WEFT_POLLER_WORKER, stuck_owner_busy_helper);
 }
 
+/* ------------------------------------------------------ stuck owner's timer, busy helper */
+
+struct sleeper {
+	_Atomic(struct weft__worker *) where;	/* the worker it slept on */
+	atomic_int done;
+};
+
+static void sleep_briefly(void *arg)
+{
+	struct sleeper *s = arg;
+	atomic_store(&s->where, weft__worker_self());
+	CHECK(weft_sleep(weft_now() + MS) == 0);
+	atomic_store(&s->done, 1);
+}
+
+/*
+ * The timer twin of the scene above: a sleeper parks on worker A (its
+ * deadline in A's heap), A gets stuck, B is busy with a yield loop.  Only
+ * the monitor fires A's timers while A spins; it queued the sleeper on A's
+ * ready FIFO, where B, never out of work, never looks: the sleeper waited
+ * for as long as A was stuck, with either poller.  Fails after 10 s (slack).
+ */
+static void stuck_owner_timer_busy_helper(void *arg)
+{
+	(void)arg;
+	CHECK(weft_lock_thread() == 0);
+	struct weft__worker *a = weft__worker_self();
+	struct sleeper s = { 0 };
+	uint64_t parks = stats_now().total.parks;
+	weft_co *sco = go(sleep_briefly, &s);
+	wait_parks(parks, 1);
+	CHECK(atomic_load(&s.where) == a);	/* its deadline is in A's heap */
+	struct yielder y = { 0 };
+	weft_co *yco = go(yield_loop, &y);
+	/* no yield from here on: A runs nothing else, so B steals the loop */
+	int64_t give_up = weft_now() + slack(10000 * MS);
+	while (atomic_load(&y.where) == NULL && weft_now() < give_up)
+		;
+	CHECK(atomic_load(&y.where) != NULL && atomic_load(&y.where) != a);
+	give_up = weft_now() + slack(10000 * MS);
+	while (!atomic_load(&s.done) && weft_now() < give_up)
+		;
+	bool served = atomic_load(&s.done);
+	atomic_store(&y.stop, 1);
+	if (!served)
+		fprintf(stderr, "stuck_owner_timer_busy_helper: the sleeper was not run in 10 s "
+				"while its worker was stuck and the other worker busy\n");
+	join(sco);
+	join(yco);
+	CHECK(served);
+	CHECK(weft_unlock_thread() == 0);
+}
+
+Test(poller_adv, shared_stuck_owner_timer_busy_helper)
+{
+	run_with(WEFT_POLLER_SHARED, stuck_owner_timer_busy_helper);
+}
+
+Test(poller_adv, worker_stuck_owner_timer_busy_helper)
+{
+	run_with(WEFT_POLLER_WORKER, stuck_owner_timer_busy_helper);
+}
+
 /* ------------------------------------------------------ both directions, stuck owner */
 
 struct writer {

@@ -130,6 +130,9 @@ runs=(
 	"poller.pml|bug|-DBUG_NO_RESCUE||the monitor leaves a stuck worker's instance alone"
 	"poller.pml|bug|-DBUG_REREGISTER||each caller registers on its own loop"
 	"poller.pml|bug|-DCLOSE -DBUG_DEL_SELF||close deletes from the closer's instance, not the owner's"
+	"poller.pml|bug|-DBUG_RESCUE_ON_STUCK||the rescue queues the reader on the stuck worker's ready FIFO"
+	"poller.pml|bug|-DCLOSE -DBUG_RESCUE_ON_STUCK||+ close: the rescue queues on the stuck worker"
+	"poller.pml|finding|-DSTUCK_WITH_QUEUE||worker stuck with its own harvest's reader queued (known gap)"
 )
 
 one_run() {	# index
