@@ -70,10 +70,11 @@ static void yield_loop(void *arg)
  * spins without yielding); worker B is awake and busy with a yield loop of
  * its own; a reader is parked on the fd.  The byte is written: with the
  * shared poller B's fairness turns harvest the shared epfd and run the
- * reader; with the worker poller only A's epfd has the fd, the monitor's
- * rescue wakes the reader into A's ready FIFO (weft__loop_rescue), and B,
- * never out of work, never steals it: the reader waits for as long as A is
- * stuck.  Fails after 10 s (slack).
+ * reader; with the worker poller only A's epfd has the fd and the
+ * monitor's rescue wakes the reader (weft__loop_rescue).  It queued it on
+ * A's ready FIFO before, and B, never out of work, never stole it: the
+ * reader waited for as long as A was stuck.  Now the injection queue,
+ * which B's fairness turns take.  Fails after 10 s (slack).
  */
 static void stuck_owner_busy_helper(void *arg)
 {
@@ -141,8 +142,9 @@ static void sleep_briefly(void *arg)
  * The timer twin of the scene above: a sleeper parks on worker A (its
  * deadline in A's heap), A gets stuck, B is busy with a yield loop.  Only
  * the monitor fires A's timers while A spins; it queued the sleeper on A's
- * ready FIFO, where B, never out of work, never looks: the sleeper waited
- * for as long as A was stuck, with either poller.  Fails after 10 s (slack).
+ * ready FIFO before, where B, never out of work, never looked: the sleeper
+ * waited for as long as A was stuck, with either poller.  Fails after 10 s
+ * (slack).
  */
 static void stuck_owner_timer_busy_helper(void *arg)
 {
