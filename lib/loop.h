@@ -11,7 +11,8 @@
  *   epfd    its own epoll instance, holding only evfd (level-triggered);
  *   evfd    an eventfd that other threads write to wake it (the wake-up
  *           token, with the `kicked` flag: weft__loop_wake);
- *   timers  its deadline heap (timer.h), which bounds its sleeps.
+ *   timers  its deadline heap (timer.h), which bounds a sleep: the timer
+ *           watch's, or its own if it comes first (idle.c).
  * A worker out of work sleeps in one of the two: in the shared epfd if it
  * takes the *holder* role (at most one worker at a time; only when every
  * other worker sleeps too, or while the monitor sees a worker stuck), so

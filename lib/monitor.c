@@ -26,6 +26,9 @@
  *     fires its timers only every GLOBAL_INTERVAL of them (worker.c), and
  *     what the monitor fired for it waits that long in its ready FIFO
  *     behind LIFO work;
+ *   - while the timer watcher (idle.c) is awake (it may be stuck),
+ *     a sleeping worker whose earliest deadline has passed is kicked
+ *     (weft__idle_watch_rescue): it fires its own heap;
  *   - the monitor sleeps bounded by its period and by the stuck workers'
  *     earliest deadlines.
  * So a stuck worker costs one or two periods of latency to its deadlines
@@ -70,6 +73,7 @@
 #include "errors.h"
 #include "eventfd.h"
 #include "fault.h"
+#include "idle.h"
 #include "loop.h"
 #include "queue.h"
 #include "stack.h"
@@ -249,6 +253,7 @@ static int tick(void)
 	 * its next wake (an eventfd write per wake of a busy worker); so kicks
 	 * come at most once per period. */
 	if (sample) {
+		found |= weft__idle_watch_rescue(now);
 		weft__loop_want_poller(any_stuck);
 		back_off(found);
 	}

@@ -56,6 +56,9 @@ void weft__timer_remove(struct weft__waiter *w);
 /* Wakes, with ETIMEDOUT, every waiter whose deadline is <= now; false if
  * none was due (without taking the lock). */
 bool weft__timers_fire(struct weft__timers *t, int64_t now);
+/* The same, the woken coroutines going to to's ready FIFO (the timer
+ * watch fires a sleeping worker's heap onto its own: idle.c). */
+bool weft__timers_fire_to(struct weft__timers *t, int64_t now, struct weft__worker *to);
 /* The earliest deadline, INT64_MAX when there is none (a racy hint). */
 int64_t weft__timers_next(struct weft__timers *t);
 

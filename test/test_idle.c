@@ -68,3 +68,55 @@ Test(idle, a_refused_worker_sleeps_on_a_spinner_s_work, .timeout = 300)
 	cr_assert_leq(retracts, 4 * children, "%llu retractions for %llu children",
 		      (unsigned long long)retracts, (unsigned long long)children);
 }
+
+/* ------------------------------------------------------ the timer watch */
+
+#define TICKERS 7	/* one per worker besides the one of main, parked in its joins */
+#define TICKS 50
+static const int64_t TICK_NS = 2 * MS;
+
+static atomic_uint tickers_started;
+static _Atomic int64_t grid;
+
+/* Holds its worker until every ticker holds one, so their first deadlines
+ * go into seven heaps; then sleeps to the same grid as the others. */
+static void ticker(void *arg)
+{
+	(void)arg;
+	if (atomic_fetch_add(&tickers_started, 1) + 1 == TICKERS)
+		atomic_store(&grid, weft_now());
+	while (!atomic_load(&grid))
+		;
+	for (int k = 1; k <= TICKS; k++)
+		CHECK(weft_sleep(atomic_load(&grid) + k * TICK_NS) == 0);
+}
+
+static uint64_t watch_sleeps, watch_fired;
+
+static void tickers_root(void *arg)
+{
+	(void)arg;
+	weft_co *co[TICKERS];
+	weft_stats before = stats_now();
+	for (int i = 0; i < TICKERS; i++)
+		co[i] = go(ticker, NULL);
+	for (int i = 0; i < TICKERS; i++)
+		join(co[i]);
+	weft_stats after = stats_now();
+	watch_sleeps = after.total.sleeps - before.total.sleeps;
+	watch_fired = after.total.timers_fired - before.total.timers_fired;
+}
+
+/* Timers of the same instants spread over seven workers' heaps: one
+ * worker sleeps for them all and fires them (the others sleep without a
+ * timeout), so a batch of deadlines costs about one worker's sleep, not
+ * one per heap. */
+Test(idle, one_worker_sleeps_for_the_timers_of_all, .timeout = 300)
+{
+	run(TICKERS + 1, tickers_root, NULL);
+	fprintf(stderr, "%llu worker sleeps for %llu timers fired\n",
+		(unsigned long long)watch_sleeps, (unsigned long long)watch_fired);
+	cr_assert_gt(watch_fired, 0);
+	cr_assert_leq(2 * watch_sleeps, watch_fired, "%llu worker sleeps for %llu timers fired",
+		      (unsigned long long)watch_sleeps, (unsigned long long)watch_fired);
+}
