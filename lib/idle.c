@@ -269,9 +269,9 @@ void weft__idle_park(struct weft__worker *w)
  * `until` has nothing due before that watcher wakes, which then fires it,
  * or, awake, fires it at its turns or scans again when it sleeps, unless a
  * sleeper took the watch from it and scanned.  A watcher that wakes CASes
- * (until, itself) to (AWAKE, itself).  While it is awake and the monitor
- * sees a sleeper's timer due, it kicks that sleeper (weft__idle_watch_rescue):
- * an awake watcher that is stuck fires nothing.  test/models/timerwatch.pml.
+ * (until, itself) to (AWAKE, itself).  While it is awake, the monitor kicks
+ * a sleeper whose deadline has waited RESCUE_NS (weft__idle_watch_rescue):
+ * an awake watcher stuck in one coroutine fires nothing.  test/models/timerwatch.pml.
  */
 enum { WATCH_SHIFT = 11 };	/* the holder's bits: WEFT__CONFIG_WORKERS_MAX + 1 fits */
 #define WATCH_HOLDER ((UINT64_C(1) << WATCH_SHIFT) - 1)
@@ -367,7 +367,12 @@ bool weft__idle_fire_watched(struct weft__worker *w, int64_t now)
 	return woke;
 }
 
-bool weft__idle_watch_rescue(int64_t now)
+/* A sleeper's deadline waits for an awake watcher's turns at most this
+ * long before the monitor kicks the sleeper: what a sleep's timeout, rounded
+ * up to the millisecond, may add. */
+static const int64_t RESCUE_NS = 1000 * 1000;
+
+bool weft__idle_watch_rescue(int64_t now, int64_t *wake)
 {
 	uint64_t x = at_load_64(&weft__rt.timer_watch);
 	if (watch_holder(x) == 0 || watch_until(x) != WATCH_AWAKE)
@@ -375,11 +380,17 @@ bool weft__idle_watch_rescue(int64_t now)
 	bool kicked = false;
 	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
 		struct weft__worker *o = &weft__rt.workers[i];
-		if (i + 1 == watch_holder(x) || !at_load_uint(&o->polling) ||
-		    weft__timers_next(&o->timers) > now)
+		if (i + 1 == watch_holder(x) || !at_load_uint(&o->polling))
 			continue;
-		weft__loop_wake(o);
-		kicked = true;
+		int64_t t = weft__timers_next(&o->timers);
+		if (t == INT64_MAX)
+			continue;
+		if (t <= now - RESCUE_NS) {
+			weft__loop_wake(o);
+			kicked = true;
+		} else if (t + RESCUE_NS < *wake) {
+			*wake = t + RESCUE_NS;
+		}
 	}
 	return kicked;
 }

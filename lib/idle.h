@@ -43,7 +43,9 @@ void weft__idle_watch_woke(struct weft__worker *w);
  * w's ready FIFO; whether any was due. */
 bool weft__idle_fire_watched(struct weft__worker *w, int64_t now);
 /* The monitor's rescue while the watcher is awake (it may be stuck): kicks
- * every sleeping worker whose next deadline is due; whether it kicked one. */
-bool weft__idle_watch_rescue(int64_t now);
+ * every sleeping worker whose next deadline passed a while ago (idle.c);
+ * whether it kicked one.  Lowers *wake to when the next such deadline
+ * will have (the monitor's next tick). */
+bool weft__idle_watch_rescue(int64_t now, int64_t *wake);
 
 #endif

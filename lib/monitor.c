@@ -26,9 +26,10 @@
  *     fires its timers only every GLOBAL_INTERVAL of them (worker.c), and
  *     what the monitor fired for it waits that long in its ready FIFO
  *     behind LIFO work;
- *   - while the timer watcher (idle.c) is awake (it may be stuck),
- *     a sleeping worker whose earliest deadline has passed is kicked
- *     (weft__idle_watch_rescue): it fires its own heap;
+ *   - while the timer watcher (idle.c) is awake (it may be stuck), a
+ *     sleeping worker whose earliest deadline passed a millisecond ago is
+ *     kicked (weft__idle_watch_rescue): it fires its own heap; the
+ *     monitor's sleep is bounded by when the next one will have;
  *   - the monitor sleeps bounded by its period and by the stuck workers'
  *     earliest deadlines.
  * So a stuck worker costs one or two periods of latency to its deadlines
@@ -252,8 +253,9 @@ static int tick(void)
 	 * wakes, must not put us straight back to sleep to be kicked again at
 	 * its next wake (an eventfd write per wake of a busy worker); so kicks
 	 * come at most once per period. */
+	bool rescued = weft__idle_watch_rescue(now, &next);
 	if (sample) {
-		found |= weft__idle_watch_rescue(now);
+		found |= rescued;
 		weft__loop_want_poller(any_stuck);
 		back_off(found);
 	}

@@ -120,3 +120,47 @@ Test(idle, one_worker_sleeps_for_the_timers_of_all, .timeout = 300)
 	cr_assert_leq(2 * watch_sleeps, watch_fired, "%llu worker sleeps for %llu timers fired",
 		      (unsigned long long)watch_sleeps, (unsigned long long)watch_fired);
 }
+
+#define RESCUE_ROUNDS 8
+
+static atomic_bool sleeper_started, slept_out;
+
+static void late_sleeper(void *arg)
+{
+	(void)arg;
+	atomic_store(&sleeper_started, true);
+	spin_ns(2 * MS);	/* the root's worker goes to sleep first */
+	CHECK(weft_sleep(weft_now() + 30 * MS) == 0);
+	atomic_store(&slept_out, true);
+}
+
+/* The root's worker goes to sleep first, takes the watch and sleeps until
+ * the root's own deadline (5 ms); the sleeper's worker, going to sleep
+ * after it with a later deadline (30 ms), sleeps untimed.  The root, woken
+ * at 5 ms, spins without a dispatch until the sleeper has woken: the
+ * watcher is awake and stuck, and only the monitor's rescue wakes the
+ * sleeper's worker. */
+static void rescue_root(void *arg)
+{
+	(void)arg;
+	for (int r = 0; r < RESCUE_ROUNDS; r++) {
+		atomic_store(&sleeper_started, false);
+		atomic_store(&slept_out, false);
+		weft_co *s = go(late_sleeper, NULL);
+		while (!atomic_load(&sleeper_started))
+			;	/* no dispatch: another worker takes it (the monitor) */
+		CHECK(weft_sleep(weft_now() + 5 * MS) == 0);
+		int64_t give_up = weft_now() + slack(10000 * MS);
+		while (!atomic_load(&slept_out) && weft_now() < give_up)
+			;
+		CHECK(atomic_load(&slept_out));	/* its deadline waited for our dispatch */
+		join(s);
+	}
+}
+
+/* The watcher, woken early and stuck in one coroutine, fires nothing: the
+ * monitor kicks the sleeper whose deadline passed. */
+Test(idle, a_stuck_watcher_leaves_no_deadline_behind, .timeout = 300)
+{
+	run(2, rescue_root, NULL);
+}
