@@ -259,8 +259,8 @@ void weft__idle_park(struct weft__worker *w)
  *     past w's own next deadline: CASes the word to (SCAN, itself), a full
  *     fence, then loads every sleeping worker's flag and next deadline, and
  *     CASes (SCAN, itself) to (earliest, itself): the timeout it sleeps
- *     with (the one it took the watch from wakes at its own and finds it
- *     is no longer the watcher);
+ *     with (the one it took the watch from wakes at its own timeout and
+ *     finds it is no longer the watcher);
  *   - during another's scan: sleeps until its own next deadline;
  *   - else with no timeout: the watcher wakes before w's next deadline.
  * Dekker: a sleeper that read the word before a watcher's SCAN CAS had
@@ -271,7 +271,8 @@ void weft__idle_park(struct weft__worker *w)
  * sleeper took the watch from it and scanned.  A watcher that wakes CASes
  * (until, itself) to (AWAKE, itself).  While it is awake, the monitor kicks
  * a sleeper whose deadline has waited RESCUE_NS (weft__idle_watch_rescue):
- * an awake watcher stuck in one coroutine fires nothing.  test/models/timerwatch.pml.
+ * an awake watcher stuck in one coroutine fires nothing.
+ * test/models/timerwatch.pml.
  */
 enum { WATCH_SHIFT = 11 };	/* the holder's bits: WEFT__CONFIG_WORKERS_MAX + 1 fits */
 #define WATCH_HOLDER ((UINT64_C(1) << WATCH_SHIFT) - 1)

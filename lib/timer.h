@@ -4,8 +4,9 @@
  *
  * Every blocking call with a deadline parks a waiter (park.h) and, on a
  * coroutine, puts it in the heap of the worker it runs on.  The heap bounds
- * that worker's epoll_wait and is checked at its fairness turns; the monitor
- * (monitor.c) fires it when the worker is stuck in a long coroutine.
+ * that worker's epoll_wait, or, while it sleeps, the timer watcher's (idle.c),
+ * and is checked at its fairness turns; the monitor (monitor.c) fires it
+ * when the worker is stuck in a long coroutine.
  *
  * A waiter leaves the heap in one of two ways, both under the heap's lock:
  *   - it expires: weft__timers_fire pops it and wakes it with ETIMEDOUT
