@@ -45,7 +45,7 @@ bool weft__idle_fire_watched(struct weft__worker *w, int64_t now);
 /* The monitor's rescue while the watcher is awake (it may be stuck): kicks
  * every sleeping worker whose next deadline passed a while ago (idle.c);
  * whether it kicked one.  Lowers *wake to when the next such deadline
- * will have (the monitor's next tick). */
+ * will have waited that long (the monitor's next tick). */
 bool weft__idle_watch_rescue(int64_t now, int64_t *wake);
 
 #endif

@@ -29,7 +29,8 @@
  *   - while the timer watcher (idle.c) is awake (it may be stuck), a
  *     sleeping worker whose earliest deadline passed a millisecond ago is
  *     kicked (weft__idle_watch_rescue): it fires its own heap; the
- *     monitor's sleep is bounded by when the next one will have;
+ *     monitor's sleep is bounded by when the next one will have
+ *     waited that long;
  *   - the monitor sleeps bounded by its period and by the stuck workers'
  *     earliest deadlines.
  * So a stuck worker costs one or two periods of latency to its deadlines
