@@ -8,9 +8,11 @@
 
 #include "atomic.h"
 #include "clock.h"
+#include "config.h"
 #include "futex.h"
 #include "invariant.h"
 #include "loop.h"
+#include "timer.h"
 #include "worker.h"
 
 /* ------------------------------------------------------ idle and waking */
@@ -231,4 +233,167 @@ void weft__idle_park(struct weft__worker *w)
 		at_store_uint(&w->woken_spinning, 0);
 		w->spinning = true;	/* the waker counted us as a spinner */
 	}
+}
+
+/* ------------------------------------------------------ the timer watch */
+
+/*
+ * One timed sleeper (Go's: one M waits in netpoll for the earliest timer
+ * of every P).  Were every worker to sleep until its own next deadline, a
+ * load whose timers are spread over N heaps would wake N workers per
+ * batch of deadlines, each for a few coroutines that one worker runs in
+ * microseconds.  So one worker at a time, the watcher, sleeps until the
+ * earliest deadline of every sleeping worker's heap, and when it wakes, or
+ * at its fairness turns while awake, it fires their due timers onto its
+ * own ready FIFO (what it cannot run soon it shares as any harvest,
+ * loop.c's backlog).  The others sleep without a timeout unless their own
+ * earliest deadline comes before the watcher's.
+ *
+ * weft__rt.timer_watch is one word: the watcher (index + 1, 0 none) and
+ * until when it sleeps, in WATCH_SHIFT units rounded up, or NONE (it sleeps
+ * with no deadline), AWAKE, or SCAN (its scan is under way: every sleeper
+ * sleeps until its own deadline meanwhile).  A worker going to sleep
+ * (weft__idle_sleep_until, after announce_idle's sleeping store and
+ * idle_park's StoreLoad fence):
+ *   - with no watcher, or one that is awake, or itself, or one that sleeps
+ *     past w's own next deadline: CASes the word to (SCAN, itself), a full
+ *     fence, then loads every sleeping worker's flag and next deadline, and
+ *     CASes (SCAN, itself) to (earliest, itself): the timeout it sleeps
+ *     with (the one it took the watch from wakes at its own timeout and
+ *     finds it is no longer the watcher);
+ *   - during another's scan: sleeps until its own next deadline;
+ *   - else with no timeout: the watcher wakes before w's next deadline.
+ * Dekker: a sleeper that read the word before a watcher's SCAN CAS had
+ * stored its sleeping flag before that CAS, so the scan after it sees the
+ * flag and its heap; one that read SCAN covers itself; one that read
+ * `until` has nothing due before that watcher wakes, which then fires it,
+ * or, awake, fires it at its turns or scans again when it sleeps, unless a
+ * sleeper took the watch from it and scanned.  A watcher that wakes CASes
+ * (until, itself) to (AWAKE, itself).  While it is awake, the monitor fires
+ * a sleeper's deadlines that have waited RESCUE_NS (weft__idle_watch_rescue),
+ * as it fires a stuck worker's: to the injection queue (queue.c), an idle
+ * worker notified; an awake watcher stuck in one coroutine fires nothing.
+ * test/models/timerwatch.pml.
+ */
+enum { WATCH_SHIFT = 11 };	/* the holder's bits: WEFT__CONFIG_WORKERS_MAX + 1 fits */
+#define WATCH_HOLDER ((UINT64_C(1) << WATCH_SHIFT) - 1)
+#define WATCH_AWAKE UINT64_C(0)
+#define WATCH_SCAN (UINT64_MAX >> WATCH_SHIFT)
+#define WATCH_NONE (WATCH_SCAN - 1)
+_Static_assert(WEFT__CONFIG_WORKERS_MAX < WATCH_HOLDER, "a holder fits the watch word");
+
+static uint64_t watch_word(uint64_t until, unsigned holder)
+{
+	return until << WATCH_SHIFT | holder;
+}
+
+static unsigned watch_holder(uint64_t x)
+{
+	return (unsigned)(x & WATCH_HOLDER);
+}
+
+static uint64_t watch_until(uint64_t x)
+{
+	return x >> WATCH_SHIFT;
+}
+
+/* A deadline (ns) in the word's units, rounded up: a sleeper that leaves a
+ * timer to the watcher never has it due before the watcher wakes. */
+static uint64_t watch_encode(int64_t ns)
+{
+	if (ns == INT64_MAX)
+		return WATCH_NONE;
+	if (ns <= 0)
+		return 1;
+	return ((uint64_t)ns + WATCH_HOLDER) >> WATCH_SHIFT;
+}
+
+static int64_t watch_decode(uint64_t until)
+{
+	return until == WATCH_NONE ? INT64_MAX : (int64_t)(until << WATCH_SHIFT);
+}
+
+/* The earliest deadline of w's heap and of every sleeping worker's. */
+static int64_t sleepers_next(struct weft__worker *w)
+{
+	int64_t next = weft__timers_next(&w->timers);
+	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
+		struct weft__worker *o = &weft__rt.workers[i];
+		if (o == w || !at_load_uint(&o->sleeping))
+			continue;
+		int64_t t = weft__timers_next(&o->timers);
+		if (t < next)
+			next = t;
+	}
+	return next;
+}
+
+int64_t weft__idle_sleep_until(struct weft__worker *w)
+{
+	unsigned me = w->index + 1;
+	int64_t own = weft__timers_next(&w->timers);
+	for (;;) {
+		uint64_t x = at_load_64(&weft__rt.timer_watch);
+		unsigned h = watch_holder(x);
+		if (h != 0 && h != me && watch_until(x) == WATCH_SCAN)
+			return own;
+		if (h != 0 && h != me && watch_until(x) != WATCH_AWAKE &&
+		    own >= watch_decode(watch_until(x)))
+			return INT64_MAX;
+		/* a full fence: the scan's loads come after it */
+		if (at_cas_64(&weft__rt.timer_watch, x, watch_word(WATCH_SCAN, me)))
+			break;
+	}
+	int64_t next = sleepers_next(w);
+	at_cas_64(&weft__rt.timer_watch, watch_word(WATCH_SCAN, me), watch_word(watch_encode(next), me));
+	return next;
+}
+
+void weft__idle_watch_woke(struct weft__worker *w)
+{
+	uint64_t x = at_load_64(&weft__rt.timer_watch);
+	if (watch_holder(x) == w->index + 1 && watch_until(x) != WATCH_AWAKE)
+		at_cas_64(&weft__rt.timer_watch, x, watch_word(WATCH_AWAKE, w->index + 1));
+}
+
+bool weft__idle_fire_watched(struct weft__worker *w, int64_t now)
+{
+	if (watch_holder(at_load_64(&weft__rt.timer_watch)) != w->index + 1)
+		return false;
+	bool woke = false;
+	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
+		struct weft__worker *o = &weft__rt.workers[i];
+		if (o != w && at_load_uint(&o->sleeping))
+			woke |= weft__timers_fire_to(&o->timers, now, w);
+	}
+	return woke;
+}
+
+/* A sleeper's deadline waits for an awake watcher's turns at most this
+ * long before the monitor fires it: what a sleep's timeout, rounded up to
+ * the millisecond, may add. */
+static const int64_t RESCUE_NS = 1000 * 1000;
+
+bool weft__idle_watch_rescue(int64_t now, int64_t *wake)
+{
+	uint64_t x = at_load_64(&weft__rt.timer_watch);
+	if (watch_holder(x) == 0 || watch_until(x) != WATCH_AWAKE)
+		return false;
+	bool fired = false;
+	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
+		struct weft__worker *o = &weft__rt.workers[i];
+		if (i + 1 == watch_holder(x) || !at_load_uint(&o->polling))
+			continue;
+		int64_t t = weft__timers_next(&o->timers);
+		if (t == INT64_MAX)
+			continue;
+		if (t <= now - RESCUE_NS) {
+			/* off a worker: to the injection queue, an idle worker
+			 * notified (weft__schedule_ready), as a stuck worker's */
+			fired |= weft__timers_fire(&o->timers, now);
+		} else if (t + RESCUE_NS < *wake) {
+			*wake = t + RESCUE_NS;
+		}
+	}
+	return fired;
 }

@@ -7,6 +7,7 @@
 #define WEFT_IDLE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct weft__worker;
 
@@ -30,5 +31,22 @@ bool weft__idle_any_work(void);
 /* Goes idle: returns when there may be work again (or the runtime is
  * stopping), having slept in w's loop unless work appeared meanwhile. */
 void weft__idle_park(struct weft__worker *w);
+
+/* The timer watch (idle.c): one sleeping worker sleeps for the earliest
+ * deadline of every sleeping worker's heap and fires them.  sleep_until:
+ * w, announced idle and past the StoreLoad fence, is going to sleep: the
+ * absolute deadline it sleeps until, INT64_MAX for none. */
+int64_t weft__idle_sleep_until(struct weft__worker *w);
+/* w has returned from its sleep: if it holds the watch, it is awake. */
+void weft__idle_watch_woke(struct weft__worker *w);
+/* If w holds the watch, fires the due timers of the sleeping workers onto
+ * w's ready FIFO; whether any was due. */
+bool weft__idle_fire_watched(struct weft__worker *w, int64_t now);
+/* The monitor's rescue while the watcher is awake (it may be stuck): fires
+ * the heap of every sleeping worker whose next deadline passed a while ago
+ * (idle.c), to the injection queue; whether any was due.  Lowers *wake to
+ * when the next such deadline will have waited that long (the monitor's
+ * next tick). */
+bool weft__idle_watch_rescue(int64_t now, int64_t *wake);
 
 #endif

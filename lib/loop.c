@@ -382,6 +382,7 @@ bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 {
 	harvest_begin(w);
 	bool woke = weft__timers_fire(&w->timers, now);
+	woke |= weft__idle_fire_watched(w, now);
 	if (poll_fds && has_fds(w))
 		woke |= count_harvest(w, now, harvest(w));
 	/* what it woke waits behind its own work, if it has any */
@@ -392,7 +393,7 @@ bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 
 static int sleep_timeout_ms(struct weft__worker *w)
 {
-	int64_t next = weft__timers_next(&w->timers);
+	int64_t next = weft__idle_sleep_until(w);
 	if (next == INT64_MAX)
 		return -1;
 	return weft__clock_timeout_ms(next - weft_now());	/* never early */
@@ -447,6 +448,7 @@ void weft__loop_wait(struct weft__worker *w, struct weft__loop_events *got)
 	int timeout = at_load_uint(&w->kicked) ? 0 : sleep_timeout_ms(w);
 	int n = epoll_wait(holder ? io.epfd : w->epfd, got->ev, WEFT__LOOP_BATCH, timeout);
 	at_store_uint(&w->polling, 0);
+	weft__idle_watch_woke(w);
 	if (holder)
 		at_store_uint(&io.holder, 0);
 	weft__monitor_worker_awake();
@@ -469,6 +471,7 @@ void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
 		count_harvest(w, now, events);
 	}
 	weft__timers_fire(&w->timers, now);
+	weft__idle_fire_watched(w, now);
 	harvest_end(w, now, false);
 }
 

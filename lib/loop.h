@@ -11,7 +11,8 @@
  *           with the worker poller the fds it registered;
  *   evfd    an eventfd that other threads write to wake it (the wake-up
  *           token, with the `kicked` flag: weft__loop_wake);
- *   timers  its deadline heap (timer.h), which bounds its sleeps.
+ *   timers  its deadline heap (timer.h), which bounds a sleep: the timer
+ *           watch's, or its own if it comes first (idle.c).
  * Every fd weft waits on is registered once, by the first wait on it,
  * edge-triggered for both directions, its entry's owner naming the
  * registering worker (fdtable.h):

@@ -32,6 +32,11 @@
  *     fires its timers only every GLOBAL_INTERVAL of them (worker.c), and
  *     what the monitor fired for it waits that long in the injection
  *     queue behind LIFO work;
+ *   - while the timer watcher (idle.c) is awake (it may be stuck), a
+ *     sleeping worker's deadlines that passed a millisecond ago are fired
+ *     (weft__idle_watch_rescue) as a stuck worker's are: to the injection
+ *     queue, an idle worker notified; the monitor's sleep is bounded by
+ *     when the next one will have waited that long;
  *   - the monitor sleeps bounded by its period and by the stuck workers'
  *     earliest deadlines.
  * So a stuck worker costs one or two periods of latency to its deadlines
@@ -76,6 +81,7 @@
 #include "errors.h"
 #include "eventfd.h"
 #include "fault.h"
+#include "idle.h"
 #include "loop.h"
 #include "queue.h"
 #include "stack.h"
@@ -255,7 +261,9 @@ static int tick(void)
 	 * wakes, must not put us straight back to sleep to be kicked again at
 	 * its next wake (an eventfd write per wake of a busy worker); so kicks
 	 * come at most once per period. */
+	bool rescued = weft__idle_watch_rescue(now, &next);
 	if (sample) {
+		found |= rescued;
 		weft__loop_want_poller(any_stuck);
 		back_off(found);
 	}

@@ -122,6 +122,11 @@ void weft__timer_remove(struct weft__waiter *w)
 
 bool weft__timers_fire(struct weft__timers *t, int64_t now)
 {
+	return weft__timers_fire_to(t, now, t->owner);
+}
+
+bool weft__timers_fire_to(struct weft__timers *t, int64_t now, struct weft__worker *to)
+{
 	if (weft__timers_next(t) > now)
 		return false;
 	pthread_mutex_lock(&t->lock);
@@ -131,7 +136,7 @@ bool weft__timers_fire(struct weft__timers *t, int64_t now)
 		weft__count(&t->fired);	/* one writer: the lock holder */
 		/* Under the lock: w's wait cannot return (and free w) before its
 		 * weft__timer_remove gets the lock, after this wake. */
-		weft__waiter_wake_ready(w, ETIMEDOUT, t->owner);
+		weft__waiter_wake_ready(w, ETIMEDOUT, to);
 	}
 	publish_next(t);
 	pthread_mutex_unlock(&t->lock);

@@ -4,8 +4,9 @@
  *
  * Every blocking call with a deadline parks a waiter (park.h) and, on a
  * coroutine, puts it in the heap of the worker it runs on.  The heap bounds
- * that worker's epoll_wait and is checked at its fairness turns; the monitor
- * (monitor.c) fires it when the worker is stuck in a long coroutine.
+ * that worker's epoll_wait, or, while it sleeps, the timer watcher's (idle.c),
+ * and is checked at its fairness turns; the monitor (monitor.c) fires it
+ * when the worker is stuck in a long coroutine.
  *
  * A waiter leaves the heap in one of two ways, both under the heap's lock:
  *   - it expires: weft__timers_fire pops it and wakes it with ETIMEDOUT
@@ -56,6 +57,9 @@ void weft__timer_remove(struct weft__waiter *w);
 /* Wakes, with ETIMEDOUT, every waiter whose deadline is <= now; false if
  * none was due (without taking the lock). */
 bool weft__timers_fire(struct weft__timers *t, int64_t now);
+/* The same, the woken coroutines going to to's ready FIFO (the timer
+ * watch fires a sleeping worker's heap onto its own: idle.c). */
+bool weft__timers_fire_to(struct weft__timers *t, int64_t now, struct weft__worker *to);
 /* The earliest deadline, INT64_MAX when there is none (a racy hint). */
 int64_t weft__timers_next(struct weft__timers *t);
 

@@ -610,6 +610,7 @@ int weft__workers_start(unsigned n, int pin)
 {
 	weft__rt.nworkers = n;
 	weft__rt.nr_spinning = weft__rt.nr_idle = 0;
+	weft__rt.timer_watch = 0;
 	weft__rt.stopping = weft__rt.draining = 0;
 	WEFT__FIFO_INIT(&weft__rt.inject.q);
 	weft__rt.inject.len = weft__rt.ext_spawned = weft__rt.ext_wakeups = 0;

@@ -147,6 +147,7 @@ struct weft__rt_state {
 	unsigned nr_idle;		/* atomic: workers announced idle */
 	pthread_mutex_t idle_lock;	/* guards idle[] */
 	unsigned *idle;			/* stack of idle worker indices */
+	uint64_t timer_watch;		/* atomic: who sleeps for the sleepers' timers (idle.c) */
 	struct weft__locked_fifo inject;	/* spawns and wakes from plain threads */
 	uint64_t ext_spawned;		/* atomic: spawns from plain threads */
 	uint64_t ext_wakeups;		/* atomic: wakes won by plain threads */

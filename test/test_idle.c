@@ -68,3 +68,100 @@ Test(idle, a_refused_worker_sleeps_on_a_spinner_s_work, .timeout = 300)
 	cr_assert_leq(retracts, 4 * children, "%llu retractions for %llu children",
 		      (unsigned long long)retracts, (unsigned long long)children);
 }
+
+/* ------------------------------------------------------ the timer watch */
+
+#define TICKERS 7	/* one per worker besides the one of main, parked in its joins */
+#define TICKS 50
+static const int64_t TICK_NS = 2 * MS;
+
+static atomic_uint tickers_started;
+static _Atomic int64_t grid;
+
+/* Holds its worker until every ticker holds one, so their first deadlines
+ * go into seven heaps; then sleeps to the same grid as the others. */
+static void ticker(void *arg)
+{
+	(void)arg;
+	if (atomic_fetch_add(&tickers_started, 1) + 1 == TICKERS)
+		atomic_store(&grid, weft_now());
+	while (!atomic_load(&grid))
+		;
+	for (int k = 1; k <= TICKS; k++)
+		CHECK(weft_sleep(atomic_load(&grid) + k * TICK_NS) == 0);
+}
+
+static uint64_t watch_sleeps, watch_fired;
+
+static void tickers_root(void *arg)
+{
+	(void)arg;
+	weft_co *co[TICKERS];
+	weft_stats before = stats_now();
+	for (int i = 0; i < TICKERS; i++)
+		co[i] = go(ticker, NULL);
+	for (int i = 0; i < TICKERS; i++)
+		join(co[i]);
+	weft_stats after = stats_now();
+	watch_sleeps = after.total.sleeps - before.total.sleeps;
+	watch_fired = after.total.timers_fired - before.total.timers_fired;
+}
+
+/* Timers of the same instants spread over seven workers' heaps: one
+ * worker sleeps for them all and fires them (the others sleep without a
+ * timeout), so a batch of deadlines costs about one worker's sleep, not
+ * one per heap. */
+Test(idle, one_worker_sleeps_for_the_timers_of_all, .timeout = 300)
+{
+	run(TICKERS + 1, tickers_root, NULL);
+	fprintf(stderr, "%llu worker sleeps for %llu timers fired\n",
+		(unsigned long long)watch_sleeps, (unsigned long long)watch_fired);
+	cr_assert_gt(watch_fired, 0);
+	cr_assert_leq(2 * watch_sleeps, watch_fired, "%llu worker sleeps for %llu timers fired",
+		      (unsigned long long)watch_sleeps, (unsigned long long)watch_fired);
+}
+
+#define RESCUE_ROUNDS 8
+
+static atomic_bool sleeper_started, slept_out;
+
+static void late_sleeper(void *arg)
+{
+	(void)arg;
+	atomic_store(&sleeper_started, true);
+	spin_ns(2 * MS);	/* the root's worker goes to sleep first */
+	CHECK(weft_sleep(weft_now() + 30 * MS) == 0);
+	atomic_store(&slept_out, true);
+}
+
+/* The root's worker goes to sleep first, takes the watch and sleeps until
+ * the root's own deadline (5 ms); the sleeper's worker, going to sleep
+ * after it with a later deadline (30 ms), sleeps untimed.  The root, woken
+ * at 5 ms, spins without a dispatch until the sleeper has woken: the
+ * watcher is awake and stuck, and only the monitor's rescue fires the
+ * sleeper's timer. */
+static void rescue_root(void *arg)
+{
+	(void)arg;
+	for (int r = 0; r < RESCUE_ROUNDS; r++) {
+		atomic_store(&sleeper_started, false);
+		atomic_store(&slept_out, false);
+		weft_co *s = go(late_sleeper, NULL);
+		while (!atomic_load(&sleeper_started))
+			;	/* no dispatch: another worker takes it (the monitor) */
+		CHECK(weft_sleep(weft_now() + 5 * MS) == 0);
+		int64_t give_up = weft_now() + slack(10000 * MS);
+		while (!atomic_load(&slept_out) && weft_now() < give_up)
+			;
+		CHECK(atomic_load(&slept_out));	/* its deadline waited for our dispatch */
+		join(s);
+	}
+}
+
+/* The watcher, woken early and stuck in one coroutine, fires nothing: the
+ * monitor fires the sleeper's deadline that passed (to the injection queue,
+ * the sleeping worker notified). */
+Test(idle, a_stuck_watcher_leaves_no_deadline_behind, .timeout = 300)
+{
+	run(2, rescue_root, NULL);
+}
