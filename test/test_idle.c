@@ -165,3 +165,49 @@ Test(idle, a_stuck_watcher_leaves_no_deadline_behind, .timeout = 300)
 {
 	run(2, rescue_root, NULL);
 }
+
+/* ------------------------------------------------------ the watch, attacked */
+
+static atomic_bool far_started;
+
+static void far_sleeper(void *arg)
+{
+	(void)arg;
+	atomic_store(&far_started, true);
+	(void)weft_sleep(INT64_MAX - 1);	/* a legal deadline: "forever" */
+}
+
+/* Whether worker i sleeps in its loop holding the watch, sleeping until a
+ * deadline (not AWAKE, not a scan under way). */
+static bool sleeps_holding_watch(unsigned i)
+{
+	uint64_t x = at_load_64(&weft__rt.timer_watch);
+	return at_load_uint(&weft__rt.workers[i].polling) && (x & 2047) == i + 1 && (x >> 11) != 0 &&
+	       (x >> 11) != (UINT64_MAX >> 11);
+}
+
+/* The other worker's only deadline is INT64_MAX - 1: it takes the watch and
+ * sleeps until it.  Then the root sleeps 10 ms on its own worker, which
+ * finds a watcher sleeping until "later than 10 ms" and sleeps untimed: the
+ * word's until, rounded up past INT64_MAX, decodes negative, so every
+ * deadline counts as covered.  Both workers sleep untimed with a deadline
+ * due; nothing wakes them (the monitor rescues only for an awake watcher). */
+static void far_root(void *arg)
+{
+	(void)arg;
+	atomic_store(&far_started, false);
+	weft_co *far = go(far_sleeper, NULL);
+	while (!atomic_load(&far_started))
+		;	/* no dispatch: the other worker takes it (the monitor) */
+	unsigned other = 1 - (unsigned)weft_worker_id();
+	while (!sleeps_holding_watch(other))
+		;	/* the state, not a duration */
+	CHECK(weft_sleep(weft_now() + 10 * MS) == 0);	/* hangs without a fix */
+	CHECK(weft_cancel(far) == 0);
+	(void)weft_join(far);
+}
+
+Test(idle, a_watcher_sleeping_until_int64_max_minus_1_covers_no_one, .timeout = 60)
+{
+	run(2, far_root, NULL);
+}
