@@ -298,8 +298,9 @@ static uint64_t watch_until(uint64_t x)
 }
 
 /* A deadline (ns) in the word's units, rounded up: a sleeper that leaves a
- * timer to the watcher never has it due before the watcher wakes. */
-static uint64_t watch_encode(int64_t ns)
+ * timer to the watcher never has it due before the watcher wakes.  The
+ * last 2047 ns below INT64_MAX round up to 2^52, past what decodes back. */
+uint64_t weft__idle_watch_encode(int64_t ns)
 {
 	if (ns == INT64_MAX)
 		return WATCH_NONE;
@@ -308,9 +309,14 @@ static uint64_t watch_encode(int64_t ns)
 	return ((uint64_t)ns + WATCH_HOLDER) >> WATCH_SHIFT;
 }
 
-static int64_t watch_decode(uint64_t until)
+/* Saturating: an until past INT64_MAX's units (NONE, or a deadline in the
+ * last 2047 ns rounded up) is INT64_MAX, never a shift into the sign bit
+ * (which would cover every sleeper's deadline: all would sleep untimed). */
+int64_t weft__idle_watch_decode(uint64_t until)
 {
-	return until == WATCH_NONE ? INT64_MAX : (int64_t)(until << WATCH_SHIFT);
+	if (until > (uint64_t)INT64_MAX >> WATCH_SHIFT)
+		return INT64_MAX;
+	return (int64_t)(until << WATCH_SHIFT);
 }
 
 /* The earliest deadline of w's heap and of every sleeping worker's. */
@@ -338,14 +344,15 @@ int64_t weft__idle_sleep_until(struct weft__worker *w)
 		if (h != 0 && h != me && watch_until(x) == WATCH_SCAN)
 			return own;
 		if (h != 0 && h != me && watch_until(x) != WATCH_AWAKE &&
-		    own >= watch_decode(watch_until(x)))
+		    own >= weft__idle_watch_decode(watch_until(x)))
 			return INT64_MAX;
 		/* a full fence: the scan's loads come after it */
 		if (at_cas_64(&weft__rt.timer_watch, x, watch_word(WATCH_SCAN, me)))
 			break;
 	}
 	int64_t next = sleepers_next(w);
-	at_cas_64(&weft__rt.timer_watch, watch_word(WATCH_SCAN, me), watch_word(watch_encode(next), me));
+	uint64_t until = weft__idle_watch_encode(next);
+	at_cas_64(&weft__rt.timer_watch, watch_word(WATCH_SCAN, me), watch_word(until, me));
 	return next;
 }
 

@@ -48,5 +48,9 @@ bool weft__idle_fire_watched(struct weft__worker *w, int64_t now);
  * when the next such deadline will have waited that long (the monitor's
  * next tick). */
 bool weft__idle_watch_rescue(int64_t now, int64_t *wake);
+/* The watch word's until: a deadline (ns) in its units, rounded up, and
+ * back, saturating at INT64_MAX (exposed for test_idle's unit check). */
+uint64_t weft__idle_watch_encode(int64_t ns);
+int64_t weft__idle_watch_decode(uint64_t until);
 
 #endif

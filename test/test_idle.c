@@ -6,6 +6,7 @@
 
 #include "atomic.h"
 #include "coro_test.h"
+#include "idle.h"
 #include "worker.h"
 
 #define WORKERS 3
@@ -167,6 +168,34 @@ Test(idle, a_stuck_watcher_leaves_no_deadline_behind, .timeout = 300)
 }
 
 /* ------------------------------------------------------ the watch, attacked */
+
+/* One deadline through the word's until: never earlier (a sleeper leaving
+ * it to the watcher would see it due before the watcher wakes), at most one
+ * unit later (0, the AWAKE value, is never an until: 0 ns goes to one unit),
+ * or INT64_MAX where the units run out. */
+static void check_until(int64_t ns)
+{
+	uint64_t until = weft__idle_watch_encode(ns);
+	int64_t back = weft__idle_watch_decode(until);
+	cr_assert_neq(until, 0, "%lld encodes as AWAKE", (long long)ns);
+	cr_assert_geq(back, ns, "%lld decodes to %lld: early", (long long)ns, (long long)back);
+	if (ns > INT64_MAX - 2047)
+		cr_assert_eq(back, INT64_MAX, "%lld decodes to %lld", (long long)ns, (long long)back);
+	else
+		cr_assert_leq(back - ns, 2048, "%lld decodes to %lld", (long long)ns, (long long)back);
+}
+
+Test(idle, the_watch_word_rounds_a_deadline_up_and_saturates)
+{
+	check_until(0);
+	check_until(1);
+	check_until(2047);
+	check_until(2048);
+	for (int64_t d = 2047; d >= 0; d--)
+		check_until(INT64_MAX - d);
+	cr_assert_eq(weft__idle_watch_decode(weft__idle_watch_encode(INT64_MAX - 2047)), INT64_MAX - 2047);
+}
+
 
 static atomic_bool far_started;
 
