@@ -240,3 +240,41 @@ Test(idle, a_watcher_sleeping_until_int64_max_minus_1_covers_no_one, .timeout = 
 {
 	run(2, far_root, NULL);
 }
+
+static int64_t watcher_until;
+
+static void watcher_sleeper(void *arg)
+{
+	(void)arg;
+	atomic_store(&far_started, true);
+	(void)weft_sleep(watcher_until);
+}
+
+/* The other worker's only deadline is 10 s away: it takes the watch and
+ * sleeps until then.  The root then sleeps 20 ms on its own worker, whose
+ * deadline comes before the watcher's: it takes the watch over (scans,
+ * sleeps until its own deadline) rather than sleep untimed and wait for
+ * the watcher's.  Judged by the state: the root woke before the watcher's
+ * deadline (nothing else fires it: the monitor rescues only for an awake
+ * watcher). */
+static void takeover_root(void *arg)
+{
+	(void)arg;
+	atomic_store(&far_started, false);
+	watcher_until = weft_now() + 10000 * MS;
+	weft_co *far = go(watcher_sleeper, NULL);
+	while (!atomic_load(&far_started))
+		;	/* no dispatch: the other worker takes it (the monitor) */
+	unsigned other = 1 - (unsigned)weft_worker_id();
+	while (!sleeps_holding_watch(other))
+		;	/* the state, not a duration */
+	CHECK(weft_sleep(weft_now() + 20 * MS) == 0);
+	CHECK(weft_now() < watcher_until);	/* woke for its own deadline */
+	CHECK(weft_cancel(far) == 0);
+	(void)weft_join(far);
+}
+
+Test(idle, a_sleeper_due_before_the_watcher_takes_the_watch_over, .timeout = 60)
+{
+	run(2, takeover_root, NULL);
+}
