@@ -54,6 +54,7 @@ runs=(
 	"timerwatch.pml|ok|-DNW=2|-O2 -DCOLLAPSE|2 workers: one timed sleeper for every heap"
 	"timerwatch.pml|bug|-DNW=2 -DBUG_TRUST_SCAN||a sleeper trusts a scan under way"
 	"timerwatch.pml|bug|-DNW=2 -DBUG_NO_TAKEOVER||sleeps untimed with a deadline before the watcher's"
+	"timerwatch.pml|bug|-DNW=2 -DBUG_DECODE_OVERFLOW||the top deadline's until decodes negative"
 	"fdslot.pml|ok||-O2 -DCOLLAPSE|default: readiness, deadline, cancel, close"
 	"fdslot.pml|ok|-DTWO_HARVESTERS -DNO_CANCEL|-O2 -DCOLLAPSE|two harvesters, close, deadline"
 	"fdslot.pml|ok|-DNO_CLOSE||readiness, deadline, cancel"

@@ -33,9 +33,14 @@
  *  tmo[me].  Woken (by the clock at its timeout, or early: a token or a
  *  spurious return, at most MAXEARLY times), it runs weft__idle_watch_woke
  *  (its CAS to AWAKE), retracts (sleeping[me] = 0) and loops.
- *  `until` values: AWAKE 0, deadlines 1..TMAX, NONE (= INF: the watcher
- *  sleeps with no deadline), SCAN.  The word's rounding up is left out
- *  (deadlines are whole units here).
+ *  `until` values: AWAKE 0, deadlines in the word's units, NONE (= INF:
+ *  the watcher sleeps with no deadline), SCAN.  The word's rounding is
+ *  modelled with units of 2 ticks (enc, rounding up, and dec, WATCH_SHIFT
+ *  11 in idle.c) and a top deadline FAR (INT64_MAX - 1: a legal deadline,
+ *  "forever"), which a worker may arm: it rounds up to UTOP + 1, one unit
+ *  past the largest that decodes back (2^52 in idle.c), and decodes
+ *  saturating, to INF.  The watcher's own timeout is its real deadline,
+ *  only the word is rounded.
  *
  * Seeded bugs (each must make spin report an error):
  *  -DBUG_TRUST_SCAN      a sleeper that finds another's scan under way
@@ -45,6 +50,10 @@
  *                        watcher's sleeps untimed instead of taking the
  *                        watch: "every worker sleeps untimed while a timer
  *                        is due" (the watcher wakes too late for it).
+ *  -DBUG_DECODE_OVERFLOW dec of UTOP + 1 (the top deadline rounded up)
+ *                        shifts into the sign bit: below every deadline,
+ *                        so every sleeper counts itself covered by a
+ *                        watcher sleeping until FAR and sleeps untimed.
  */
 #ifndef NW
 #define NW 3
@@ -54,6 +63,8 @@
 #endif
 #define INF 10
 #define NONE INF
+#define FAR 9		/* the top deadline: odd, so it rounds up past UTOP */
+#define UTOP 4		/* the largest unit that decodes back: (FAR - 1) / 2 */
 #define SCAN 11
 #define AWAKE 0
 #ifndef MAXEARLY
@@ -69,9 +80,33 @@ byte holder = 0;	/* the watch word: the watcher's index + 1 ... */
 byte until = AWAKE;	/* ... and until when it sleeps */
 byte early = 0;
 
+/* A deadline in the word's units, rounded up (weft__idle_watch_encode). */
+inline enc(t, u)
+{
+	if
+	:: t == INF -> u = NONE
+	:: else -> u = (t + 1) / 2
+	fi
+}
+
+/* Back, saturating at INF (weft__idle_watch_decode); the seeded bug wraps
+ * to below every deadline. */
+inline dec(u, d)
+{
+	if
+	:: u > UTOP ->
+#ifdef BUG_DECODE_OVERFLOW
+		d = (u == NONE -> INF : 0)
+#else
+		d = INF
+#endif
+	:: else -> d = 2 * u
+	fi
+}
+
 proctype worker(byte me)
 {
-	byte xh, xu, own, next, i, t;
+	byte xh, xu, xd, own, next, i, t;
 	bool s;
 awake:
 	atomic { if :: heap[me] <= now -> heap[me] = INF :: else -> skip fi };
@@ -94,12 +129,14 @@ awake:
 	if
 	:: heap[me] == INF && now + 1 <= TMAX -> heap[me] = now + 1
 	:: heap[me] == INF && now + 2 <= TMAX -> heap[me] = now + 2
+	:: heap[me] == INF && now < FAR -> heap[me] = FAR
 	:: true -> skip
 	fi;
 	sleeping[me] = 1;
 	own = heap[me];		/* only w arms its heap: no one else raises it */
 	do
 	:: atomic { xh = holder; xu = until };
+		dec(xu, xd);
 		if
 		:: xh != 0 && xh != me + 1 && xu == SCAN ->
 #ifdef BUG_TRUST_SCAN
@@ -108,11 +145,11 @@ awake:
 			tmo[me] = own;
 #endif
 			goto sleep
-		:: xh != 0 && xh != me + 1 && xu != AWAKE && xu != SCAN && own >= xu ->
+		:: xh != 0 && xh != me + 1 && xu != AWAKE && xu != SCAN && own >= xd ->
 			tmo[me] = INF;
 			goto sleep
 #ifdef BUG_NO_TAKEOVER
-		:: xh != 0 && xh != me + 1 && xu != AWAKE && xu != SCAN && own < xu ->
+		:: xh != 0 && xh != me + 1 && xu != AWAKE && xu != SCAN && own < xd ->
 			tmo[me] = INF;
 			goto sleep
 #endif
@@ -141,11 +178,12 @@ awake:
 		i++
 	:: else -> break
 	od;
-	atomic { if :: holder == me + 1 && until == SCAN -> until = next :: else -> skip fi };
+	enc(next, xu);
+	atomic { if :: holder == me + 1 && until == SCAN -> until = xu :: else -> skip fi };
 	tmo[me] = next;
 sleep:
 	skip;
-	d_step { xh = 0; xu = 0; own = 0; next = 0; i = 0; t = 0; s = 0 };
+	d_step { xh = 0; xu = 0; xd = 0; own = 0; next = 0; i = 0; t = 0; s = 0 };
 	asleep[me] = 1;
 end_sleep:
 	(!asleep[me]);
