@@ -23,6 +23,7 @@
 #include "park.h"
 #include "sys.h"
 #include "timer.h"
+#include "uring.h"
 #include "weft.h"
 #include "worker.h"
 
@@ -30,6 +31,10 @@
  * poller's kick in the shared one (event_tag never makes them: fd -1, -2). */
 static const uint64_t TOKEN_TAG = UINT64_MAX;
 static const uint64_t KICK_TAG = UINT64_MAX - 1;
+/* A worker's ring's eventfd (uring.c): RING_TAG + the worker's index.  An
+ * fd's tag is below it: its generation is a multiple of FD_GEN_STEP while
+ * it is registered, so at most 0xfffffffc << 32 | fd. */
+static const uint64_t RING_TAG = 0xfffffffeull << 32;
 
 /* The shared poller (loop.h). */
 static struct {
@@ -38,11 +43,12 @@ static struct {
 	unsigned holder;	/* atomic: index + 1 of the worker asleep in epfd, or 0 */
 	unsigned wanted;	/* atomic: the monitor's last sample saw a worker stuck */
 	unsigned nfds;		/* atomic: fds registered */
+	unsigned rings;		/* atomic: rings' eventfds watched (uring.c) */
 } io = { .epfd = -1, .kick = -1 };
 
 int weft__loop_shared_init(void)
 {
-	io.holder = io.wanted = io.nfds = 0;
+	io.holder = io.wanted = io.nfds = io.rings = 0;
 	io.epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (io.epfd < 0)
 		return -errno;
@@ -51,6 +57,22 @@ int weft__loop_shared_init(void)
 		return io.kick;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = KICK_TAG };
 	return epoll_ctl(io.epfd, EPOLL_CTL_ADD, io.kick, &ev) == 0 ? 0 : -errno;
+}
+
+/* Whether anything is in the shared epfd beside the kick: a poller is
+ * needed. */
+static bool watching(void)
+{
+	return at_load_uint(&io.nfds) != 0 || at_load_uint(&io.rings) != 0;
+}
+
+int weft__loop_watch_ring(int evfd, unsigned index)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = RING_TAG + index };
+	if (epoll_ctl(io.epfd, EPOLL_CTL_ADD, evfd, &ev) != 0)
+		return -errno;
+	at_faa_uint(&io.rings, 1);
+	return 0;
 }
 
 /* epoll data: the fd and its entry's generation, so that an event queued
@@ -241,8 +263,11 @@ static int dispatch(struct weft__worker *w, struct epoll_event *ev, int n, bool 
 {
 	int fds = 0;
 	for (int i = 0; i < n; i++) {
-		if (ev[i].data.u64 < KICK_TAG) {
+		if (ev[i].data.u64 < RING_TAG) {
 			fd_event(w, ev[i].data.u64, ev[i].events);
+			fds++;
+		} else if (ev[i].data.u64 < KICK_TAG) {
+			weft__uring_reap((unsigned)(ev[i].data.u64 - RING_TAG));
 			fds++;
 		} else if (holder && ev[i].data.u64 == KICK_TAG) {
 			weft__eventfd_drain(io.kick);
@@ -320,7 +345,7 @@ bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 {
 	harvest_begin(w);
 	bool woke = weft__timers_fire(&w->timers, now);
-	if (poll_fds && at_load_uint(&io.nfds) > 0)
+	if (poll_fds && watching())
 		woke |= count_harvest(w, now, harvest(w));
 	/* what it woke waits behind its own work, if it has any */
 	bool behind = at_load_ptr((void **)&w->runnext) || weft__deque_size(&w->deque) > 0;
@@ -357,7 +382,7 @@ void weft__loop_take_token(struct weft__worker *w)
  */
 static bool take_poller(struct weft__worker *w)
 {
-	if (at_load_uint(&io.nfds) == 0)
+	if (!watching())
 		return false;
 	if (at_load_uint(&weft__rt.nr_idle) < weft__rt.nworkers && !at_load_uint(&io.wanted))
 		return false;
@@ -368,7 +393,7 @@ void weft__loop_want_poller(bool stuck)
 {
 	if (at_load_uint(&io.wanted) != stuck)
 		at_store_uint(&io.wanted, stuck);
-	if (stuck && at_load_uint(&io.nfds) != 0 && at_load_uint(&io.holder) == 0)
+	if (stuck && watching() && at_load_uint(&io.holder) == 0)
 		weft__idle_notify();
 }
 

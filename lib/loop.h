@@ -47,6 +47,10 @@ int weft__loop_init(struct weft__worker *w);
 void weft__loop_fini(struct weft__worker *w);
 /* The number of fds registered. */
 unsigned weft__loop_nfds(void);
+/* Has the shared poller watch a ring's eventfd (edge-triggered), whose
+ * events go to weft__uring_reap(index); 0 or -errno.  Closing evfd
+ * unwatches it. */
+int weft__loop_watch_ring(int evfd, unsigned index);
 
 /* Registers fd, whose entry is e, in the shared epfd if it is not there
  * yet (and makes it non-blocking); 0 or a negative errno.  The

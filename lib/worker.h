@@ -82,6 +82,7 @@ struct weft__worker {
 	unsigned index WEFT__WORKER_LINE;
 	int epfd;			/* its own epoll instance: evfd (loop.h) */
 	int evfd;			/* its wake-up eventfd */
+	struct weft__ring *ring;	/* its io_uring (uring.c), NULL under epoll */
 	pthread_t thread;
 	/* published */
 	struct weft__counters c WEFT__WORKER_LINE;
