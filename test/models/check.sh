@@ -125,6 +125,12 @@ runs=(
 	"harvest.pml|bug|-DBUG_EMPTY_FIFO_ONLY||turns harvest only an empty ready FIFO"
 	"harvest.pml|bug|-DLOCKED -DBUG_PINNED_LAST||pinned FIFO popped only once the ready FIFO is empty"
 	"harvest.pml|bug|-DBUG_YIELD_LAST||yield FIFO popped only once every other is empty"
+	"uring.pml|ok|||default: a ring read against its CQE, deadline, cancel, close"
+	"uring.pml|ok|-DNO_DATA||a read only a cancel ends"
+	"uring.pml|bug|-DNO_DATA -DBUG_NO_CQE_WAIT||returns before its CQE arrived (buffer reused)"
+	"uring.pml|bug|-DBUG_NO_CQE_WAIT||the same, data racing the cancel: bytes lost"
+	"uring.pml|bug|-DBUG_CHECK_BEFORE_PUSH||close check before the push on files: lost wake"
+	"uring.pml|bug|-DBUG_REASON_WINS||a cancel that came too late loses the bytes"
 )
 
 one_run() {	# index
