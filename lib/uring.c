@@ -64,6 +64,11 @@
 #ifdef WEFT_HAVE_LIBURING
 #include <liburing.h>
 #endif
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#else
+#define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
+#endif
 
 static int backend = WEFT_IO_EPOLL;
 
@@ -226,6 +231,9 @@ static void reap(struct weft__ring *r)
 		io_uring_cqe_seen(&r->ring, cqe);
 		if (!op)
 			continue;
+		/* memcheck cannot see the kernel's write into a read's buffer */
+		if (res > 0 && op->in)
+			VALGRIND_MAKE_MEM_DEFINED(op->in, (size_t)res);
 		op->res = res;	/* published by the completion's seq_cst CAS */
 		weft__completion_set(&op->done, NULL);	/* op may be gone after this */
 	}
@@ -274,6 +282,7 @@ int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p
 	op->ring = r;
 	op->done = NULL;
 	op->res = 0;
+	op->in = write ? NULL : p;
 	unsigned n = len > WEFT__URING_MAX_LEN ? WEFT__URING_MAX_LEN : (unsigned)len;
 	weft__lock_acquire(&r->sq);
 	struct io_uring_sqe *sqe = get_sqe(r);

@@ -47,6 +47,7 @@ struct weft__uring_op {
 	void *done;		/* a completion: set by the reaper */
 	int res;		/* the CQE's res, once done */
 	struct weft__ring *ring;	/* the ring it went to (its cancel's) */
+	void *in;		/* a read's buffer (NULL: a write) */
 };
 
 /* The most one SQE moves (its length is 32 bits); the caller loops. */
