@@ -163,6 +163,7 @@ struct cold {
 	unsigned long during;	/* out: ping-pong rounds while reads were under way */
 	bool refused;		/* out: the file system refused flags */
 	bool cached;		/* out: the page cache kept the file */
+	int backend;		/* out: weft_stats' io_backend */
 };
 
 enum { COLD_SIZE = 8 << 20, COLD_READS = 64, COLD_CHUNK = 64 << 10 };
@@ -205,6 +206,7 @@ static void cold_main(void *arg)
 		CHECK(n == COLD_CHUNK && pattern_at(buf, COLD_CHUNK, off));
 	}
 	c->offloaded = stats_now().offload_calls - before;
+	c->backend = stats_now().io_backend;
 	atomic_store(&pp.stop, true);
 	join(a);
 	join(b);
@@ -224,6 +226,11 @@ static void cold_read(int flags, bool positional)
 		cr_skip_test("the page cache kept the file (posix_fadvise DONTNEED ignored: tmpfs?)");
 	cr_assert_gt(c.during, 0, "no ping-pong round while %u reads of uncached pages ran (%lu offloaded)",
 		     COLD_READS, (unsigned long)c.offloaded);
+	/* under uring a read at an offset goes to the worker's ring, not to
+	 * a helper (the file position's reads stay with the pool: io.c) */
+	if (c.backend == WEFT_IO_URING && positional)
+		cr_assert_eq(c.offloaded, 0, "%lu reads at an offset went to the pool under WEFT_IO=uring",
+			     (unsigned long)c.offloaded);
 }
 
 Test(file, uncached_read_leaves_the_worker_running)
