@@ -71,6 +71,7 @@
 #endif
 
 static int backend = WEFT_IO_EPOLL;
+static int asked_backend = WEFT_IO_AUTO;	/* weft_init's: auto never fails */
 
 int weft__uring_backend(void)
 {
@@ -149,6 +150,7 @@ static int probe(const char **why)
 int weft__uring_select(int asked)
 {
 	backend = WEFT_IO_EPOLL;
+	asked_backend = asked;
 	if (asked == WEFT_IO_EPOLL)
 		return 0;
 	const char *why = "";
@@ -176,8 +178,48 @@ struct weft__ring {
 	struct weft__lock sq;	/* submitters: the SQ, io_uring_submit */
 	struct weft__lock cq;	/* reapers: the CQ */
 	int evfd;		/* registered: signalled at every CQE */
+	bool set_up;		/* ring is (io_uring_queue_init_params succeeded) */
 };
 
+/* Releases r (made by ring_make, perhaps in part). */
+static void ring_free(struct weft__ring *r)
+{
+	if (r->set_up)
+		io_uring_queue_exit(&r->ring);
+	if (r->evfd >= 0)
+		close(r->evfd);	/* the shared epfd forgets it with the file */
+	free(r);
+}
+
+/* Sets up the ring of the worker `index`: 0, or -errno and *why. */
+static int ring_make(struct weft__ring *r, unsigned index, const char **why)
+{
+	struct io_uring_params p;
+	memset(&p, 0, sizeof p);
+	p.flags = setup_flags | IORING_SETUP_CQSIZE;
+	p.cq_entries = CQ_ENTRIES;
+	*why = "io_uring_setup failed";
+	int e = io_uring_queue_init_params(SQ_ENTRIES, &r->ring, &p);
+	if (e < 0)
+		return e;
+	r->set_up = true;
+	*why = "eventfd failed";
+	r->evfd = weft__eventfd_open();
+	if (r->evfd < 0)
+		return r->evfd;
+	*why = "io_uring_register_eventfd failed";
+	e = io_uring_register_eventfd(&r->ring, r->evfd);
+	*why = "epoll_ctl failed";
+	return e < 0 ? e : weft__loop_watch_ring(r->evfd, index);
+}
+
+/*
+ * A worker's ring may be refused where the probe's small one was not (a
+ * memlock limit: kernels before 5.12 count rings against RLIMIT_MEMLOCK).
+ * WEFT_IO=uring then fails weft_init with one line; auto, which must never
+ * fail for want of io_uring, leaves that worker without a ring: its
+ * coroutines' transfers go to the offload pool (weft__uring_submit_rw).
+ */
 int weft__uring_ring_init(struct weft__worker *w)
 {
 	w->ring = NULL;
@@ -187,32 +229,23 @@ int weft__uring_ring_init(struct weft__worker *w)
 	if (!r)
 		return -ENOMEM;
 	r->evfd = -1;
-	struct io_uring_params p;
-	memset(&p, 0, sizeof p);
-	p.flags = setup_flags | IORING_SETUP_CQSIZE;
-	p.cq_entries = CQ_ENTRIES;
-	int e = io_uring_queue_init_params(SQ_ENTRIES, &r->ring, &p);
-	if (e < 0) {
-		free(r);
-		return e;
+	const char *why = "";
+	int e = ring_make(r, w->index, &why);
+	if (e == 0) {
+		w->ring = r;
+		return 0;
 	}
-	w->ring = r;	/* weft__uring_ring_fini releases it from here on */
-	r->evfd = weft__eventfd_open();
-	if (r->evfd < 0)
-		return r->evfd;
-	e = io_uring_register_eventfd(&r->ring, r->evfd);
-	return e < 0 ? e : weft__loop_watch_ring(r->evfd, w->index);
+	ring_free(r);
+	if (asked_backend != WEFT_IO_URING)
+		return 0;
+	fprintf(stderr, "weft: WEFT_IO=uring cannot be had: a worker's %s: %s\n", why, strerror(-e));
+	return e;
 }
 
 void weft__uring_ring_fini(struct weft__worker *w)
 {
-	struct weft__ring *r = w->ring;
-	if (!r)
-		return;
-	io_uring_queue_exit(&r->ring);
-	if (r->evfd >= 0)
-		close(r->evfd);	/* the shared epfd forgets it with the file */
-	free(r);
+	if (w->ring)
+		ring_free(w->ring);
 	w->ring = NULL;
 }
 

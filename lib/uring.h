@@ -28,8 +28,9 @@ int weft__uring_select(int asked);
 int weft__uring_backend(void);
 
 /* Sets up w's ring under the uring backend (w->ring; NULL under epoll) and
- * has the shared poller watch its eventfd: 0 or -errno (what was made is
- * released by weft__uring_ring_fini either way). */
+ * has the shared poller watch its eventfd: 0 or -errno, after one stderr
+ * line, under WEFT_IO=uring; under auto a refused ring leaves w->ring NULL
+ * (its transfers go to the offload pool) and returns 0. */
 int weft__uring_ring_init(struct weft__worker *w);
 void weft__uring_ring_fini(struct weft__worker *w);
 
