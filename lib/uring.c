@@ -58,6 +58,7 @@
 #include "lock.h"
 #include "loop.h"
 #include "park.h"
+#include "sanitize.h"
 #include "weft.h"
 #include "worker.h"
 
@@ -264,6 +265,7 @@ static void reap(struct weft__ring *r)
 		io_uring_cqe_seen(&r->ring, cqe);
 		if (!op)
 			continue;
+		san_kernel_handed(op);
 		/* memcheck cannot see the kernel's write into a read's buffer */
 		if (res > 0 && op->in)
 			VALGRIND_MAKE_MEM_DEFINED(op->in, (size_t)res);
@@ -325,6 +327,7 @@ int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p
 		else
 			io_uring_prep_read(sqe, fd, p, n, (uint64_t)off);
 		io_uring_sqe_set_data(sqe, op);
+		san_kernel_handoff(op);
 		submit_all(r);
 	}
 	weft__lock_release(&r->sq);
