@@ -11,8 +11,9 @@
  * flags kept are those the workers' rings are set up with.
  *
  * Under the uring backend every worker has a ring (weft__uring_ring_init,
- * at worker start).  A file transfer that the page cache cannot answer at
- * once (io.c, "files") is an IORING_OP_READ or IORING_OP_WRITE submitted on
+ * at worker start).  A file transfer at an offset that the page cache
+ * cannot answer at once (io.c, "files": those at the file position stay
+ * with the offload pool) is an IORING_OP_READ or IORING_OP_WRITE submitted on
  * the ring of the worker its coroutine runs on, whose user_data is the
  * operation (struct weft__uring_op, on the coroutine's stack); the
  * coroutine parks on the operation's completion word (park.h) and the CQE

@@ -54,8 +54,9 @@ struct weft__uring_op {
 /* The most one SQE moves (its length is 32 bits); the caller loops. */
 #define WEFT__URING_MAX_LEN (1u << 30)
 
-/* Submits pread(fd, p, len, off) (write: pwrite; off -1: at the file
- * position) on the calling worker's ring: 0, the CQE will complete op; or
+/* Submits pread(fd, p, len, off) (write: pwrite; len capped at
+ * WEFT__URING_MAX_LEN) on the calling worker's ring: 0, the CQE will
+ * complete op; or
  * -ENOSYS (no ring: the epoll backend, or a plain thread) or -EAGAIN (the
  * SQ is full), op is not in flight. */
 int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,
