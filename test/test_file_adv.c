@@ -155,9 +155,8 @@ Test(file_adv, two_interrupted_direct_readers_read_every_byte_once)
  * The close must reach the waiter parked on its transfer (the fd's list of
  * them, io.c file_park) and the transfer must be withdrawn: a close that
  * waited until a helper had run it would deadlock where the pool waits
- * for the closer.  Under WEFT_IO=uring the read goes to the ring instead
- * (the pool holder then holds nothing it waits for) and the close cancels
- * it there. */
+ * for the closer.  The scene runs on the epoll backend, whose pool it
+ * holds; test_uring.c has the same for a read in flight on a ring. */
 
 struct closer {
 	int fd;
