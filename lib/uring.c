@@ -32,9 +32,13 @@
  *                   cancel comes from whichever worker the coroutine is on;
  *   DEFER_TASKRUN   completions are posted only when the owner enters the
  *                   kernel to wait for them: a stuck owner strands them;
- *   COOP_TASKRUN    the task_work that posts a completion waits for its
- *                   task's next system call instead of interrupting it:
- *                   the same stranding, for a task stuck in user code.
+ *   COOP_TASKRUN    left out as a precaution: io_uring_setup(2) says the
+ *                   task work that posts a completion then waits for the
+ *                   submitting thread's next transition into the kernel
+ *                   instead of interrupting it.  On 6.18 the tests of a
+ *                   submitter that spins or sleeps right after submitting
+ *                   (test_uring.c) pass with it too, so it may come back
+ *                   once measured.
  * They are what the field measures io_uring's gains on sockets with; files
  * gain what matters here, a worker that never blocks on the disk, without
  * them.

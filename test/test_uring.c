@@ -20,6 +20,8 @@
 
 #include "coro_test.h"
 #include "fdtable.h"	/* white-box: the fd's flags */
+#include "park.h"	/* white-box: an op's completion */
+#include "uring.h"	/* white-box: an op submitted, then a stuck worker */
 
 /* weft_main(fn, arg) on `workers` workers with the uring backend; skips
  * where io_uring cannot be had. */
@@ -382,4 +384,80 @@ Test(uring, a_completion_is_reaped_while_a_worker_is_stuck, .timeout = 120)
 {
 	for (int i = 0; i < 10; i++)
 		run_uring(2, stuck_main, NULL);
+}
+
+/* ---- the same, with the worker stuck being the very thread that
+ * submitted the read (white-box: the coroutine submits on its worker's
+ * ring and spins at once), and then with that thread asleep in its loop.
+ * The kernel posts a pipe read's completion through task work on the
+ * submitting thread: with DEFER_TASKRUN that work would wait for the
+ * thread to ask for completions, and neither a spinning nor a sleeping
+ * worker asks (uring.c says which flags the rings leave out and why). */
+
+struct submitter {
+	int fd, wfd;
+	bool spin;		/* the submitter spins (else it returns) */
+	char buf[3];
+	struct weft__uring_op op;
+	atomic_bool submitted;
+	atomic_bool stop;
+};
+
+static void submit_spin_main(void *arg)
+{
+	struct submitter *s = arg;
+	CHECK(weft__uring_submit_rw(&s->op, s->fd, false, s->buf, sizeof s->buf, 0) == 0);
+	atomic_store(&s->submitted, true);
+	while (!atomic_load(&s->stop))
+		;	/* never yields nor enters the kernel */
+}
+
+static void submit_main(void *arg)
+{
+	struct submitter *s = arg;
+	CHECK(weft__uring_submit_rw(&s->op, s->fd, false, s->buf, sizeof s->buf, 0) == 0);
+	atomic_store(&s->submitted, true);
+	atomic_store(&s->stop, true);	/* its worker goes to sleep */
+}
+
+/* A plain thread: the write, then, beside a spinning submitter, a wait
+ * for the read's completion and the end of the spin. */
+static void *completion_feeder(void *arg)
+{
+	struct submitter *s = arg;
+	while (!atomic_load(&s->submitted))
+		sched_yield();
+	CHECK(write(s->wfd, "abc", 3) == 3);
+	if (!s->spin)
+		return NULL;
+	CHECK(weft__completion_wait(&s->op.done, false, -1) == 0);	/* a hang: stranded */
+	atomic_store(&s->stop, true);
+	return NULL;
+}
+
+static void submitter_main(void *arg)
+{
+	int p[2];
+	ring_pipe(p);
+	struct submitter s = { .fd = p[0], .wfd = p[1], .spin = arg != NULL };
+	pthread_t feeder;
+	CHECK(pthread_create(&feeder, NULL, completion_feeder, &s) == 0);
+	join(go(s.spin ? submit_spin_main : submit_main, &s));
+	if (!s.spin)	/* the one worker sleeps: a hang if the CQE waits for it */
+		CHECK(weft__completion_wait(&s.op.done, false, -1) == 0);
+	CHECK(pthread_join(feeder, NULL) == 0);
+	CHECK(s.op.res == 3 && memcmp(s.buf, "abc", 3) == 0);
+	CHECK(weft_close(p[0]) == 0 && weft_close(p[1]) == 0);
+}
+
+Test(uring, a_completion_comes_while_its_submitter_spins, .timeout = 120)
+{
+	for (int i = 0; i < 5; i++)
+		run_uring(2, submitter_main, "spin");
+}
+
+Test(uring, a_completion_comes_while_its_submitter_sleeps, .timeout = 120)
+{
+	for (int i = 0; i < 5; i++)
+		run_uring(1, submitter_main, NULL);
 }
