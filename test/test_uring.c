@@ -392,7 +392,9 @@ Test(uring, a_completion_is_reaped_while_a_worker_is_stuck, .timeout = 120)
  * The kernel posts a pipe read's completion through task work on the
  * submitting thread: with DEFER_TASKRUN that work would wait for the
  * thread to ask for completions, and neither a spinning nor a sleeping
- * worker asks (uring.c says which flags the rings leave out and why). */
+ * worker asks (uring.c says which flags the rings leave out and why); and
+ * a ring reaped by its owner only (its eventfd in the worker's own epfd,
+ * not the shared one) would strand the spinner's. */
 
 struct submitter {
 	int fd, wfd;
