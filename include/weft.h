@@ -444,8 +444,9 @@ WEFT_EXPORT int64_t weft_now(void);
  * weft_write, weft_pread and weft_pwrite take from or give to the page
  * cache on the worker when it can answer at once (RWF_NOWAIT), and
  * otherwise (a page not cached, an O_DIRECT file, writeback throttling)
- * park the coroutine while a helper of the offload pool does the transfer
- * (see weft_pread for what a deadline or cancel does to it).  A file
+ * park the coroutine while a helper of the offload pool does the transfer,
+ * or, under WEFT_IO=uring, for weft_pread and weft_pwrite, the worker's
+ * io_uring (see weft_pread for what a deadline or cancel does to it).  A file
  * system that cannot answer RWF_NOWAIT (EOPNOTSUPP: procfs and sysfs
  * reads, buffered writes on ext4 and others) costs what it did without
  * weft: the fd remembers it for that direction, and those transfers are
