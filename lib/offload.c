@@ -36,7 +36,6 @@
 
 enum { IDLE_EXIT_S = 10 };
 
-
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t work;	/* a call was queued, or stopping (work_init) */
