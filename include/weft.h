@@ -456,8 +456,9 @@ WEFT_EXPORT int64_t weft_now(void);
  * weft_write, weft_pread and weft_pwrite take from or give to the page
  * cache on the worker when it can answer at once (RWF_NOWAIT), and
  * otherwise (a page not cached, an O_DIRECT file, writeback throttling)
- * park the coroutine while a helper of the offload pool does the transfer
- * (see weft_pread for what a deadline or cancel does to it).  A file
+ * park the coroutine while a helper of the offload pool does the transfer,
+ * or, under WEFT_IO=uring, for weft_pread and weft_pwrite, the worker's
+ * io_uring (see weft_pread for what a deadline or cancel does to it).  A file
  * system that cannot answer RWF_NOWAIT (EOPNOTSUPP: procfs and sysfs
  * reads, buffered writes on ext4 and others) costs what it did without
  * weft: the fd remembers it for that direction, and those transfers are
@@ -512,14 +513,18 @@ WEFT_EXPORT ssize_t weft_write(int fd, const void *buf, size_t len, int64_t dead
  * regular file or block device the worker never blocks (see above); on a
  * pipe or socket it is ESPIPE, as pread(2).
  *
- * A deadline, weft_cancel or weft_interrupt ends the call with ETIMEDOUT,
- * ECANCELED or EINTR while the transfer has not started (it waits for a
- * helper).  One that has started cannot be stopped (no kernel interrupts a
- * disk read): the call waits for it, so the buffer is never written after
- * the call returns, and returns its result, the bytes read, even when the
- * deadline passed or the coroutine was cancelled meanwhile (a cancelled
- * coroutine's next call fails; an interrupt stays pending for its next
- * wait).  The same holds for weft_read and weft_write on such files.
+ * A deadline, weft_cancel, weft_interrupt or a weft_close of fd ends the
+ * call with ETIMEDOUT, ECANCELED, EINTR or ECANCELED while the transfer
+ * has not started (it waits for a helper) or, under WEFT_IO=uring (the
+ * transfer is on a worker's io_uring), once the kernel has cancelled it.
+ * One that has started cannot be stopped (no kernel interrupts a disk
+ * read), and one the kernel completed before the cancel reached it stands:
+ * the call waits for it (under uring: for its completion), so the buffer
+ * is never written after the call returns, and returns its result, the
+ * bytes read, never lost, even when the deadline passed or the coroutine
+ * was cancelled meanwhile (a cancelled coroutine's next call fails; an
+ * interrupt stays pending for its next wait).  The same holds for
+ * weft_read and weft_write on such files.
  * Errors: those of pread(2) (EINVAL for a negative offset), ETIMEDOUT,
  * ECANCELED, EINTR; EAGAIN if no helper thread exists and none can be
  * created.

@@ -130,6 +130,12 @@ runs=(
 	"poller.pml|bug|-DBUG_NO_RESCUE||the monitor leaves a stuck worker's instance alone"
 	"poller.pml|bug|-DBUG_REREGISTER||each caller registers on its own loop"
 	"poller.pml|bug|-DCLOSE -DBUG_DEL_SELF||close deletes from the closer's instance, not the owner's"
+	"uring.pml|ok|||default: a ring read against its CQE, deadline, cancel, close"
+	"uring.pml|ok|-DNO_DATA||a read only a cancel ends"
+	"uring.pml|bug|-DNO_DATA -DBUG_NO_CQE_WAIT||returns before its CQE arrived (buffer reused)"
+	"uring.pml|bug|-DBUG_NO_CQE_WAIT||the same, data racing the cancel: bytes lost"
+	"uring.pml|bug|-DBUG_CHECK_BEFORE_PUSH||close check before the push on files: lost wake"
+	"uring.pml|bug|-DBUG_REASON_WINS||a cancel that came too late loses the bytes"
 )
 
 one_run() {	# index
