@@ -135,3 +135,56 @@ Test(uring_adv, a_ring_completion_interrupts_no_system_call_of_its_worker, .time
 {
 	run_uring(1, eintr_main, NULL);
 }
+
+/* ---- the same with what the rings are for: a regular file's uncached
+ * read (64 MiB, its pages dropped) in flight on worker 0's ring while a
+ * coroutine on worker 0 sits in a plain epoll_wait. */
+
+enum { BIG = 64 << 20 };
+
+struct big_read {
+	int fd;
+	char *buf;
+	ssize_t n;
+};
+
+static void big_reader(void *arg)
+{
+	struct big_read *r = arg;
+	r->n = weft_pread(r->fd, r->buf, BIG, 0, -1);
+}
+
+static void file_eintr_main(void *unused)
+{
+	(void)unused;
+	char path[] = "/tmp/weft-uring-adv-XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	CHECK(unlink(path) == 0);
+	char *buf = malloc(BIG);
+	CHECK(buf);
+	memset(buf, 'f', BIG);
+	CHECK(write(fd, buf, BIG) == BIG);
+	CHECK(fsync(fd) == 0);
+	CHECK(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);	/* uncached */
+	struct big_read r = { .fd = fd, .buf = buf };
+	uint64_t parks = stats_now().total.parks;
+	weft_co *rc = go(big_reader, &r);
+	wait_parks(parks, 1);	/* on worker 0's ring */
+	struct epblocker b = { .wfd = -1 };
+	weft_co *bc = go(epoll_blocker, &b);
+	join(bc);
+	join(rc);
+	CHECK(r.n == BIG);
+	if (b.got != 0)
+		fprintf(stderr, "a worker's epoll_wait with nothing ready, a file read in flight: %d, errno %d\n",
+			b.got, b.err);
+	CHECK(b.got == 0);
+	free(buf);
+	CHECK(weft_close(fd) == 0);
+}
+
+Test(uring_adv, a_file_read_on_the_ring_interrupts_no_system_call_of_its_worker, .timeout = 120)
+{
+	run_uring(1, file_eintr_main, NULL);
+}
