@@ -91,8 +91,11 @@ static bool in_epoll_wait(int tid)
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return false;
-	bool in = fgets(line, sizeof line, f) &&
-		  (strncmp(line, "232 ", 4) == 0 || strncmp(line, "281 ", 4) == 0);
+	long nr = fgets(line, sizeof line, f) ? strtol(line, NULL, 10) : -1;
+	bool in = nr == SYS_epoll_pwait;
+#ifdef SYS_epoll_wait
+	in |= nr == SYS_epoll_wait;
+#endif
 	fclose(f);
 	return in;
 }
