@@ -70,10 +70,14 @@ static bool watching(void)
 	return at_load_uint(&io.nfds) != 0 || at_load_uint(&io.rings) != 0;
 }
 
-/* Whether anything is registered where w harvests. */
+/* Whether anything is registered where w harvests: with the worker
+ * poller, its fds and its ring's eventfd (set before the workers and the
+ * monitor start: weft__loop_watch_ring). */
 static bool has_fds(struct weft__worker *w)
 {
-	return per_worker() ? at_load_uint(&w->nfds) != 0 : watching();
+	if (per_worker())
+		return at_load_uint(&w->nfds) != 0 || w->ring;
+	return watching();
 }
 
 int weft__loop_shared_init(void)
@@ -91,12 +95,16 @@ int weft__loop_shared_init(void)
 	return epoll_ctl(io.epfd, EPOLL_CTL_ADD, io.kick, &ev) == 0 ? 0 : -errno;
 }
 
-int weft__loop_watch_ring(int evfd, unsigned index)
+/* The ring's eventfd goes where w's fds go: the shared epfd, or w's own
+ * with the worker poller (there is no shared one then), whose harvests,
+ * sleeps and the monitor's rescue of a stuck w reap it. */
+int weft__loop_watch_ring(struct weft__worker *w, int evfd)
 {
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = RING_TAG + index };
-	if (epoll_ctl(io.epfd, EPOLL_CTL_ADD, evfd, &ev) != 0)
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = RING_TAG + w->index };
+	if (epoll_ctl(fds_epfd(w), EPOLL_CTL_ADD, evfd, &ev) != 0)
 		return -errno;
-	at_faa_uint(&io.rings, 1);
+	if (!per_worker())
+		at_faa_uint(&io.rings, 1);
 	return 0;
 }
 

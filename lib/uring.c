@@ -18,11 +18,13 @@
  * operation (struct weft__uring_op, on the coroutine's stack); the
  * coroutine parks on the operation's completion word (park.h) and the CQE
  * completes it.  Who reaps: every ring has an eventfd registered with it
- * (io_uring_register_eventfd), watched edge-triggered by the shared poller
- * (loop.c), so whichever thread harvests the poller reaps the ring, under
- * the ring's CQ lock: the worker that owns the ring, another worker, or one
- * that took the poller because the owner is stuck in a long coroutine (the
- * monitor's rescue, monitor.c, works as for sockets).  A coroutine may be
+ * (io_uring_register_eventfd), watched edge-triggered by the poller that
+ * watches its worker's fds (loop.c), so whichever thread harvests that
+ * poller reaps the ring, under the ring's CQ lock.  With the shared poller:
+ * the worker that owns the ring, another worker, or one that took the
+ * poller because the owner is stuck in a long coroutine.  With the worker
+ * poller: the owner, in its own epfd, or the monitor's rescue of a stuck
+ * owner (monitor.c, as for its sockets).  A coroutine may be
  * resumed on another worker; the operation remembers its ring, and the
  * cancel of it (IORING_OP_ASYNC_CANCEL) goes to that ring from whichever
  * thread the coroutine is on, under the ring's SQ lock.
@@ -193,12 +195,12 @@ static void ring_free(struct weft__ring *r)
 	if (r->set_up)
 		io_uring_queue_exit(&r->ring);
 	if (r->evfd >= 0)
-		close(r->evfd);	/* the shared epfd forgets it with the file */
+		close(r->evfd);	/* the epfd forgets it with the file */
 	free(r);
 }
 
-/* Sets up the ring of the worker `index`: 0, or -errno and *why. */
-static int ring_make(struct weft__ring *r, unsigned index, const char **why)
+/* Sets up w's ring: 0, or -errno and *why. */
+static int ring_make(struct weft__ring *r, struct weft__worker *w, const char **why)
 {
 	struct io_uring_params p;
 	memset(&p, 0, sizeof p);
@@ -216,7 +218,7 @@ static int ring_make(struct weft__ring *r, unsigned index, const char **why)
 	*why = "io_uring_register_eventfd failed";
 	e = io_uring_register_eventfd(&r->ring, r->evfd);
 	*why = "epoll_ctl failed";
-	return e < 0 ? e : weft__loop_watch_ring(r->evfd, index);
+	return e < 0 ? e : weft__loop_watch_ring(w, r->evfd);
 }
 
 /*
@@ -236,7 +238,7 @@ int weft__uring_ring_init(struct weft__worker *w)
 		return -ENOMEM;
 	r->evfd = -1;
 	const char *why = "";
-	int e = ring_make(r, w->index, &why);
+	int e = ring_make(r, w, &why);
 	if (e == 0) {
 		w->ring = r;
 		return 0;

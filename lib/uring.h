@@ -28,13 +28,13 @@ int weft__uring_select(int asked);
 int weft__uring_backend(void);
 
 /* Sets up w's ring under the uring backend (w->ring; NULL under epoll) and
- * has the shared poller watch its eventfd: 0 or -errno, after one stderr
+ * has its worker's poller watch its eventfd: 0 or -errno, after one stderr
  * line, under WEFT_IO=uring; under auto a refused ring leaves w->ring NULL
  * (its transfers go to the offload pool) and returns 0. */
 int weft__uring_ring_init(struct weft__worker *w);
 void weft__uring_ring_fini(struct weft__worker *w);
 
-/* The shared poller's event for the ring of worker `index`: completes the
+/* The poller's event for the ring of worker `index`: completes the
  * operations whose CQEs arrived (any thread; uring.c). */
 void weft__uring_reap(unsigned index);
 

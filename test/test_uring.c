@@ -393,8 +393,10 @@ Test(uring, a_completion_is_reaped_while_a_worker_is_stuck, .timeout = 120)
  * submitting thread: with DEFER_TASKRUN that work would wait for the
  * thread to ask for completions, and neither a spinning nor a sleeping
  * worker asks (uring.c says which flags the rings leave out and why); and
- * a ring reaped by its owner only (its eventfd in the worker's own epfd,
- * not the shared one) would strand the spinner's. */
+ * a ring reaped by its owner only would strand the spinner's: under the
+ * worker poller the ring's eventfd is in the owner's own epfd, and the
+ * monitor's rescue of the stuck owner must reap it even where that epfd
+ * holds no fd. */
 
 struct submitter {
 	int fd, wfd;
@@ -439,8 +441,10 @@ static void *completion_feeder(void *arg)
 
 static void submitter_main(void *arg)
 {
-	int p[2];
-	ring_pipe(p);
+	int p[2];	/* a blocking pipe that weft never registered: under the
+			 * worker poller no epfd holds an fd, the ring's eventfd
+			 * alone calls for the monitor's rescue of the spinner */
+	CHECK(pipe2(p, O_CLOEXEC) == 0);
 	struct submitter s = { .fd = p[0], .wfd = p[1], .spin = arg != NULL };
 	pthread_t feeder;
 	CHECK(pthread_create(&feeder, NULL, completion_feeder, &s) == 0);
@@ -449,7 +453,7 @@ static void submitter_main(void *arg)
 		CHECK(weft__completion_wait(&s.op.done, false, -1, WEFT_PARK_OFFLOAD) == 0);
 	CHECK(pthread_join(feeder, NULL) == 0);
 	CHECK(s.op.res == 3 && memcmp(s.buf, "abc", 3) == 0);
-	CHECK(weft_close(p[0]) == 0 && weft_close(p[1]) == 0);
+	CHECK(close(p[0]) == 0 && close(p[1]) == 0);
 }
 
 Test(uring, a_completion_comes_while_its_submitter_spins, .timeout = 120)
