@@ -22,6 +22,18 @@
  * compiler reuse an &errno computed before such a call, so this header makes
  * `errno` mean (*weft_errno_location()), which is computed afresh at each use
  * (see weft_errno_location below).
+ *
+ * A system call a coroutine makes itself, not through weft, blocks its
+ * worker thread for as long as it lasts (weft_offload moves such calls
+ * off it).  Under the io_uring backend (WEFT_IO, docs/tuning.md) the
+ * completion of a file transfer on the ring of the worker that submitted
+ * it interrupts that worker's system call as a signal would, with no
+ * signal sent: a call the kernel restarts after a signal that no handler
+ * caught (read, poll, nanosleep, a futex wait, ...) goes on unseen, but one
+ * it never restarts (epoll_wait, epoll_pwait, io_getevents, sigtimedwait,
+ * semtimedop, ...: signal(7)) may fail with EINTR.  Retry it as for a
+ * signal (with the time left, if it has a timeout).  weft's own calls never
+ * fail so (close(2)'s EINTR is weft_close's success: see there).
  */
 #ifndef WEFT_H
 #define WEFT_H
@@ -641,7 +653,9 @@ WEFT_EXPORT int weft_listen(const char *host, const char *service, int backlog, 
  * number starts clean.  A call started on fd while weft_close runs gets
  * ECANCELED or runs before the close, or, started as its close(2) runs,
  * waits for it; after it, fd is just a number.
- * Errors: EPERM outside a coroutine; those of close(2).
+ * Errors: EPERM outside a coroutine; those of close(2) but EINTR, after
+ * which Linux has closed fd all the same (a retry could close the number's
+ * next owner): weft_close returns 0 then.
  */
 WEFT_EXPORT int weft_close(int fd);
 

@@ -1131,11 +1131,15 @@ static int close_with(int fd, weft__io_op *op, void *arg, bool any)
 }
 
 /* close(2), the system call: never an interposed close() (sys.h), which
- * may be libweft-hook's, itself a way into close_with. */
+ * may be libweft-hook's, itself a way into close_with.  Its EINTR (a file
+ * system's flush interrupted; under the uring backend a ring's completion
+ * does it with no signal: weft.h) is a success: Linux has freed the number
+ * before the flush, and a retry would close its next owner. */
 static int close_op(int fd, void *arg)
 {
 	(void)arg;
-	return weft__sys_close(fd);
+	int r = weft__sys_close(fd);
+	return r < 0 && weft__err_get() == EINTR ? 0 : r;
 }
 
 int weft_close(int fd)
