@@ -136,6 +136,8 @@ runs=(
 	"uring.pml|bug|-DBUG_NO_CQE_WAIT||the same, data racing the cancel: bytes lost"
 	"uring.pml|bug|-DBUG_CHECK_BEFORE_PUSH||close check before the push on files: lost wake"
 	"uring.pml|bug|-DBUG_REASON_WINS||a cancel that came too late loses the bytes"
+	"uring.pml|bug|-DBUG_STORE_AFTER||the reaper completes the op before it stores the result"
+	"uring.pml|bug|-DNO_DATA -DBUG_CANCEL_CUR||the cancel goes to the current worker's ring, not the op's"
 )
 
 one_run() {	# index

@@ -15,8 +15,13 @@
  * transfer is complete, and its result stands), and otherwise submits an
  * IORING_OP_ASYNC_CANCEL and waits, not cancellably, for the operation's
  * own CQE.  The kernel completes the read with data (if data comes) or,
- * once the cancel has been submitted and before data, with -ECANCELED;
- * exactly one CQE.
+ * once the cancel has been submitted on the operation's ring and before
+ * data, with -ECANCELED; exactly one CQE.  The reaper copies the CQE's
+ * result into the operation (on the caller's stack) and then completes
+ * its word; the caller reads that copy.  Two workers, each with a ring:
+ * the read is on worker 0's; the caller may resume on either worker after
+ * its park (a migration), and its cancel goes to the operation's ring
+ * (op->ring), which alone knows the operation.
  *
  * What is checked
  *  - the caller never returns before the operation's CQE (the kernel's
@@ -42,6 +47,14 @@
  *  -DBUG_REASON_WINS     a wait ended by the deadline, a cancel or the
  *                        close returns its reason even when the cancel came
  *                        too late (the CQE had data): bytes lost.
+ *  -DBUG_STORE_AFTER     the reaper completes the word before it stores
+ *                        the result: the caller reads a result not yet
+ *                        stored (bytes lost), or the reaper writes into an
+ *                        operation whose caller has returned.
+ *  -DBUG_CANCEL_CUR      the cancel goes to the ring of the worker the
+ *                        caller resumed on: after a migration that ring
+ *                        knows no such operation, nothing cancels the read
+ *                        (with NO_DATA: the caller waits for good).
  *
  * Correspondence (C -> Promela); one step per C atomic access
  *  park word        gen, wst (ARMED, WOKEN), wres; wake(g, r) is the CAS
@@ -53,7 +66,10 @@
  *                   lock).
  *  e->gen           closed (the closer's seq_cst bump).
  *  e->refs          returned (the caller's reference, dropped on return).
- *  the SQ/CQ        submitted, cancel_req, cqe, res.
+ *  the SQ/CQ        submitted, cancel_req[ring], cqe, cqe_res (the CQE's
+ *                   res); op_res is op->res, the reaper's copy.
+ *  the worker       cur: the caller's worker (weft__worker_self), 0 at the
+ *                   submission; the operation's ring is 0 (op->ring).
  */
 
 #define ARMED 1
@@ -76,9 +92,11 @@ byte listed_gen;	/* the gen of the waiter listed */
 bool closed;		/* the close's gen bump */
 bool returned;		/* the caller returned (its buffer and reference gone) */
 bool submitted;		/* the read's SQE is in the ring */
-bool cancel_req;	/* the ASYNC_CANCEL's SQE is in the ring */
-bool cqe;		/* the read's CQE was posted */
-byte res;		/* its result: DATA or CANCELED */
+bool cancel_req[2];	/* an ASYNC_CANCEL's SQE is in ring i */
+bool cqe;		/* the read's CQE was posted (on ring 0) */
+byte cqe_res;		/* its result: DATA or CANCELED */
+byte op_res;		/* the operation's copy (op->res), the reaper's store */
+byte cur;		/* the caller's worker */
 bool first_armed;	/* the first wait's timer is in the heap */
 byte first_gen;
 byte result;		/* what the call returned */
@@ -159,8 +177,17 @@ active proctype caller() {
 	:: complete -> goto finish
 	:: else -> skip
 	fi;
-	/* away_stop */
-	cancel_req = true;
+	/* resumed on either worker */
+	if
+	:: cur = 0
+	:: cur = 1
+	fi;
+	/* away_stop: weft__uring_cancel */
+#ifdef BUG_CANCEL_CUR
+	cancel_req[cur] = true;
+#else
+	cancel_req[0] = true;	/* op->ring */
+#endif
 #ifdef BUG_NO_CQE_WAIT
 	result = r;
 	goto out;	/* as if the cancel had surely stopped it */
@@ -170,21 +197,23 @@ active proctype caller() {
 #ifdef BUG_REASON_WINS
 	:: true -> result = r; goto out
 #endif
-	:: res == CANCELED -> result = r; goto out
+	:: op_res == CANCELED -> result = r; goto out
 	:: else -> skip
 	fi;
 finish:
-	result = res;
+	result = op_res;
 out:
 	atomic {
 		assert(cqe);	/* never before the operation's CQE */
-		assert(res != DATA || result == DATA);	/* no bytes lost */
+		assert(cqe_res != DATA || result == DATA);	/* no bytes lost */
 		returned = true
 	}
 }
 
 /* The kernel: one CQE, with data if data comes first, else -ECANCELED
- * once the cancel is in; the data write lands in the caller's buffer. */
+ * once a cancel is in on the operation's ring (ring 0: a cancel on ring 1
+ * finds nothing, its own CQE carries no operation); the data write lands
+ * in the caller's buffer. */
 active proctype kernel() {
 	bool data_comes;
 	(submitted);
@@ -195,22 +224,34 @@ active proctype kernel() {
 	fi;
 #endif
 	if
-	:: data_comes -> atomic { assert(!returned); res = DATA; cqe = true }
-	:: cancel_req -> atomic { res = CANCELED; cqe = true }
+	:: data_comes -> atomic { assert(!returned); cqe_res = DATA; cqe = true }
+	:: cancel_req[0] -> atomic { cqe_res = CANCELED; cqe = true }
 	fi
 }
 
-/* The reaper (whoever harvests the ring's eventfd): completes the word. */
+/* The reaper (whoever harvests ring 0's eventfd): stores the CQE's
+ * result in the operation, then completes the word (uring.c, reap; the
+ * store is published by the completion's CAS). */
+inline store_res() {
+	atomic { assert(!returned); op_res = cqe_res }
+}
+
 active proctype reaper() {
 	byte j;
 	(cqe);
+#ifndef BUG_STORE_AFTER
+	store_res();
+#endif
 	do
 	:: atomic { done == 0 -> done = SET; break }
 	:: atomic { done > 0 && done < CLAIMED -> j = done; done = j + CLAIMED }
 		wake(j, OK);
 		done = SET;
 		break
-	od
+	od;
+#ifdef BUG_STORE_AFTER
+	store_res()
+#endif
 }
 
 /* The deadline: fires on the first wait, or never. */
