@@ -467,3 +467,92 @@ Test(uring, a_completion_comes_while_its_submitter_sleeps, .timeout = 120)
 	for (int i = 0; i < 5; i++)
 		run_uring(1, submitter_main, NULL);
 }
+
+/* ---- a coroutine whose read is in flight on its worker's ring moves to
+ * the other worker (its own is stuck in a spinner it spawned just before
+ * the read: runnext, so that worker runs it next) and is cancelled there:
+ * its cancel must go to the operation's ring (op->ring), not to the ring
+ * of the worker it resumed on, which knows no such operation (the read
+ * would then never end: nobody writes until the call has returned).  The
+ * call returns ECANCELED, and the bytes written after it stay in the pipe:
+ * the buffer is untouched. */
+
+struct mover {
+	int fd;
+	char buf[8];
+	int before, after;	/* the reader's worker around the read */
+	int spinner;		/* the spinner's worker */
+	ssize_t n;
+	int err;
+	weft_co *co, *spin_co;
+	atomic_bool spinning, done, stop;
+};
+
+static void mover_spin(void *arg)
+{
+	struct mover *m = arg;
+	m->spinner = weft_worker_id();
+	atomic_store(&m->spinning, true);
+	while (!atomic_load(&m->stop))
+		;	/* never yields: its worker is stuck */
+}
+
+static void mover_read(void *arg)
+{
+	struct mover *m = arg;
+	m->before = weft_worker_id();
+	m->spin_co = go(mover_spin, m);
+	m->n = weft_pread(m->fd, m->buf, sizeof m->buf, 0, -1);
+	m->err = errno;
+	m->after = weft_worker_id();
+	atomic_store(&m->done, true);
+}
+
+/* A plain thread: the cancel once the reader's worker spins, then, once
+ * the call has returned, the write and the end of the spin. */
+static void *mover_canceller(void *arg)
+{
+	struct mover *m = arg;
+	while (!atomic_load(&m->spinning))
+		sched_yield();
+	CHECK(weft_cancel(m->co) == 0);
+	while (!atomic_load(&m->done))
+		sched_yield();	/* a cancel on the wrong ring: a hang here */
+	atomic_store(&m->stop, true);
+	return NULL;
+}
+
+static void mover_main(void *arg)
+{
+	int *moved = arg;
+	int p[2];
+	ring_pipe(p);
+	struct mover m = { .fd = p[0] };
+	memset(m.buf, '-', sizeof m.buf);
+	m.co = go(mover_read, &m);
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, mover_canceller, &m) == 0);
+	join(m.co);
+	CHECK(pthread_join(t, NULL) == 0);
+	join(m.spin_co);
+	if (m.n != -1 || m.err != ECANCELED)
+		fprintf(stderr, "a read cancelled after a migration: %zd, errno %d\n", m.n, m.err);
+	CHECK(m.n == -1 && m.err == ECANCELED);
+	CHECK(write(p[1], "abcdefgh", 8) == 8);
+	char got[8];
+	CHECK(read(p[0], got, 8) == 8 && memcmp(got, "abcdefgh", 8) == 0);	/* the pipe kept them */
+	for (size_t i = 0; i < sizeof m.buf; i++)
+		CHECK(m.buf[i] == '-');
+	if (m.spinner == m.before && m.after != m.before)
+		(*moved)++;
+	CHECK(weft_close(p[0]) == 0 && weft_close(p[1]) == 0);
+}
+
+Test(uring, a_read_cancelled_after_its_coroutine_moved_cancels_on_its_ring, .timeout = 300)
+{
+	int moved = 0;
+	for (int i = 0; i < 10; i++)
+		run_uring(2, mover_main, &moved);
+	fprintf(stderr, "cancel after a migration: %d of 10 runs moved\n", moved);
+	cr_assert_gt(moved, 0, "the reader never resumed on the other worker");
+}
