@@ -22,6 +22,18 @@
  * compiler reuse an &errno computed before such a call, so this header makes
  * `errno` mean (*weft_errno_location()), which is computed afresh at each use
  * (see weft_errno_location below).
+ *
+ * A system call a coroutine makes itself, not through weft, blocks its
+ * worker thread for as long as it lasts (weft_offload moves such calls
+ * off it).  Under the io_uring backend (WEFT_IO, docs/tuning.md) the
+ * completion of a file transfer on the ring of the worker that submitted
+ * it interrupts that worker's system call as a signal would, with no
+ * signal sent: a call the kernel restarts after a signal that no handler
+ * caught (read, poll, nanosleep, a futex wait, ...) goes on unseen, but one
+ * it never restarts (epoll_wait, epoll_pwait, io_getevents, sigtimedwait,
+ * semtimedop, ...: signal(7)) may fail with EINTR.  Retry it as for a
+ * signal (with the time left, if it has a timeout).  weft's own calls never
+ * fail so (close(2)'s EINTR is weft_close's success: see there).
  */
 #ifndef WEFT_H
 #define WEFT_H
@@ -456,8 +468,9 @@ WEFT_EXPORT int64_t weft_now(void);
  * weft_write, weft_pread and weft_pwrite take from or give to the page
  * cache on the worker when it can answer at once (RWF_NOWAIT), and
  * otherwise (a page not cached, an O_DIRECT file, writeback throttling)
- * park the coroutine while a helper of the offload pool does the transfer
- * (see weft_pread for what a deadline or cancel does to it).  A file
+ * park the coroutine while a helper of the offload pool does the transfer,
+ * or, under WEFT_IO=uring, for weft_pread and weft_pwrite, the worker's
+ * io_uring (see weft_pread for what a deadline or cancel does to it).  A file
  * system that cannot answer RWF_NOWAIT (EOPNOTSUPP: procfs and sysfs
  * reads, buffered writes on ext4 and others) costs what it did without
  * weft: the fd remembers it for that direction, and those transfers are
@@ -512,14 +525,18 @@ WEFT_EXPORT ssize_t weft_write(int fd, const void *buf, size_t len, int64_t dead
  * regular file or block device the worker never blocks (see above); on a
  * pipe or socket it is ESPIPE, as pread(2).
  *
- * A deadline, weft_cancel or weft_interrupt ends the call with ETIMEDOUT,
- * ECANCELED or EINTR while the transfer has not started (it waits for a
- * helper).  One that has started cannot be stopped (no kernel interrupts a
- * disk read): the call waits for it, so the buffer is never written after
- * the call returns, and returns its result, the bytes read, even when the
- * deadline passed or the coroutine was cancelled meanwhile (a cancelled
- * coroutine's next call fails; an interrupt stays pending for its next
- * wait).  The same holds for weft_read and weft_write on such files.
+ * A deadline, weft_cancel, weft_interrupt or a weft_close of fd ends the
+ * call with ETIMEDOUT, ECANCELED, EINTR or ECANCELED while the transfer
+ * has not started (it waits for a helper) or, under WEFT_IO=uring (the
+ * transfer is on a worker's io_uring), once the kernel has cancelled it.
+ * One that has started cannot be stopped (no kernel interrupts a disk
+ * read), and one the kernel completed before the cancel reached it stands:
+ * the call waits for it (under uring: for its completion), so the buffer
+ * is never written after the call returns, and returns its result, the
+ * bytes read, never lost, even when the deadline passed or the coroutine
+ * was cancelled meanwhile (a cancelled coroutine's next call fails; an
+ * interrupt stays pending for its next wait).  The same holds for
+ * weft_read and weft_write on such files.
  * Errors: those of pread(2) (EINVAL for a negative offset), ETIMEDOUT,
  * ECANCELED, EINTR; EAGAIN if no helper thread exists and none can be
  * created.
@@ -636,7 +653,9 @@ WEFT_EXPORT int weft_listen(const char *host, const char *service, int backlog, 
  * number starts clean.  A call started on fd while weft_close runs gets
  * ECANCELED or runs before the close, or, started as its close(2) runs,
  * waits for it; after it, fd is just a number.
- * Errors: EPERM outside a coroutine; those of close(2).
+ * Errors: EPERM outside a coroutine; those of close(2) but EINTR, after
+ * which Linux has closed fd all the same (a retry could close the number's
+ * next owner): weft_close returns 0 then.
  */
 WEFT_EXPORT int weft_close(int fd);
 

@@ -85,6 +85,7 @@
 #include <stdint.h>
 
 #include "atomic.h"
+#include "list.h"
 #include "lock.h"
 #include "slot.h"
 #include "waitq.h"
@@ -108,6 +109,8 @@ struct weft__fd {
 	unsigned hangup;	/* atomic: an event said RDHUP/HUP/ERR (sticky) */
 	unsigned nowait_off[2];	/* atomic, per direction (FD_SLOT_*) of an FD_FILE:
 				 * its RWF_NOWAIT try said EOPNOTSUPP (io.c) */
+	struct weft__list files;	/* under qlock: file transfers parked off the
+					 * worker, which weft_close wakes (io.c) */
 };
 
 /* gen's low bits: a multiple of FD_GEN_STEP while the fd is open, plus

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "invariant.h"
+#include "list.h"
 #include "atomic.h"
 #include "clock.h"
 #include "coro.h"
@@ -38,6 +39,7 @@
 #include "offload.h"
 #include "park.h"
 #include "sys.h"
+#include "uring.h"
 #include "weft.h"
 #include "worker.h"
 
@@ -396,9 +398,10 @@ struct buf_op {
  * write may wait for the disk (a page not cached, dirty pages throttled),
  * which would stop the worker and every coroutine queued on it.  So the
  * worker only tries the transfer with RWF_NOWAIT, which the page cache
- * answers at once or refuses (EAGAIN), and a refused one goes to the
- * offload pool, whose helper does it blocking while the coroutine is
- * parked.  O_DIRECT files skip the try: RWF_NOWAIT there avoids only locks
+ * answers at once or refuses (EAGAIN), and a refused one goes off the
+ * worker while the coroutine is parked: under the uring backend to the
+ * worker's ring (an IORING_OP_READ or IORING_OP_WRITE, uring.c), under
+ * epoll to the offload pool, whose helper does it blocking.  O_DIRECT files skip the try: RWF_NOWAIT there avoids only locks
  * and still waits for the device.  A file system that cannot say
  * (EOPNOTSUPP: procfs and sysfs reads, buffered ext4 writes) is not one
  * that would wait: the fd remembers it for that direction (nowait_off) and
@@ -407,12 +410,17 @@ struct buf_op {
  * log line behind the program's own offloads (a deadlock when a helper
  * waits for this coroutine) and make a past deadline fail them.
  *
- * A deadline, weft_cancel or weft_interrupt ends the wait while the
- * transfer is still queued for a helper: it never runs, and the call fails
- * with ETIMEDOUT, ECANCELED or EINTR.  Once a helper has started it, it
- * cannot be stopped (nor can the kernel's, under io_uring: a read under
- * way completes): the call waits for it, since it reads into or writes
- * from the caller's buffer, and its result stands (weft.h, weft_pread).
+ * A deadline, weft_cancel, weft_interrupt or a weft_close of the fd ends
+ * the wait (file_park: the parked transfer is on the fd's `files` list,
+ * where the close finds it), and the coroutine stops the transfer
+ * (away_stop): one still queued for a helper is withdrawn; one on a ring
+ * gets an IORING_OP_ASYNC_CANCEL on that ring, and the coroutine waits for
+ * the transfer's own CQE, since it reads into or writes from the caller's
+ * buffer.  A transfer stopped before it moved anything fails the call with
+ * ETIMEDOUT, ECANCELED or EINTR.  One a helper has started, or that the
+ * kernel completed anyway (a read under way is not interrupted), is
+ * waited for, and its result stands: the bytes it moved are returned,
+ * never lost (weft.h, weft_pread).  One mechanism for both backends.
  */
 struct file_op {
 	int fd;
@@ -448,8 +456,123 @@ static ssize_t file_direct(struct file_op *f)
 	return f->n >= 0 ? f->n : -f->err;
 }
 
+/* A transfer of f off the worker: on the worker's ring, else (the epoll
+ * backend; no ring) a helper's call. */
+struct file_away {
+	bool ring;
+	struct weft__uring_op op;
+	struct weft__offload_call call;
+};
+
+/* Starts a: 0, or -EAGAIN (no helper could be had).  A transfer at the
+ * file position stays with the pool under both backends: read(2) and
+ * write(2) hold the file's position lock for the whole transfer, so two
+ * readers of one position never read the same bytes, where an
+ * IORING_OP_READ at offset -1 reads the position unlocked when it is
+ * issued and advances it when it completes (two in flight read the same
+ * range: test_file_adv's two_interrupted_readers, under WEFT_IO=uring). */
+static int away_start(struct file_away *a, struct file_op *f)
+{
+	a->ring = f->off >= 0 && weft__uring_submit_rw(&a->op, f->fd, f->write, f->p, f->len, f->off) == 0;
+	if (a->ring)
+		return 0;
+	a->call = (struct weft__offload_call){ .fn = file_run, .arg = f };
+	return weft__offload_submit(&a->call);
+}
+
+static void **away_done(struct file_away *a)
+{
+	return a->ring ? &a->op.done : &a->call.done;
+}
+
+/* Stops a, whose wait ended early, and waits until it has ended: true if
+ * it moved nothing (withdrawn from the pool's queue, or cancelled on its
+ * ring: -ECANCELED, or -EINTR from a worker of the kernel's that the
+ * cancel interrupted), false if its result stands. */
+static bool away_stop(struct file_away *a)
+{
+	if (!a->ring && weft__offload_withdraw(&a->call))
+		return true;
+	if (a->ring)
+		weft__uring_cancel(&a->op);
+	weft__completion_wait(away_done(a), false, -1, WEFT_PARK_OFFLOAD);
+	return a->ring && (a->op.res == -ECANCELED || a->op.res == -EINTR);
+}
+
+/* A file_park's entry on its fd's `files`. */
+struct file_wait {
+	struct weft__list_link link;
+	struct weft__waiter *w;
+};
+
+/* weft_close's wake of the transfers parked off the worker on e (forget):
+ * ECANCELED, under qlock (see file_park). */
+static void close_files(struct weft__fd *e)
+{
+	weft__lock_acquire(&e->qlock);
+	for (struct weft__list_link *l = e->files.head; l; l = l->next)
+		weft__waiter_wake(WEFT__LIST_ENTRY(l, struct file_wait, link)->w, ECANCELED);
+	weft__lock_release(&e->qlock);
+}
+
+/*
+ * Parks until *done completes, the deadline passes, or a weft_cancel, a
+ * weft_interrupt or a weft_close of the fd ends the wait: 0 (complete,
+ * whoever else woke it: an interrupt that came meanwhile stays pending),
+ * else ETIMEDOUT, ECANCELED or EINTR.  The waiter is published twice: in
+ * *done for the completer (park.h, completions) and on the fd's `files`
+ * for weft_close (forget), under qlock, which the closer holds while it
+ * wakes and the waiter takes to unlink before it returns.  The close check
+ * comes after the push: forget bumps gen (seq_cst) before it walks the
+ * list, and qlock orders the walk after or before the push (Dekker, as a
+ * slot's park: fdtable.h), so either the walk finds the waiter or the
+ * check sees the close.
+ */
+static int file_park(struct weft__io *io, void **done, int64_t deadline)
+{
+	struct weft__waiter w;
+	weft__waiter_init(&w);
+	w.cause = WEFT_PARK_OFFLOAD;	/* a helper's call or a ring's op */
+	if (!at_cas_ptr(done, NULL, &w)) {	/* complete already */
+		weft__park_interrupt_unused(w.co, weft__waiter_disarm(&w));
+		return 0;
+	}
+	struct weft__fd *e = io->e;
+	struct file_wait fw = { .w = &w };
+	weft__lock_acquire(&e->qlock);
+	weft__list_push(&e->files, &fw.link);
+	weft__lock_release(&e->qlock);
+	if (io_closed(io))
+		weft__waiter_wake(&w, ECANCELED);
+	int r = weft__waiter_wait_fenced(&w, deadline);
+	weft__lock_acquire(&e->qlock);
+	weft__list_unlink(&e->files, &fw.link);
+	weft__lock_release(&e->qlock);
+	if (weft__slot_retract(done, &w))
+		return r;	/* not complete: taken back */
+	weft__park_interrupt_unused(w.co, r);
+	return 0;
+}
+
+/* One transfer of f off the worker: its result, or -errno. */
+static ssize_t file_away(struct weft__io *io, struct file_op *f, int64_t deadline)
+{
+	struct file_away a;
+	int e = away_start(&a, f);
+	if (e < 0)
+		return e;
+	int r = file_park(io, away_done(&a), deadline);
+	if (r && away_stop(&a))
+		return -r;
+	if (r == EINTR)	/* the transfer's result stands: the interrupt waits */
+		weft__park_interrupt_keep(weft_self());
+	if (a.ring)
+		return a.op.res;
+	return f->n >= 0 ? f->n : -f->err;
+}
+
 /* One transfer of f: on the worker when the page cache answers at once,
- * else on a helper; its result, or -errno. */
+ * else off it; its result, or -errno. */
 static ssize_t file_once(struct weft__io *io, struct file_op *f, int64_t deadline)
 {
 	unsigned *off = &io->e->nowait_off[f->write ? FD_SLOT_OUT : FD_SLOT_IN];
@@ -470,10 +593,7 @@ static ssize_t file_once(struct weft__io *io, struct file_op *f, int64_t deadlin
 	if (weft__clock_deadline_passed(deadline))
 		return -ETIMEDOUT;	/* a past deadline: no waiting */
 	io->w = NULL;	/* it may go on on another worker */
-	int r = weft__offload_until(file_run, f, deadline);
-	if (r < 0)
-		return r;
-	return f->n >= 0 ? f->n : -f->err;
+	return file_away(io, f, deadline);
 }
 
 /* weft_read's, weft_pread's, weft_write's and weft_pwrite's path on a
@@ -490,7 +610,7 @@ static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct w
 	size_t len = write ? op->len : op->asked, done = 0;
 	struct file_op f = { .fd = io->fd, .write = write };
 	do {
-		ssize_t n = done && weft__co_cancelled() ? -ECANCELED : 0;
+		ssize_t n = done && (weft__co_cancelled() || io_closed(io)) ? -ECANCELED : 0;
 		if (n == 0) {
 			f.p = (char *)(write ? b->p.out : b->p.in) + done;
 			f.len = len - done;
@@ -941,6 +1061,7 @@ static bool forget(struct weft__fd *e, int fd, bool restore)
 	WEFT__ASSERT((gen & FD_GEN_PHASE) == 0);
 	weft__fd_close_wake(e, FD_SLOT_IN);
 	weft__fd_close_wake(e, FD_SLOT_OUT);
+	close_files(e);
 	while (at_load_uint(&e->refs) != 0)
 		weft_yield();	/* calls woken above or registering are returning */
 	/* no registration is under way: each is made under a reference */
@@ -1010,11 +1131,15 @@ static int close_with(int fd, weft__io_op *op, void *arg, bool any)
 }
 
 /* close(2), the system call: never an interposed close() (sys.h), which
- * may be libweft-hook's, itself a way into close_with. */
+ * may be libweft-hook's, itself a way into close_with.  Its EINTR (a file
+ * system's flush interrupted; under the uring backend a ring's completion
+ * does it with no signal: weft.h) is a success: Linux has freed the number
+ * before the flush, and a retry would close its next owner. */
 static int close_op(int fd, void *arg)
 {
 	(void)arg;
-	return weft__sys_close(fd);
+	int r = weft__sys_close(fd);
+	return r < 0 && weft__err_get() == EINTR ? 0 : r;
 }
 
 int weft_close(int fd)

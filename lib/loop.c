@@ -23,6 +23,7 @@
 #include "park.h"
 #include "sys.h"
 #include "timer.h"
+#include "uring.h"
 #include "weft.h"
 #include "worker.h"
 
@@ -30,6 +31,10 @@
  * poller's kick in the shared one (event_tag never makes them: fd -1, -2). */
 static const uint64_t TOKEN_TAG = UINT64_MAX;
 static const uint64_t KICK_TAG = UINT64_MAX - 1;
+/* A worker's ring's eventfd (uring.c): RING_TAG + the worker's index.  An
+ * fd's tag is below it: its generation is a multiple of FD_GEN_STEP while
+ * it is registered, so at most 0xfffffffc << 32 | fd. */
+static const uint64_t RING_TAG = 0xfffffffeull << 32;
 
 /* The poller (loop.h). */
 static struct {
@@ -39,6 +44,7 @@ static struct {
 	unsigned holder;	/* atomic: index + 1 of the worker asleep in epfd, or 0 */
 	unsigned wanted;	/* atomic: the monitor's last sample saw a worker stuck */
 	unsigned nfds;		/* atomic: fds registered, in every loop */
+	unsigned rings;		/* atomic: rings' eventfds watched (uring.c) */
 } io = { .mode = WEFT_POLLER_SHARED, .epfd = -1, .kick = -1 };
 
 void weft__loop_select(int mode)
@@ -57,15 +63,26 @@ static int fds_epfd(struct weft__worker *w)
 	return per_worker() ? w->epfd : io.epfd;
 }
 
-/* Whether any fd is registered where w harvests. */
+/* Whether anything is in the shared epfd beside the kick: a poller is
+ * needed. */
+static bool watching(void)
+{
+	return at_load_uint(&io.nfds) != 0 || at_load_uint(&io.rings) != 0;
+}
+
+/* Whether anything is registered where w harvests: with the worker
+ * poller, its fds and its ring's eventfd (set before the workers and the
+ * monitor start: weft__loop_watch_ring). */
 static bool has_fds(struct weft__worker *w)
 {
-	return at_load_uint(per_worker() ? &w->nfds : &io.nfds) != 0;
+	if (per_worker())
+		return at_load_uint(&w->nfds) != 0 || w->ring;
+	return watching();
 }
 
 int weft__loop_shared_init(void)
 {
-	io.holder = io.wanted = io.nfds = 0;
+	io.holder = io.wanted = io.nfds = io.rings = 0;
 	if (per_worker())
 		return 0;	/* each worker's own epfd serves */
 	io.epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -76,6 +93,19 @@ int weft__loop_shared_init(void)
 		return io.kick;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = KICK_TAG };
 	return epoll_ctl(io.epfd, EPOLL_CTL_ADD, io.kick, &ev) == 0 ? 0 : -errno;
+}
+
+/* The ring's eventfd goes where w's fds go: the shared epfd, or w's own
+ * with the worker poller (there is no shared one then), whose harvests,
+ * sleeps and the monitor's rescue of a stuck w reap it. */
+int weft__loop_watch_ring(struct weft__worker *w, int evfd)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.u64 = RING_TAG + w->index };
+	if (epoll_ctl(fds_epfd(w), EPOLL_CTL_ADD, evfd, &ev) != 0)
+		return -errno;
+	if (!per_worker())
+		at_faa_uint(&io.rings, 1);
+	return 0;
 }
 
 /* epoll data: the fd and its entry's generation, so that an event queued
@@ -279,8 +309,11 @@ static int dispatch(struct weft__worker *w, struct epoll_event *ev, int n, unsig
 	int fds = 0;
 	for (int i = 0; i < n; i++) {
 		uint64_t tag = ev[i].data.u64;
-		if (tag < KICK_TAG) {
+		if (tag < RING_TAG) {
 			fd_event(w, tag, ev[i].events);
+			fds++;
+		} else if (tag < KICK_TAG) {
+			weft__uring_reap((unsigned)(tag - RING_TAG));
 			fds++;
 		} else if (tag == KICK_TAG && (drain & DRAIN_KICK)) {
 			weft__eventfd_drain(io.kick);
@@ -421,7 +454,7 @@ void weft__loop_take_token(struct weft__worker *w)
  */
 static bool take_poller(struct weft__worker *w)
 {
-	if (per_worker() || at_load_uint(&io.nfds) == 0)
+	if (per_worker() || !watching())
 		return false;
 	if (at_load_uint(&weft__rt.nr_idle) < weft__rt.nworkers && !at_load_uint(&io.wanted))
 		return false;
@@ -434,7 +467,7 @@ void weft__loop_want_poller(bool stuck)
 		return;		/* the monitor rescues: weft__loop_rescue */
 	if (at_load_uint(&io.wanted) != stuck)
 		at_store_uint(&io.wanted, stuck);
-	if (stuck && at_load_uint(&io.nfds) != 0 && at_load_uint(&io.holder) == 0)
+	if (stuck && watching() && at_load_uint(&io.holder) == 0)
 		weft__idle_notify();
 }
 

@@ -64,6 +64,10 @@ int weft__loop_init(struct weft__worker *w);
 void weft__loop_fini(struct weft__worker *w);
 /* The number of fds registered, in every loop. */
 unsigned weft__loop_nfds(void);
+/* Has w's poller (the shared one, or w's own with the worker poller) watch
+ * w's ring's eventfd (edge-triggered), whose events go to
+ * weft__uring_reap(w->index); 0 or -errno.  Closing evfd unwatches it. */
+int weft__loop_watch_ring(struct weft__worker *w, int evfd);
 
 /* Registers fd, whose entry is e, in the calling worker's poller (the
  * shared epfd or its own) if it is not registered yet (and makes it

@@ -36,18 +36,11 @@
 
 enum { IDLE_EXIT_S = 10 };
 
-struct call {
-	void (*fn)(void *);
-	void *arg;
-	void *done;		/* a completion */
-	struct call *next;
-};
-
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t work;	/* a call was queued, or stopping (work_init) */
 	pthread_cond_t gone;	/* a helper exited */
-	WEFT__FIFO(struct call) q;	/* calls waiting for a helper */
+	WEFT__FIFO(struct weft__offload_call) q;	/* calls waiting for a helper */
 	unsigned queued;	/* calls in q */
 	unsigned threads;	/* helpers alive */
 	unsigned idle;		/* helpers waiting for a call */
@@ -74,9 +67,9 @@ static void work_init(void)
 	pthread_condattr_destroy(&attr);
 }
 
-static struct call *take_call(void)
+static struct weft__offload_call *take_call(void)
 {
-	struct call *c;
+	struct weft__offload_call *c;
 	WEFT__FIFO_POP(&pool.q, c);
 	pool.queued--;
 	return c;
@@ -84,7 +77,7 @@ static struct call *take_call(void)
 
 /* Waits (with pool.lock held) for a call; NULL when the helper should exit:
  * stopping, or idle for IDLE_EXIT_S. */
-static struct call *next_call(void)
+static struct weft__offload_call *next_call(void)
 {
 	struct timespec until;
 	clock_gettime(CLOCK_MONOTONIC, &until);	/* pool.work's clock */
@@ -103,7 +96,7 @@ static void *helper_main(void *unused)
 {
 	(void)unused;
 	pthread_mutex_lock(&pool.lock);
-	struct call *c;
+	struct weft__offload_call *c;
 	while ((c = next_call())) {
 		pool.calls++;
 		pthread_mutex_unlock(&pool.lock);
@@ -128,8 +121,9 @@ static bool start_helper(void)
 
 /* Queues c, starting a helper if none is free; EAGAIN if there is no helper
  * at all and none can be started (c is not queued then). */
-static int submit(struct call *c)
+static int submit(struct weft__offload_call *c)
 {
+	c->done = NULL;
 	pthread_mutex_lock(&pool.lock);
 	bool need = pool.queued + 1 > pool.idle && pool.threads < pool.max;
 	if (need && !start_helper() && pool.threads == 0) {
@@ -153,7 +147,7 @@ int weft_offload(void (*fn)(void *), void *arg)
 	}
 	if (weft__co_cancelled())
 		return weft__err_fail(ECANCELED);
-	struct call c = { .fn = fn, .arg = arg, .done = NULL };
+	struct weft__offload_call c = { .fn = fn, .arg = arg, .done = NULL };
 	int e = submit(&c);
 	if (e)
 		return weft__err_fail(e);
@@ -161,12 +155,15 @@ int weft_offload(void (*fn)(void *), void *arg)
 	return weft__co_cancelled() ? weft__err_fail(ECANCELED) : 0;
 }
 
-/* Takes c out of the queue if no helper has taken it yet: true if it was
- * there (it will never run). */
-static bool withdraw(struct call *c)
+int weft__offload_submit(struct weft__offload_call *c)
+{
+	return -submit(c);
+}
+
+bool weft__offload_withdraw(struct weft__offload_call *c)
 {
 	pthread_mutex_lock(&pool.lock);
-	struct call **link = &pool.q.head, *prev = NULL;
+	struct weft__offload_call **link = &pool.q.head, *prev = NULL;
 	while (*link && *link != c) {
 		prev = *link;
 		link = &prev->next;
@@ -184,14 +181,14 @@ static bool withdraw(struct call *c)
 
 int weft__offload_until(void (*fn)(void *), void *arg, int64_t deadline)
 {
-	struct call c = { .fn = fn, .arg = arg, .done = NULL };
+	struct weft__offload_call c = { .fn = fn, .arg = arg, .done = NULL };
 	int e = submit(&c);
 	if (e)
 		return -e;
 	int r = weft__completion_wait(&c.done, true, deadline, WEFT_PARK_OFFLOAD);
 	if (r == 0)
 		return 0;
-	if (withdraw(&c))
+	if (weft__offload_withdraw(&c))
 		return -r;
 	weft__completion_wait(&c.done, false, -1, WEFT_PARK_OFFLOAD);	/* a helper has it: wait it out */
 	if (r == EINTR)

@@ -1,33 +1,85 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * uring.c — choosing the I/O backend at weft_init.
+ * uring.c — the I/O backend chosen at weft_init, and the workers' rings.
  *
  * io_uring is an option that must fall back cleanly: many kernels are too
  * old for the flags or opcodes weft wants, and many sandboxes refuse the
  * system calls outright (Docker's default seccomp profile answers EPERM;
  * kernel.io_uring_disabled).  So weft_init probes: it sets up a ring with
  * the setup flags wanted, dropping those the kernel refuses (EINVAL) one by
- * one, newest first (DEFER_TASKRUN needs SINGLE_ISSUER, so it goes first),
- * then asks the ring which opcodes it supports.  The flags kept are those
- * the workers' rings are to be set up with.
+ * one, newest first, then asks the ring which opcodes it supports.  The
+ * flags kept are those the workers' rings are set up with.
  *
- * The workers' rings are not built yet: under either backend, file I/O
- * goes through the offload pool (io.c, file_call) and sockets through the
- * shared epoll poller.  docs/tuning.md says so.
+ * Under the uring backend every worker has a ring (weft__uring_ring_init,
+ * at worker start).  A file transfer at an offset that the page cache
+ * cannot answer at once (io.c, "files": those at the file position stay
+ * with the offload pool) is an IORING_OP_READ or IORING_OP_WRITE submitted on
+ * the ring of the worker its coroutine runs on, whose user_data is the
+ * operation (struct weft__uring_op, on the coroutine's stack); the
+ * coroutine parks on the operation's completion word (park.h) and the CQE
+ * completes it.  Who reaps: every ring has an eventfd registered with it
+ * (io_uring_register_eventfd), watched edge-triggered by the poller that
+ * watches its worker's fds (loop.c), so whichever thread harvests that
+ * poller reaps the ring, under the ring's CQ lock.  With the shared poller:
+ * the worker that owns the ring, another worker, or one that took the
+ * poller because the owner is stuck in a long coroutine.  With the worker
+ * poller: the owner, in its own epfd, or the monitor's rescue of a stuck
+ * owner (monitor.c, as for its sockets).  A coroutine may be
+ * resumed on another worker; the operation remembers its ring, and the
+ * cancel of it (IORING_OP_ASYNC_CANCEL) goes to that ring from whichever
+ * thread the coroutine is on, under the ring's SQ lock.
+ *
+ * Hence the flags left out, though the kernel has them:
+ *   SINGLE_ISSUER   only the creating task may submit or register, and a
+ *                   cancel comes from whichever worker the coroutine is on;
+ *   DEFER_TASKRUN   completions are posted only when the owner enters the
+ *                   kernel to wait for them: a stuck owner strands them;
+ *   COOP_TASKRUN    left out as a precaution: io_uring_setup(2) says the
+ *                   task work that posts a completion then waits for the
+ *                   submitting thread's next transition into the kernel
+ *                   instead of interrupting it.  On 6.18 the tests of a
+ *                   submitter that spins or sleeps right after submitting
+ *                   (test_uring.c) pass with it too, so it may come back
+ *                   once measured.
+ * They are what the field measures io_uring's gains on sockets with; files
+ * gain what matters here, a worker that never blocks on the disk, without
+ * them.
+ *
+ * A submitted SQE cannot be taken back (the kernel's tail has moved), so a
+ * submission that the kernel refuses for a while (EAGAIN: no memory for
+ * requests; EBUSY: completions overflowed) reaps and tries again until the
+ * kernel has consumed it.  A cancelled operation's caller still waits for
+ * the operation's own CQE (io.c): the buffer is the caller's.
  */
 #include "uring.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
+#include "eventfd.h"
+#include "lock.h"
+#include "loop.h"
+#include "park.h"
+#include "sanitize.h"
 #include "weft.h"
+#include "worker.h"
 
 #ifdef WEFT_HAVE_LIBURING
 #include <liburing.h>
 #endif
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#else
+#define VALGRIND_MAKE_MEM_DEFINED(p, n) ((void)(p), (void)(n))
+#endif
 
 static int backend = WEFT_IO_EPOLL;
+static int asked_backend = WEFT_IO_AUTO;	/* weft_init's: auto never fails */
 
 int weft__uring_backend(void)
 {
@@ -39,11 +91,12 @@ int weft__uring_backend(void)
  * while the kernel says EINVAL. */
 static const unsigned wanted_flags[] = {
 	IORING_SETUP_SUBMIT_ALL,	/* a bad SQE does not stop the batch */
-	IORING_SETUP_COOP_TASKRUN,	/* no IPI for completions: the worker reaps */
-	IORING_SETUP_SINGLE_ISSUER,	/* only its worker submits */
-	IORING_SETUP_DEFER_TASKRUN,	/* completions run when the worker asks */
 };
 enum { NFLAGS = sizeof wanted_flags / sizeof *wanted_flags, PROBE_ENTRIES = 8 };
+/* A worker's ring: SQ_ENTRIES submission slots (each submitter submits at
+ * once, so one is enough but for cancels racing in), CQ_ENTRIES completion
+ * slots, beyond which the kernel keeps completions on its overflow list. */
+enum { SQ_ENTRIES = 64, CQ_ENTRIES = 4096 };
 
 /* The opcodes every file call needs (and the cancel of one in flight). */
 static const struct { unsigned char op; const char *name; } needed_ops[] = {
@@ -105,6 +158,7 @@ static int probe(const char **why)
 int weft__uring_select(int asked)
 {
 	backend = WEFT_IO_EPOLL;
+	asked_backend = asked;
 	if (asked == WEFT_IO_EPOLL)
 		return 0;
 	const char *why = "";
@@ -123,3 +177,210 @@ int weft__uring_select(int asked)
 		fprintf(stderr, "weft: WEFT_IO=uring cannot be had: %s: %s\n", why, strerror(-r));
 	return r;
 }
+
+/* ------------------------------------------------------ the workers' rings */
+
+#ifdef WEFT_HAVE_LIBURING
+struct weft__ring {
+	struct io_uring ring;
+	struct weft__lock sq;	/* submitters: the SQ, io_uring_submit */
+	struct weft__lock cq;	/* reapers: the CQ */
+	int evfd;		/* registered: signalled at every CQE */
+	bool set_up;		/* ring is (io_uring_queue_init_params succeeded) */
+};
+
+/* Releases r (made by ring_make, perhaps in part). */
+static void ring_free(struct weft__ring *r)
+{
+	if (r->set_up)
+		io_uring_queue_exit(&r->ring);
+	if (r->evfd >= 0)
+		close(r->evfd);	/* the epfd forgets it with the file */
+	free(r);
+}
+
+/* Sets up w's ring: 0, or -errno and *why. */
+static int ring_make(struct weft__ring *r, struct weft__worker *w, const char **why)
+{
+	struct io_uring_params p;
+	memset(&p, 0, sizeof p);
+	p.flags = setup_flags | IORING_SETUP_CQSIZE;
+	p.cq_entries = CQ_ENTRIES;
+	*why = "io_uring_setup failed";
+	int e = io_uring_queue_init_params(SQ_ENTRIES, &r->ring, &p);
+	if (e < 0)
+		return e;
+	r->set_up = true;
+	*why = "eventfd failed";
+	r->evfd = weft__eventfd_open();
+	if (r->evfd < 0)
+		return r->evfd;
+	*why = "io_uring_register_eventfd failed";
+	e = io_uring_register_eventfd(&r->ring, r->evfd);
+	*why = "epoll_ctl failed";
+	return e < 0 ? e : weft__loop_watch_ring(w, r->evfd);
+}
+
+/*
+ * A worker's ring may be refused where the probe's small one was not (a
+ * memlock limit: kernels before 5.12 count rings against RLIMIT_MEMLOCK).
+ * WEFT_IO=uring then fails weft_init with one line; auto, which must never
+ * fail for want of io_uring, leaves that worker without a ring: its
+ * coroutines' transfers go to the offload pool (weft__uring_submit_rw).
+ */
+int weft__uring_ring_init(struct weft__worker *w)
+{
+	w->ring = NULL;
+	if (backend != WEFT_IO_URING)
+		return 0;
+	struct weft__ring *r = calloc(1, sizeof *r);
+	if (!r)
+		return -ENOMEM;
+	r->evfd = -1;
+	const char *why = "";
+	int e = ring_make(r, w, &why);
+	if (e == 0) {
+		w->ring = r;
+		return 0;
+	}
+	ring_free(r);
+	if (asked_backend != WEFT_IO_URING)
+		return 0;
+	fprintf(stderr, "weft: WEFT_IO=uring cannot be had: a worker's %s: %s\n", why, strerror(-e));
+	return e;
+}
+
+void weft__uring_ring_fini(struct weft__worker *w)
+{
+	if (w->ring)
+		ring_free(w->ring);
+	w->ring = NULL;
+}
+
+/* Completes every operation whose CQE has arrived.  A cancel's CQE carries
+ * no operation (user_data 0).  Every reaper drains the CQ to empty (peek
+ * also flushes the kernel's overflow list), under the lock, so a CQE that
+ * arrives after one reaper's last peek signals the eventfd again for the
+ * next (edge-triggered: every signal is an event). */
+static void reap(struct weft__ring *r)
+{
+	weft__lock_acquire(&r->cq);
+	struct io_uring_cqe *cqe;
+	while (io_uring_peek_cqe(&r->ring, &cqe) == 0) {
+		struct weft__uring_op *op = io_uring_cqe_get_data(cqe);
+		int res = cqe->res;
+		io_uring_cqe_seen(&r->ring, cqe);
+		if (!op)
+			continue;
+		san_kernel_handed(op);
+		/* memcheck cannot see the kernel's write into a read's buffer */
+		if (res > 0 && op->in)
+			VALGRIND_MAKE_MEM_DEFINED(op->in, (size_t)res);
+		op->res = res;	/* published by the completion's seq_cst CAS */
+		weft__completion_set(&op->done, NULL);	/* op may be gone after this */
+	}
+	weft__lock_release(&r->cq);
+}
+
+void weft__uring_reap(unsigned index)
+{
+	reap(weft__rt.workers[index].ring);
+}
+
+/* Submits what r's SQ holds (r->sq held) until the kernel has consumed it:
+ * an SQE whose tail the kernel has seen cannot be taken back, so a refusal
+ * for want of memory (EAGAIN) or for a completion backlog (EBUSY) reaps
+ * and tries again. */
+static void submit_all(struct weft__ring *r)
+{
+	while (io_uring_sq_ready(&r->ring) > 0) {
+		int n = io_uring_submit(&r->ring);
+		if (n >= 0 || n == -EINTR)
+			continue;
+		reap(r);
+		sched_yield();
+	}
+}
+
+/* An SQE of r's (r->sq held): the SQ is empty between submitters, but for
+ * a full one, submitted first. */
+static struct io_uring_sqe *get_sqe(struct weft__ring *r)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+	if (!sqe) {
+		submit_all(r);
+		sqe = io_uring_get_sqe(&r->ring);
+	}
+	return sqe;
+}
+
+int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,
+			  off_t off)
+{
+	struct weft__worker *w = weft__worker_self();
+	struct weft__ring *r = w ? w->ring : NULL;
+	if (!r)
+		return -ENOSYS;
+	op->ring = r;
+	op->done = NULL;
+	op->res = 0;
+	op->in = write ? NULL : p;
+	unsigned n = len > WEFT__URING_MAX_LEN ? WEFT__URING_MAX_LEN : (unsigned)len;
+	weft__lock_acquire(&r->sq);
+	struct io_uring_sqe *sqe = get_sqe(r);
+	if (sqe) {
+		if (write)
+			io_uring_prep_write(sqe, fd, p, n, (uint64_t)off);
+		else
+			io_uring_prep_read(sqe, fd, p, n, (uint64_t)off);
+		io_uring_sqe_set_data(sqe, op);
+		san_kernel_handoff(op);
+		submit_all(r);
+	}
+	weft__lock_release(&r->sq);
+	return sqe ? 0 : -EAGAIN;
+}
+
+void weft__uring_cancel(struct weft__uring_op *op)
+{
+	struct weft__ring *r = op->ring;
+	weft__lock_acquire(&r->sq);
+	struct io_uring_sqe *sqe = get_sqe(r);
+	while (!sqe) {	/* the cancel must go in: its op's CQE is awaited */
+		sched_yield();
+		sqe = get_sqe(r);
+	}
+	io_uring_prep_cancel(sqe, op, 0);
+	io_uring_sqe_set_data(sqe, NULL);
+	submit_all(r);
+	weft__lock_release(&r->sq);
+}
+#else
+int weft__uring_ring_init(struct weft__worker *w)
+{
+	w->ring = NULL;
+	return 0;
+}
+
+void weft__uring_ring_fini(struct weft__worker *w)
+{
+	(void)w;
+}
+
+void weft__uring_reap(unsigned index)
+{
+	(void)index;
+}
+
+int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,
+			  off_t off)
+{
+	(void)op, (void)fd, (void)write, (void)p, (void)len, (void)off;
+	return -ENOSYS;
+}
+
+void weft__uring_cancel(struct weft__uring_op *op)
+{
+	(void)op;
+}
+#endif

@@ -6,6 +6,13 @@
 #ifndef WEFT_URING_H
 #define WEFT_URING_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct weft__worker;
+struct weft__ring;
+
 /*
  * Resolves the backend asked for (WEFT_IO_AUTO, WEFT_IO_EPOLL or
  * WEFT_IO_URING) and makes it the one in use: auto probes io_uring (a ring
@@ -19,5 +26,43 @@ int weft__uring_select(int asked);
 
 /* The backend in use: WEFT_IO_EPOLL or WEFT_IO_URING. */
 int weft__uring_backend(void);
+
+/* Sets up w's ring under the uring backend (w->ring; NULL under epoll) and
+ * has its worker's poller watch its eventfd: 0 or -errno, after one stderr
+ * line, under WEFT_IO=uring; under auto a refused ring leaves w->ring NULL
+ * (its transfers go to the offload pool) and returns 0. */
+int weft__uring_ring_init(struct weft__worker *w);
+void weft__uring_ring_fini(struct weft__worker *w);
+
+/* The poller's event for the ring of worker `index`: completes the
+ * operations whose CQEs arrived (any thread; uring.c). */
+void weft__uring_reap(unsigned index);
+
+/*
+ * One read or write in flight on a ring.  It lives with its caller (a
+ * coroutine's stack) until its CQE has arrived: done completes (park.h)
+ * only then, with res the CQE's result (bytes, or -errno; -ECANCELED for
+ * one that a cancel stopped before it moved anything).
+ */
+struct weft__uring_op {
+	void *done;		/* a completion: set by the reaper */
+	int res;		/* the CQE's res, once done */
+	struct weft__ring *ring;	/* the ring it went to (its cancel's) */
+	void *in;		/* a read's buffer (NULL: a write) */
+};
+
+/* The most one SQE moves (its length is 32 bits); the caller loops. */
+#define WEFT__URING_MAX_LEN (1u << 30)
+
+/* Submits pread(fd, p, len, off) (write: pwrite; len capped at
+ * WEFT__URING_MAX_LEN) on the calling worker's ring: 0, the CQE will
+ * complete op; or
+ * -ENOSYS (no ring: the epoll backend, or a plain thread) or -EAGAIN (the
+ * SQ is full), op is not in flight. */
+int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,
+			  off_t off);
+/* Asks op's ring to cancel op (IORING_OP_ASYNC_CANCEL), from any thread;
+ * op's own CQE still comes, and the caller waits for it. */
+void weft__uring_cancel(struct weft__uring_op *op);
 
 #endif

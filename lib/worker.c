@@ -116,6 +116,7 @@
 #include "queue.h"
 #include "steal.h"
 #include "thread.h"
+#include "uring.h"
 #include "weft.h"
 
 enum {
@@ -567,12 +568,14 @@ static int worker_init(struct weft__worker *w, unsigned index)
 	pthread_mutex_init(&w->ready.lock, NULL);
 	pthread_mutex_init(&w->pinned.lock, NULL);
 	int r = weft__deque_init(&w->deque, DEQUE_INITIAL);
-	return r < 0 ? r : weft__loop_init(w);
+	r = r < 0 ? r : weft__loop_init(w);
+	return r < 0 ? r : weft__uring_ring_init(w);
 }
 
 static void worker_fini(struct weft__worker *w)
 {
 	weft__deque_fini(&w->deque);
+	weft__uring_ring_fini(w);
 	weft__loop_fini(w);
 	pthread_mutex_destroy(&w->ready.lock);
 	pthread_mutex_destroy(&w->pinned.lock);

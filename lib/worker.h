@@ -84,6 +84,7 @@ struct weft__worker {
 	int epfd;			/* its own epoll instance: evfd, and with the
 					 * worker poller its fds (loop.h) */
 	int evfd;			/* its wake-up eventfd */
+	struct weft__ring *ring;	/* its io_uring (uring.c), NULL under epoll */
 	pthread_t thread;
 	/* published */
 	struct weft__counters c WEFT__WORKER_LINE;

@@ -130,12 +130,15 @@ Test(backend, bad_values)
 }
 
 /* Makes io_uring_setup fail with EPERM in this process, as Docker's
- * default seccomp profile does; false where seccomp is not available. */
-static bool refuse_io_uring_setup(void)
+ * default seccomp profile does, for rings of more than `entries` entries
+ * (0: every ring); false where seccomp is not available. */
+static bool refuse_io_uring_setup_over(unsigned entries)
 {
 	struct sock_filter f[] = {
 		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+		BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, entries, 0, 1),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
@@ -147,6 +150,11 @@ static bool refuse_io_uring_setup(void)
 /* Exit codes of the refused-setup child. */
 enum { CHILD_OK = 0, CHILD_NO_SECCOMP = 10, CHILD_AUTO_NOT_EPOLL, CHILD_URING_STARTED,
        CHILD_URING_ERRNO, CHILD_URING_LINE };
+
+static bool refuse_io_uring_setup(void)
+{
+	return refuse_io_uring_setup_over(0);
+}
 
 static int refused_setup_child(void)
 {
@@ -179,6 +187,65 @@ Test(backend, refused_setup_falls_back_under_auto_and_fails_under_uring)
 	cr_assert_geq(pid, 0);
 	if (pid == 0)
 		_exit(refused_setup_child());
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "the child died: status %#x", status);
+	if (WEXITSTATUS(status) == CHILD_NO_SECCOMP)
+		cr_skip_test("seccomp filters cannot be installed here");
+	cr_assert_eq(WEXITSTATUS(status), CHILD_OK, "the child failed step %d", WEXITSTATUS(status));
+}
+
+/* ---- a worker's ring refused where the probe's small one was not (a
+ * memlock limit on kernels before 5.12 does that): auto still starts, on
+ * uring's backend, the worker's file transfers going to the offload pool;
+ * uring fails with one line naming the worker's ring. */
+
+static void pread_main(void *arg)
+{
+	char path[] = "/tmp/weft-backend-XXXXXX", buf[4];
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	unlink(path);
+	CHECK(write(fd, "abcd", 4) == 4);
+	*(ssize_t *)arg = weft_pread(fd, buf, sizeof buf, 0, -1);
+	CHECK(weft_close(fd) == 0);
+}
+
+enum { CHILD_AUTO_FAILED = 20, CHILD_PREAD, CHILD_WORKER_LINE };
+
+static int refused_ring_child(void)
+{
+	if (!refuse_io_uring_setup_over(8))	/* the probe's ring has 8 entries */
+		return CHILD_NO_SECCOMP;
+	char out[512];
+	int err, backend;
+	setenv("WEFT_IO", "auto", 1);
+	if (init_backend(NULL, out, sizeof out, &err, &backend) != 0 || out[0])
+		return CHILD_AUTO_FAILED;
+	ssize_t n = -1;
+	if (weft_main(pread_main, &n, NULL) != 0 || n != 4)
+		return CHILD_PREAD;
+	setenv("WEFT_IO", "uring", 1);
+	if (init_backend(NULL, out, sizeof out, &err, &backend) == 0)
+		return CHILD_URING_STARTED;
+	if (err != EPERM)
+		return CHILD_URING_ERRNO;
+	char *nl = strchr(out, '\n');
+	fprintf(stderr, "child's line: %s", out);
+	if (!strstr(out, "WEFT_IO=uring") || !strstr(out, "worker's io_uring_setup") || !nl || nl[1])
+		return CHILD_WORKER_LINE;
+	return CHILD_OK;
+}
+
+Test(backend, a_refused_worker_ring_leaves_auto_running_and_fails_uring)
+{
+	if (!uring_available())
+		cr_skip_test("io_uring cannot be had here: nothing to refuse");
+	fflush(NULL);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(refused_ring_child());
 	int status;
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status), "the child died: status %#x", status);

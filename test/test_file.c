@@ -163,6 +163,7 @@ struct cold {
 	unsigned long during;	/* out: ping-pong rounds while reads were under way */
 	bool refused;		/* out: the file system refused flags */
 	bool cached;		/* out: the page cache kept the file */
+	int backend;		/* out: weft_stats' io_backend */
 };
 
 enum { COLD_SIZE = 8 << 20, COLD_READS = 64, COLD_CHUNK = 64 << 10 };
@@ -205,6 +206,7 @@ static void cold_main(void *arg)
 		CHECK(n == COLD_CHUNK && pattern_at(buf, COLD_CHUNK, off));
 	}
 	c->offloaded = stats_now().offload_calls - before;
+	c->backend = stats_now().io_backend;
 	atomic_store(&pp.stop, true);
 	join(a);
 	join(b);
@@ -224,6 +226,11 @@ static void cold_read(int flags, bool positional)
 		cr_skip_test("the page cache kept the file (posix_fadvise DONTNEED ignored: tmpfs?)");
 	cr_assert_gt(c.during, 0, "no ping-pong round while %u reads of uncached pages ran (%lu offloaded)",
 		     COLD_READS, (unsigned long)c.offloaded);
+	/* under uring a read at an offset goes to the worker's ring, not to
+	 * a helper (the file position's reads stay with the pool: io.c) */
+	if (c.backend == WEFT_IO_URING && positional)
+		cr_assert_eq(c.offloaded, 0, "%lu reads at an offset went to the pool under WEFT_IO=uring",
+			     (unsigned long)c.offloaded);
 }
 
 Test(file, uncached_read_leaves_the_worker_running)
@@ -316,10 +323,18 @@ static void queued_main(void *arg)
 	CHECK(weft_close(fd) == 0);
 }
 
+/* The scenes of the pool's queue run on the epoll backend: under uring a
+ * transfer at an offset goes to the ring (test_uring.c has the ring's). */
+static void epoll_pool(const char *threads)
+{
+	cr_assert_eq(setenv("WEFT_BLOCKING_THREADS", threads, 1), 0);
+	cr_assert_eq(setenv("WEFT_IO", "epoll", 1), 0);
+}
+
 static void queued(int how)
 {
 	int arg = how;
-	cr_assert_eq(setenv("WEFT_BLOCKING_THREADS", "1", 1), 0);
+	epoll_pool("1");
 	run(2, queued_main, &arg);
 	if (arg < 0)
 		cr_skip_test("the file system of $TMPDIR (or /tmp) refuses O_DIRECT");
@@ -444,7 +459,7 @@ static void many_main(void *arg)
 Test(file, thousands_abandoned_while_queued)
 {
 	int arg = 0;
-	cr_assert_eq(setenv("WEFT_BLOCKING_THREADS", "1", 1), 0);
+	epoll_pool("1");
 	run(2, many_main, &arg);
 	if (arg < 0)
 		cr_skip_test("the file system of $TMPDIR (or /tmp) refuses O_DIRECT");

@@ -137,6 +137,14 @@ runs=(
 	"poller.pml|bug|-DBUG_RESCUE_ON_STUCK||the rescue queues the reader on the stuck worker's ready FIFO"
 	"poller.pml|bug|-DCLOSE -DBUG_RESCUE_ON_STUCK||+ close: the rescue queues on the stuck worker"
 	"poller.pml|finding|-DSTUCK_WITH_QUEUE||worker stuck with its own harvest's reader queued (known gap)"
+	"uring.pml|ok|||default: a ring read against its CQE, deadline, cancel, close"
+	"uring.pml|ok|-DNO_DATA||a read only a cancel ends"
+	"uring.pml|bug|-DNO_DATA -DBUG_NO_CQE_WAIT||returns before its CQE arrived (buffer reused)"
+	"uring.pml|bug|-DBUG_NO_CQE_WAIT||the same, data racing the cancel: bytes lost"
+	"uring.pml|bug|-DBUG_CHECK_BEFORE_PUSH||close check before the push on files: lost wake"
+	"uring.pml|bug|-DBUG_REASON_WINS||a cancel that came too late loses the bytes"
+	"uring.pml|bug|-DBUG_STORE_AFTER||the reaper completes the op before it stores the result"
+	"uring.pml|bug|-DNO_DATA -DBUG_CANCEL_CUR||the cancel goes to the current worker's ring, not the op's"
 )
 
 one_run() {	# index

@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uring.pml -- a file transfer in flight on a worker's io_uring (lib/io.c,
+ * file_park, file_away and away_stop; lib/uring.c, the reap) against its
+ * CQE, the reaper, a deadline, weft_cancel and weft_close (issue 48).
+ *
+ * The caller submits the read (its buffer is then the kernel's until the
+ * CQE), publishes its waiter in the operation's completion word (park.h,
+ * completions) and on the fd's `files` list under qlock, checks the close
+ * after the push, and parks.  Whoever wins its park word resumes it: the
+ * reaper (the CQE came: claim the completion word, wake, store SET), the
+ * deadline, a cancel, or the closer (gen bump, then under qlock a wake of
+ * every waiter on `files`).  The caller unlinks itself, takes its waiter
+ * back from the completion word (failing if the reaper claimed it: the
+ * transfer is complete, and its result stands), and otherwise submits an
+ * IORING_OP_ASYNC_CANCEL and waits, not cancellably, for the operation's
+ * own CQE.  The kernel completes the read with data (if data comes) or,
+ * once the cancel has been submitted on the operation's ring and before
+ * data, with -ECANCELED; exactly one CQE.  The reaper copies the CQE's
+ * result into the operation (on the caller's stack) and then completes
+ * its word; the caller reads that copy.  Two workers, each with a ring:
+ * the read is on worker 0's; the caller may resume on either worker after
+ * its park (a migration), and its cancel goes to the operation's ring
+ * (op->ring), which alone knows the operation.
+ *
+ * What is checked
+ *  - the caller never returns before the operation's CQE (the kernel's
+ *    write into the buffer happens before the caller returns);
+ *  - bytes the kernel moved are returned, never lost: a CQE with data
+ *    makes the call return data, whatever ended its wait;
+ *  - every wait ends: the close always comes, so a caller that nobody
+ *    wakes is an invalid end state (a lost wake), and the closer, which
+ *    waits for the caller's reference, ends too.
+ *
+ * Configurations and seeded bugs (spin -D...)
+ *  default               the deadline and weft_cancel may each fire or not;
+ *                        data may come or not; the close comes.
+ *  -DNO_DATA             no data comes: only a cancel ends the read (the
+ *                        pipe of test_uring.c).
+ *  -DBUG_NO_CQE_WAIT     after the cancel's submission the caller returns
+ *                        its reason without waiting for the operation's
+ *                        CQE: it returns before the CQE (the kernel may
+ *                        still write the buffer, reused by then).
+ *  -DBUG_CHECK_BEFORE_PUSH  the close check before the push on `files`: a
+ *                        close between the check and the push wakes
+ *                        nobody (a lost wake: the caller parks for good).
+ *  -DBUG_REASON_WINS     a wait ended by the deadline, a cancel or the
+ *                        close returns its reason even when the cancel came
+ *                        too late (the CQE had data): bytes lost.
+ *  -DBUG_STORE_AFTER     the reaper completes the word before it stores
+ *                        the result: the caller reads a result not yet
+ *                        stored (bytes lost), or the reaper writes into an
+ *                        operation whose caller has returned.
+ *  -DBUG_CANCEL_CUR      the cancel goes to the ring of the worker the
+ *                        caller resumed on: after a migration that ring
+ *                        knows no such operation, nothing cancels the read
+ *                        (with NO_DATA: the caller waits for good).
+ *
+ * Correspondence (C -> Promela); one step per C atomic access
+ *  park word        gen, wst (ARMED, WOKEN), wres; wake(g, r) is the CAS
+ *                   on (g, PARKING) -> (g, WOKEN, r) (park.h).
+ *  completion word  done: 0 (NULL), a waiter (its gen), that + CLAIMED,
+ *                   SET (park.c, weft__completion_set/_wait,
+ *                   weft__slot_retract).
+ *  e->files, qlock  listed, listed_gen, each access one atomic block (the
+ *                   lock).
+ *  e->gen           closed (the closer's seq_cst bump).
+ *  e->refs          returned (the caller's reference, dropped on return).
+ *  the SQ/CQ        submitted, cancel_req[ring], cqe, cqe_res (the CQE's
+ *                   res); op_res is op->res, the reaper's copy.
+ *  the worker       cur: the caller's worker (weft__worker_self), 0 at the
+ *                   submission; the operation's ring is 0 (op->ring).
+ */
+
+#define ARMED 1
+#define WOKEN 2
+
+#define OK 0
+#define TIMEDOUT 1
+#define CANCELED 2
+#define DATA 3
+
+#define SET 200
+#define CLAIMED 100
+
+byte gen;		/* the caller's park generation */
+byte wst;		/* its park state: 0 running, ARMED, WOKEN */
+byte wres;		/* the winning waker's result */
+byte done;		/* the operation's completion word */
+bool listed;		/* on the fd's files list */
+byte listed_gen;	/* the gen of the waiter listed */
+bool closed;		/* the close's gen bump */
+bool returned;		/* the caller returned (its buffer and reference gone) */
+bool submitted;		/* the read's SQE is in the ring */
+bool cancel_req[2];	/* an ASYNC_CANCEL's SQE is in ring i */
+bool cqe;		/* the read's CQE was posted (on ring 0) */
+byte cqe_res;		/* its result: DATA or CANCELED */
+byte op_res;		/* the operation's copy (op->res), the reaper's store */
+byte cur;		/* the caller's worker */
+bool first_armed;	/* the first wait's timer is in the heap */
+byte first_gen;
+byte result;		/* what the call returned */
+
+inline wake(g, r) {
+	atomic {
+		if
+		:: gen == g && wst == ARMED -> wst = WOKEN; wres = r
+		:: else -> skip
+		fi
+	}
+}
+
+inline arm() {
+	atomic { gen++; wst = ARMED }
+}
+
+/* weft__completion_wait(done, false, -1): a wait for the CQE that a
+ * stray cancel wake does not end. */
+inline wait_complete() {
+	do
+	:: done == SET -> break
+	:: atomic { done == 0 -> arm(); done = gen }
+		(wst == WOKEN);
+		atomic {
+			if
+			:: done == gen -> done = 0	/* taken back: a stray wake */
+			:: else -> skip
+			fi
+		}
+		(done == SET || done == 0)
+	od
+}
+
+active proctype caller() {
+	byte r, mygen;
+	bool complete = false;
+	submitted = true;
+	/* file_park */
+	arm();
+	mygen = gen;
+	atomic { first_armed = true; first_gen = mygen }
+	atomic {
+		if
+		:: done == 0 -> done = mygen
+		:: else -> complete = true	/* SET: the CQE came first */
+		fi
+	}
+	if
+	:: complete -> atomic { wst = 0 }; goto finish	/* disarm */
+	:: else -> skip
+	fi;
+#ifdef BUG_CHECK_BEFORE_PUSH
+	if
+	:: closed -> wake(mygen, CANCELED)
+	:: else -> skip
+	fi;
+	atomic { listed = true; listed_gen = mygen };
+#else
+	atomic { listed = true; listed_gen = mygen };
+	if
+	:: closed -> wake(mygen, CANCELED)
+	:: else -> skip
+	fi;
+#endif
+	(wst == WOKEN);
+	r = wres;
+	atomic { first_armed = false; listed = false };
+	/* weft__slot_retract */
+	atomic {
+		if
+		:: done == mygen -> done = 0
+		:: else -> complete = true
+		fi
+	}
+	(done == SET || done == 0);
+	if
+	:: complete -> goto finish
+	:: else -> skip
+	fi;
+	/* resumed on either worker */
+	if
+	:: cur = 0
+	:: cur = 1
+	fi;
+	/* away_stop: weft__uring_cancel */
+#ifdef BUG_CANCEL_CUR
+	cancel_req[cur] = true;
+#else
+	cancel_req[0] = true;	/* op->ring */
+#endif
+#ifdef BUG_NO_CQE_WAIT
+	result = r;
+	goto out;	/* as if the cancel had surely stopped it */
+#endif
+	wait_complete();
+	if
+#ifdef BUG_REASON_WINS
+	:: true -> result = r; goto out
+#endif
+	:: op_res == CANCELED -> result = r; goto out
+	:: else -> skip
+	fi;
+finish:
+	result = op_res;
+out:
+	atomic {
+		assert(cqe);	/* never before the operation's CQE */
+		assert(cqe_res != DATA || result == DATA);	/* no bytes lost */
+		returned = true
+	}
+}
+
+/* The kernel: one CQE, with data if data comes first, else -ECANCELED
+ * once a cancel is in on the operation's ring (ring 0: a cancel on ring 1
+ * finds nothing, its own CQE carries no operation); the data write lands
+ * in the caller's buffer. */
+active proctype kernel() {
+	bool data_comes;
+	(submitted);
+#ifndef NO_DATA
+	if
+	:: data_comes = true
+	:: data_comes = false
+	fi;
+#endif
+	if
+	:: data_comes -> atomic { assert(!returned); cqe_res = DATA; cqe = true }
+	:: cancel_req[0] -> atomic { cqe_res = CANCELED; cqe = true }
+	fi
+}
+
+/* The reaper (whoever harvests ring 0's eventfd): stores the CQE's
+ * result in the operation, then completes the word (uring.c, reap; the
+ * store is published by the completion's CAS). */
+inline store_res() {
+	atomic { assert(!returned); op_res = cqe_res }
+}
+
+active proctype reaper() {
+	byte j;
+	(cqe);
+#ifndef BUG_STORE_AFTER
+	store_res();
+#endif
+	do
+	:: atomic { done == 0 -> done = SET; break }
+	:: atomic { done > 0 && done < CLAIMED -> j = done; done = j + CLAIMED }
+		wake(j, OK);
+		done = SET;
+		break
+	od;
+#ifdef BUG_STORE_AFTER
+	store_res()
+#endif
+}
+
+/* The deadline: fires on the first wait, or never. */
+active proctype timer() {
+	if
+	:: (first_armed) -> wake(first_gen, TIMEDOUT)
+	:: true -> skip
+	fi
+}
+
+/* weft_cancel: wakes whatever wait the caller is in, or none. */
+active proctype canceller() {
+	if
+	:: atomic { wst == ARMED -> wake(gen, CANCELED) }
+	:: true -> skip
+	fi
+}
+
+/* weft_close: the gen bump, the walk of files under qlock, then the wait
+ * for the caller's reference. */
+active proctype closer() {
+	closed = true;
+	atomic {
+		if
+		:: listed -> wake(listed_gen, CANCELED)
+		:: else -> skip
+		fi
+	}
+	(returned)
+}
