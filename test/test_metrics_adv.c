@@ -349,3 +349,73 @@ Test(metrics_adv, an_armed_running_coroutine_is_not_parked_for_a_stale_cause)
 {
 	run(1, armed_main, NULL);
 }
+
+/* ---- stack_bytes_live is a part of stack_bytes */
+
+/* weft.h: stack_bytes_live is "of stack_bytes; the rest is the pool's
+ * cache", so stack_bytes - stack_bytes_live must not wrap.  They come from
+ * two walks of the pool's list, each under its lock: stacks allocated for
+ * live coroutines between the two count in the second only.  A spawn with
+ * a stack size other than the pool's allocates a stack and frees it at the
+ * end (no cache), so the list grows and shrinks all the time. */
+struct live_watch {
+	atomic_int done;
+	atomic_ullong over;		/* snapshots with live > total */
+	atomic_ullong snapshots;
+	atomic_ullong worst;		/* the most live exceeded total by */
+};
+
+static void *watch_live(void *arg)
+{
+	struct live_watch *lw = arg;
+	while (!atomic_load(&lw->done)) {
+		weft_stats st = { .size = sizeof st };
+		CHECK(weft_stats_get(&st) == 0);
+		if (st.stack_bytes_live > st.stack_bytes) {
+			atomic_fetch_add(&lw->over, 1);
+			if (st.stack_bytes_live - st.stack_bytes > atomic_load(&lw->worst))
+				atomic_store(&lw->worst, st.stack_bytes_live - st.stack_bytes);
+		}
+		atomic_fetch_add(&lw->snapshots, 1);
+	}
+	return NULL;
+}
+
+static void sized_spawner(void *arg)
+{
+	(void)arg;
+	const weft_spawn_opts opts = { .stack_size = 48 << 10 };
+	for (int round = 0; round < 1500; round++) {
+		weft_co *co[32];
+		for (int i = 0; i < 32; i++)
+			CHECK((co[i] = weft_spawn_with(short_life, (void *)1, &opts)) != NULL);
+		for (int i = 0; i < 32; i++)
+			join(co[i]);
+	}
+}
+
+static void live_main(void *unused)
+{
+	(void)unused;
+	static struct live_watch lw;
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, watch_live, &lw) == 0);
+	weft_co *sp[4];
+	for (int i = 0; i < 4; i++)
+		sp[i] = go(sized_spawner, NULL);
+	for (int i = 0; i < 4; i++)
+		join(sp[i]);
+	atomic_store(&lw.done, 1);
+	CHECK(pthread_join(th, NULL) == 0);
+	if (atomic_load(&lw.over))
+		fprintf(stderr, "stack_bytes_live > stack_bytes in %llu of %llu snapshots (by up to %llu bytes)\n",
+			(unsigned long long)atomic_load(&lw.over),
+			(unsigned long long)atomic_load(&lw.snapshots),
+			(unsigned long long)atomic_load(&lw.worst));
+	CHECK(atomic_load(&lw.over) == 0);
+}
+
+Test(metrics_adv, stack_bytes_live_never_exceeds_stack_bytes)
+{
+	run(2, live_main, NULL);
+}
