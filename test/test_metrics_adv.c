@@ -150,7 +150,7 @@ static void stale_cause_main(void *unused)
 	static struct census_watch cw;
 	pthread_t th;
 	CHECK(pthread_create(&th, NULL, watch_io, &cw) == 0);
-	for (int round = 0; round < CHURN_ROUNDS; round++) {
+	for (unsigned round = 0; round < scaled(CHURN_ROUNDS, 150, 20); round++) {
 		weft_co *co[CHURN_EACH];
 		for (int i = 0; i < CHURN_EACH; i++)
 			co[i] = go(churners[i % 4], NULL);
@@ -385,7 +385,8 @@ static void sized_spawner(void *arg)
 {
 	(void)arg;
 	const weft_spawn_opts opts = { .stack_size = 48 << 10 };
-	for (int round = 0; round < 1500; round++) {
+	unsigned rounds = scaled(1500, 200, 50);
+	for (unsigned round = 0; round < rounds; round++) {
 		weft_co *co[32];
 		for (int i = 0; i < 32; i++)
 			CHECK((co[i] = weft_spawn_with(short_life, (void *)1, &opts)) != NULL);
