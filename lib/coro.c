@@ -305,10 +305,10 @@ static bool census(const void *payload, void *arg)
 	return true;
 }
 
-uint64_t weft__co_census(uint64_t parked_by[WEFT_PARK_CAUSES])
+uint64_t weft__co_census(uint64_t parked_by[WEFT_PARK_CAUSES], uint64_t *live)
 {
 	memset(parked_by, 0, WEFT_PARK_CAUSES * sizeof *parked_by);
-	return weft__stack_pool_bytes(census, parked_by);
+	return weft__stack_pool_bytes(census, parked_by, live);
 }
 
 void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg)

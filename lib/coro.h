@@ -109,9 +109,10 @@ void weft__co_start(struct weft_co *co);
  * harmless then.  For weft_shutdown_until (runtime.c). */
 void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg);
 /* The live coroutines, counted for weft_stats: parked_by (those parked, by
- * cause; zeroed first) and the bytes of their stacks (returned).  A walk
- * of every stack under the pool's lock, with racy reads: a gauge. */
-uint64_t weft__co_census(uint64_t parked_by[WEFT_PARK_CAUSES]);
+ * cause; zeroed first) and the bytes of their stacks (in *live), of all
+ * the pool's stacks (returned).  One walk of every stack under one hold of
+ * the pool's lock, with racy reads: a gauge, but *live <= the total. */
+uint64_t weft__co_census(uint64_t parked_by[WEFT_PARK_CAUSES], uint64_t *live);
 
 /*
  * A coroutine's signals word: CO_CANCELLED, set by weft_cancel and never
