@@ -59,8 +59,9 @@ struct weft_co {
 	 * coroutine's last write before parking. */
 	bool pinned;
 	bool timed;			/* its runnable period is timed (metrics.h) */
-	unsigned char park_cause;	/* atomic: what its last park waited for
-					 * (WEFT_PARK_*; weft__co_census) */
+	unsigned char park_cause;	/* atomic: what its last armed wait waits
+					 * for (WEFT_PARK_*; weft__waiter_init,
+					 * weft__co_census) */
 	/* the rest: spawn, exit, join and the rarer calls */
 	struct weft__stack *stack;	/* NULL once finished */
 	void *join;			/* a completion (park.h), or JOIN_DETACHED (coro.c) */

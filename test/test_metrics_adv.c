@@ -307,7 +307,7 @@ static void arm_and_read(void *unused)
 	(void)unused;
 	armed = weft_self();
 	struct weft__waiter w;
-	weft__waiter_init(&w);
+	weft__waiter_init(&w, WEFT_PARK_SYNC);
 	weft_stats st = { .size = sizeof st };
 	CHECK(weft_stats_get(&st) == 0);
 	CHECK(weft__waiter_disarm(&w) == WEFT__WAITER_NOT_WOKEN);
