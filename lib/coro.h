@@ -86,7 +86,7 @@ struct weft_co {
  * notified (weft__park_finish), a yield; any thread. */
 static inline void weft__co_runnable(struct weft_co *co)
 {
-	if (__builtin_expect(--weft__metrics_tick < 0, 0))
+	if (__builtin_expect(--weft__metrics_tick > weft__metrics_mask, 0))
 		weft__metrics_stamp(co);
 }
 

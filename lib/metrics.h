@@ -80,9 +80,12 @@ static inline void weft__metrics_record(struct weft__metrics_hist *h, int64_t ns
  * the runtime runs). */
 extern unsigned weft__metrics_mask;
 /* The runnable periods the calling thread leaves untimed before it times
- * one: the stamp that takes it below zero times its period and sets it
- * back to the mask (weft__metrics_stamp). */
-extern __thread int weft__metrics_tick __attribute__((tls_model("initial-exec")));
+ * one: the stamp that takes it above the mask (below zero, wrapping) times
+ * its period and sets it back to the mask (weft__metrics_stamp).  A
+ * countdown left above a smaller mask by an earlier run (thread-locals
+ * outlive weft_shutdown) fires at once and is reset so: the rate is exact
+ * from the first period after weft_init. */
+extern __thread unsigned weft__metrics_tick __attribute__((tls_model("initial-exec")));
 
 struct weft_co;
 struct weft__worker;
