@@ -22,6 +22,8 @@ enum { THREAD_WOKEN = 0x80000000u };
 
 void weft__waiter_init(struct weft__waiter *w, unsigned cause)
 {
+	/* kept in w across the call: no register to save for it */
+	w->cause = (unsigned char)cause;
 	struct weft__worker *wk = weft__worker_self();
 	struct weft_co *co = wk ? wk->current : NULL;
 	w->co = co;
@@ -38,7 +40,7 @@ void weft__waiter_init(struct weft__waiter *w, unsigned cause)
 	 * store, which orders it: the scheduler's CAS to PARKED reads PARKING,
 	 * and weft__co_census counts a coroutine only in PARKED, so the cause
 	 * it reads is this wait's or a later one's (design.md, Metrics). */
-	__atomic_store_n(&co->park_cause, (unsigned char)cause, __ATOMIC_RELAXED);
+	__atomic_store_n(&co->park_cause, w->cause, __ATOMIC_RELAXED);
 	/* Arm: a new generation in PARKING.  The store is ordered before the
 	 * publication of w by the publisher's lock or seq_cst CAS. */
 	uint32_t gen = park_gen(at_load_64(&co->park_word)) + 1;

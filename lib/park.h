@@ -81,6 +81,7 @@ struct weft__waiter {
 	struct weft__timers *timers;	/* the heap it was put in, if any */
 	uint32_t timer_index;	/* its place there, under the heap's lock */
 	bool cancellable;	/* weft_cancel wakes it (default; see completions) */
+	unsigned char cause;	/* what it waits for (weft__waiter_init) */
 };
 
 /* Wake results beside 0 and errno values (Linux's are below 4096). */
