@@ -902,9 +902,10 @@ typedef struct weft_stats {
 	/* version 5 */
 	uint64_t parked_by[WEFT_PARK_CAUSES];	/* out: coroutines parked now, by
 					 * cause (WEFT_PARK_IO, ...): switched out
-					 * to wait and not yet resumed (parked
-					 * counts those between a wake and its
-					 * queueing too) */
+					 * to wait (the switch-out complete) and
+					 * not yet woken; one still on its way
+					 * out, or woken and not yet queued, is
+					 * not counted (parked counts those) */
 	uint64_t stack_bytes_live;	/* out: the bytes of the stacks of live
 					 * coroutines (of stack_bytes; the rest is
 					 * the pool's cache) */

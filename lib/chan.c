@@ -373,7 +373,7 @@ static long select_park(struct select_wait *sw, weft_chan **chs, size_t k, int64
 {
 	weft_chan_case *cases = sw->cases;
 	sw->claim = 0;
-	weft__waiter_init(&sw->waiter);
+	weft__waiter_init(&sw->waiter, WEFT_PARK_SYNC);
 	for (size_t i = 0; i < sw->n; i++) {
 		if (is_fd_case(&cases[i]))
 			continue;

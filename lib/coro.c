@@ -289,9 +289,14 @@ static void visit(void *payload, void *arg)
 		e->fn(co, e->arg);
 }
 
-/* A parked coroutine is one that switched out to wait and is not yet
- * woken (PARKING, PARKED): its park word and park_cause are read apart,
- * so one that parks again meanwhile may count under its previous cause. */
+/* A parked coroutine is one whose scheduler finished its switch-out to
+ * wait and that no waker has woken yet: PARKED.  Not PARKING: from its
+ * arming to that CAS it may still run (publishing the wait), and a spawn
+ * leaves its stack's previous park_cause in place.  The cause is stored
+ * before the arming store (weft__waiter_init) and the CAS to PARKED reads
+ * that store, so the seq_cst load that reads PARKED here happens after the
+ * cause's store: the relaxed load reads that wait's cause or, if it was
+ * woken and waits again meanwhile, the next wait's (design.md, Metrics). */
 static bool census(const void *payload, void *arg)
 {
 	const struct weft_co *co = payload;
@@ -300,15 +305,15 @@ static bool census(const void *payload, void *arg)
 		return false;
 	unsigned st = park_state(at_load_64((uint64_t *)&co->park_word));
 	unsigned cause = __atomic_load_n(&co->park_cause, __ATOMIC_RELAXED);
-	if ((st == CO_PARKING || st == CO_PARKED) && cause < WEFT_PARK_CAUSES)
+	if (st == CO_PARKED && cause < WEFT_PARK_CAUSES)
 		parked_by[cause]++;
 	return true;
 }
 
-uint64_t weft__co_census(uint64_t parked_by[WEFT_PARK_CAUSES])
+uint64_t weft__co_census(uint64_t parked_by[WEFT_PARK_CAUSES], uint64_t *live)
 {
 	memset(parked_by, 0, WEFT_PARK_CAUSES * sizeof *parked_by);
-	return weft__stack_pool_bytes(census, parked_by);
+	return weft__stack_pool_bytes(census, parked_by, live);
 }
 
 void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg)

@@ -59,8 +59,9 @@ struct weft_co {
 	 * coroutine's last write before parking. */
 	bool pinned;
 	bool timed;			/* its runnable period is timed (metrics.h) */
-	unsigned char park_cause;	/* atomic: what its last park waited for
-					 * (WEFT_PARK_*; weft__co_census) */
+	unsigned char park_cause;	/* atomic: what its last armed wait waits
+					 * for (WEFT_PARK_*; weft__waiter_init,
+					 * weft__co_census) */
 	/* the rest: spawn, exit, join and the rarer calls */
 	struct weft__stack *stack;	/* NULL once finished */
 	void *join;			/* a completion (park.h), or JOIN_DETACHED (coro.c) */
@@ -85,7 +86,7 @@ struct weft_co {
  * notified (weft__park_finish), a yield; any thread. */
 static inline void weft__co_runnable(struct weft_co *co)
 {
-	if (__builtin_expect(--weft__metrics_tick < 0, 0))
+	if (__builtin_expect(--weft__metrics_tick > weft__metrics_mask, 0))
 		weft__metrics_stamp(co);
 }
 
@@ -109,9 +110,10 @@ void weft__co_start(struct weft_co *co);
  * harmless then.  For weft_shutdown_until (runtime.c). */
 void weft__co_each_live(void (*fn)(struct weft_co *co, void *arg), void *arg);
 /* The live coroutines, counted for weft_stats: parked_by (those parked, by
- * cause; zeroed first) and the bytes of their stacks (returned).  A walk
- * of every stack under the pool's lock, with racy reads: a gauge. */
-uint64_t weft__co_census(uint64_t parked_by[WEFT_PARK_CAUSES]);
+ * cause; zeroed first) and the bytes of their stacks (in *live), of all
+ * the pool's stacks (returned).  One walk of every stack under one hold of
+ * the pool's lock, with racy reads: a gauge, but *live <= the total. */
+uint64_t weft__co_census(uint64_t parked_by[WEFT_PARK_CAUSES], uint64_t *live);
 
 /*
  * A coroutine's signals word: CO_CANCELLED, set by weft_cancel and never

@@ -336,8 +336,7 @@ static int io_park(struct weft__io *io, int events, int64_t deadline)
 	/* one waiter, armed once (park.h), serves both tries: nothing has
 	 * published it when the first gives up */
 	struct weft__waiter w;
-	weft__waiter_init(&w);
-	w.cause = WEFT_PARK_IO;
+	weft__waiter_init(&w, WEFT_PARK_IO);
 	if (events == WEFT_IN || events == WEFT_OUT) {
 		int r = io_wait(io, events, deadline, &w, NULL);
 		if (r != WOULD_QUEUE)
@@ -1174,8 +1173,7 @@ int weft_sleep(int64_t deadline)
 	if (weft__clock_deadline_passed(deadline))
 		return 0;
 	struct weft__waiter w;
-	weft__waiter_init(&w);
-	w.cause = WEFT_PARK_TIMER;
+	weft__waiter_init(&w, WEFT_PARK_TIMER);
 	int r = weft__waiter_wait(&w, deadline);
 	return r == ETIMEDOUT ? 0 : weft__err_fail(r);
 }

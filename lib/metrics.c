@@ -15,13 +15,13 @@
 #include "worker.h"
 
 unsigned weft__metrics_mask;
-__thread int weft__metrics_tick __attribute__((tls_model("initial-exec")));
+__thread unsigned weft__metrics_tick __attribute__((tls_model("initial-exec")));
 
 /* Out of line and cold: the untimed path inlined at each stamp stays a
  * decrement and a branch. */
 __attribute__((cold, noinline)) void weft__metrics_stamp(struct weft_co *co)
 {
-	weft__metrics_tick = (int)weft__metrics_mask;
+	weft__metrics_tick = weft__metrics_mask;
 	co->ready_at = weft_now();
 	co->timed = true;
 }

@@ -77,12 +77,16 @@ static inline void weft__metrics_record(struct weft__metrics_hist *h, int64_t ns
 
 /* One in weft__metrics_mask + 1 runnable periods is timed: the rate, a
  * power of two (set by weft_init from $WEFT_SCHED_SAMPLE, read-only while
- * the runtime runs). */
-extern unsigned weft__metrics_mask;
+ * the runtime runs).  Hidden: every stamp compares with it, directly
+ * rather than through the GOT. */
+extern unsigned weft__metrics_mask __attribute__((visibility("hidden")));
 /* The runnable periods the calling thread leaves untimed before it times
- * one: the stamp that takes it below zero times its period and sets it
- * back to the mask (weft__metrics_stamp). */
-extern __thread int weft__metrics_tick __attribute__((tls_model("initial-exec")));
+ * one: the stamp that takes it above the mask (below zero, wrapping) times
+ * its period and sets it back to the mask (weft__metrics_stamp).  A
+ * countdown left above a smaller mask by an earlier run (thread-locals
+ * outlive weft_shutdown) fires at once and is reset so: the rate is exact
+ * from the first period after weft_init. */
+extern __thread unsigned weft__metrics_tick __attribute__((tls_model("initial-exec")));
 
 struct weft_co;
 struct weft__worker;

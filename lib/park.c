@@ -20,8 +20,10 @@
 
 enum { THREAD_WOKEN = 0x80000000u };
 
-void weft__waiter_init(struct weft__waiter *w)
+void weft__waiter_init(struct weft__waiter *w, unsigned cause)
 {
+	/* kept in w across the call: no register to save for it */
+	w->cause = (unsigned char)cause;
 	struct weft__worker *wk = weft__worker_self();
 	struct weft_co *co = wk ? wk->current : NULL;
 	w->co = co;
@@ -30,11 +32,15 @@ void weft__waiter_init(struct weft__waiter *w)
 	w->timers = NULL;
 	w->timer_index = WEFT__TIMER_NONE;
 	w->cancellable = true;
-	w->cause = WEFT_PARK_SYNC;
 	if (!co) {
 		w->gen = 0;
 		return;
 	}
+	/* The cause first (relaxed: a plain byte store), then the arming
+	 * store, which orders it: the scheduler's CAS to PARKED reads PARKING,
+	 * and weft__co_census counts a coroutine only in PARKED, so the cause
+	 * it reads is this wait's or a later one's (design.md, Metrics). */
+	__atomic_store_n(&co->park_cause, w->cause, __ATOMIC_RELAXED);
 	/* Arm: a new generation in PARKING.  The store is ordered before the
 	 * publication of w by the publisher's lock or seq_cst CAS. */
 	uint32_t gen = park_gen(at_load_64(&co->park_word)) + 1;
@@ -123,8 +129,6 @@ static int co_wait(struct weft__waiter *w, int64_t deadline, bool fenced)
 	if (park_state(word) == CO_NOTIFIED) {	/* woken already: do not switch */
 		at_store_64(&co->park_word, park_word(w->gen, park_result(word), CO_RUNNING));
 	} else {
-		/* read with the park word by weft_stats (weft__co_census) */
-		__atomic_store_n(&co->park_cause, w->cause, __ATOMIC_RELAXED);
 		weft__co_switch_out(co, 0);
 	}
 	if (w->timers)
@@ -308,9 +312,8 @@ int weft__completion_wait(void **word, bool cancellable, int64_t deadline, unsig
 		if (state != NULL)
 			return EINVAL;
 		struct weft__waiter w;
-		weft__waiter_init(&w);
+		weft__waiter_init(&w, cause);
 		w.cancellable = cancellable;
-		w.cause = (unsigned char)cause;
 		if (!at_cas_ptr(word, NULL, &w)) {
 			/* an interrupt that took this unpublished wait is kept */
 			weft__park_interrupt_unused(w.co, weft__waiter_disarm(&w));

@@ -7,7 +7,7 @@
  * parks; its worker runs others) or a plain thread (it blocks on a futex).
  *
  *   struct weft__waiter w;
- *   weft__waiter_init(&w);          // 1. arm: the wait has a fresh generation
+ *   weft__waiter_init(&w, cause);   // 1. arm: the wait has a fresh generation
  *   publish &w where a waker finds it (under a lock, or with a CAS);
  *   int r = weft__waiter_wait(&w, deadline);  // 2. sleep until woken or the
  *                                   //    deadline; r = the result (ETIMEDOUT)
@@ -81,8 +81,7 @@ struct weft__waiter {
 	struct weft__timers *timers;	/* the heap it was put in, if any */
 	uint32_t timer_index;	/* its place there, under the heap's lock */
 	bool cancellable;	/* weft_cancel wakes it (default; see completions) */
-	unsigned char cause;	/* WEFT_PARK_SYNC (default), or what the caller
-				 * waits for (weft_stats.parked_by) */
+	unsigned char cause;	/* what it waits for (weft__waiter_init) */
 };
 
 /* Wake results beside 0 and errno values (Linux's are below 4096). */
@@ -103,7 +102,10 @@ _Static_assert((WEFT__PARK_WAKE_RETRY | WEFT__PARK_WAKE_CLAIMED | WEFT__PARK_WAK
 	       "results are 16 bits (park_word)");
 enum { WEFT__WAITER_NOT_WOKEN = -1 };		/* weft__waiter_disarm: nobody woke it */
 
-void weft__waiter_init(struct weft__waiter *w);
+/* Arms w for the calling coroutine (or thread): cause is what it waits
+ * for (WEFT_PARK_*, weft_stats.parked_by), stored in the coroutine before
+ * its park word says PARKING. */
+void weft__waiter_init(struct weft__waiter *w, unsigned cause);
 /* Ends a wait that will not sleep, once no waker can reach w any more (it was
  * never published, or has been retracted): returns the result of a wake that
  * came meanwhile, else WEFT__WAITER_NOT_WOKEN. */

@@ -509,14 +509,19 @@ uint64_t weft__stack_pool_allocated(void)
 	return n;
 }
 
-uint64_t weft__stack_pool_bytes(bool (*in_use)(const void *payload, void *arg), void *arg)
+uint64_t weft__stack_pool_bytes(bool (*in_use)(const void *payload, void *arg), void *arg,
+				uint64_t *live)
 {
-	uint64_t n = 0;
+	uint64_t n = 0, used = 0;
 	pthread_mutex_lock(&pool.all_lock);
-	for (struct weft__stack *s = pool.all; s; s = s->all_next)
-		if (!in_use || in_use(weft__stack_payload(s), arg))
-			n += weft__stack_bytes(s);
+	for (struct weft__stack *s = pool.all; s; s = s->all_next) {
+		uint64_t bytes = weft__stack_bytes(s);
+		n += bytes;
+		if (in_use(weft__stack_payload(s), arg))
+			used += bytes;
+	}
 	pthread_mutex_unlock(&pool.all_lock);
+	*live = used;
 	return n;
 }
 

@@ -122,10 +122,11 @@ void weft__stack_each(void (*fn)(void *payload, void *arg), void *arg);
 
 /* Stacks allocated from jemalloc now, cached or in use. */
 uint64_t weft__stack_pool_allocated(void);
-/* Their bytes, summed, of those for whose payload in_use(payload, arg)
- * returns true (in_use NULL: all of them); a walk under the pool's lock,
- * for stats. */
-uint64_t weft__stack_pool_bytes(bool (*in_use)(const void *payload, void *arg), void *arg);
+/* Their bytes, summed (returned), and in *live the bytes of those for
+ * whose payload in_use(payload, arg) returns true: one walk under one hold
+ * of the pool's lock, so *live never exceeds the total; for stats. */
+uint64_t weft__stack_pool_bytes(bool (*in_use)(const void *payload, void *arg), void *arg,
+				uint64_t *live);
 
 /* The configured stack size (as weft_config.stack_size). */
 size_t weft__stack_size(void);

@@ -125,8 +125,7 @@ static void snapshot_sched(weft_stats *s, uint64_t *running)
 	}
 	s->sched_sample = weft__metrics_mask + 1;
 	s->inject_queued = at_load_64(&weft__rt.inject.len);
-	s->stack_bytes = weft__stack_pool_bytes(NULL, NULL);
-	s->stack_bytes_live = weft__co_census(s->parked_by);
+	s->stack_bytes = weft__co_census(s->parked_by, &s->stack_bytes_live);
 	s->registered_fds = weft__loop_nfds();
 }
 

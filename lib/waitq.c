@@ -144,7 +144,7 @@ void weft__wakes_wait_dropped(struct weft__wakes *ws)
 
 void weft__wait_enqueue(struct weft__wait *x, struct weft__waitq *q, void *data)
 {
-	weft__waiter_init(&x->waiter);
+	weft__waiter_init(&x->waiter, WEFT_PARK_SYNC);
 	x->claim = 0;
 	x->node = (struct weft__wnode){ .waiter = &x->waiter, .claim = &x->claim, .data = data,
 					.sole = true };
