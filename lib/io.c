@@ -530,8 +530,7 @@ static void close_files(struct weft__fd *e)
 static int file_park(struct weft__io *io, void **done, int64_t deadline)
 {
 	struct weft__waiter w;
-	weft__waiter_init(&w);
-	w.cause = WEFT_PARK_OFFLOAD;	/* a helper's call or a ring's op */
+	weft__waiter_init(&w, WEFT_PARK_OFFLOAD);	/* a helper's call or a ring's op */
 	if (!at_cas_ptr(done, NULL, &w)) {	/* complete already */
 		weft__park_interrupt_unused(w.co, weft__waiter_disarm(&w));
 		return 0;
