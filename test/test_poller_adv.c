@@ -151,7 +151,7 @@ static void stuck_owner_timer_busy_helper(void *arg)
 	(void)arg;
 	CHECK(weft_lock_thread() == 0);
 	struct weft__worker *a = weft__worker_self();
-	struct sleeper s = { 0 };
+	struct sleeper s = { .where = NULL };
 	uint64_t parks = stats_now().total.parks;
 	weft_co *sco = go(sleep_briefly, &s);
 	wait_parks(parks, 1);
