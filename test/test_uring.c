@@ -18,41 +18,9 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 
-#include "coro_test.h"
-#include "fdtable.h"	/* white-box: the fd's flags */
+#include "uring_test.h"
 #include "park.h"	/* white-box: an op's completion */
 #include "uring.h"	/* white-box: an op submitted, then a stuck worker */
-
-/* weft_main(fn, arg) on `workers` workers with the uring backend; skips
- * where io_uring cannot be had. */
-static void run_uring(unsigned workers, void (*fn)(void *), void *arg)
-{
-	int r = weft_main(fn, arg, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_URING));
-	if (r != 0 && (errno == ENOSYS || errno == EPERM))
-		cr_skip_test("io_uring cannot be had here (errno %d)", errno);
-	cr_assert_eq(r, 0, "errno %d", errno);
-}
-
-/* Makes the file path take fd, registered, for an O_DIRECT file: its
- * transfers go to the ring, blocking (until data or room) there. */
-static void as_direct_file(int fd)
-{
-	struct weft__fd *e = weft__fd_find(fd);
-	CHECK(e);
-	e->flags |= FD_FILE | FD_DIRECT;
-	int fl = fcntl(fd, F_GETFL);
-	CHECK(fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0);
-}
-
-/* A pipe whose read end (p[0]) the file path takes for an O_DIRECT file:
- * its reads go to the ring and wait there for data. */
-static void ring_pipe(int p[2])
-{
-	CHECK(pipe2(p, O_CLOEXEC) == 0);
-	char c;
-	CHECK(weft_read(p[0], &c, 1, 0) == -1 && errno == ETIMEDOUT);	/* registered */
-	as_direct_file(p[0]);
-}
 
 static void check_backend(void)
 {

@@ -17,33 +17,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "coro_test.h"
-#include "fdtable.h"	/* white-box: the fd's flags */
-
-static void run_uring(unsigned workers, void (*fn)(void *), void *arg)
-{
-	int r = weft_main(fn, arg, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_URING));
-	if (r != 0 && (errno == ENOSYS || errno == EPERM))
-		cr_skip_test("io_uring cannot be had here (errno %d)", errno);
-	cr_assert_eq(r, 0, "errno %d", errno);
-}
-
-static void as_direct_file(int fd)
-{
-	struct weft__fd *e = weft__fd_find(fd);
-	CHECK(e);
-	e->flags |= FD_FILE | FD_DIRECT;
-	int fl = fcntl(fd, F_GETFL);
-	CHECK(fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0);
-}
-
-static void ring_pipe(int p[2])
-{
-	CHECK(pipe2(p, O_CLOEXEC) == 0);
-	char c;
-	CHECK(weft_read(p[0], &c, 1, 0) == -1 && errno == ETIMEDOUT);
-	as_direct_file(p[0]);
-}
+#include "uring_test.h"
 
 struct reader {
 	int fd;
