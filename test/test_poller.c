@@ -10,19 +10,10 @@
 #include <unistd.h>
 
 #include "atomic.h"
-#include "coro_test.h"
+#include "poller_test.h"
 #include "fdtable.h"
 #include "loop.h"
 #include "worker.h"
-
-static int poller;	/* the scene's: WEFT_POLLER_SHARED or WEFT_POLLER_WORKER */
-
-static void run_with(int p, void (*fn)(void *))
-{
-	poller = p;
-	cr_assert_eq(weft_main(fn, NULL, &WEFT_CONFIG(.workers = 2, .poller = p)), 0,
-		     "errno %d", errno);
-}
 
 /* Whether fd is in worker w's own epoll instance: adding it again there is
  * EEXIST (else the probe's registration is taken out again). */
@@ -35,15 +26,6 @@ static bool in_own_epfd(struct weft__worker *w, int fd)
 	}
 	CHECK(errno == EEXIST);
 	return true;
-}
-
-/* The calling coroutine's first wait on fd registers it (a wait that times
- * out, nothing being readable); returns the worker it ran on. */
-static struct weft__worker *register_here(int fd)
-{
-	struct weft__worker *w = weft__worker_self();	/* no switch before the registration */
-	CHECK(weft_wait(fd, WEFT_IN, weft_now() + MS) == -1 && errno == ETIMEDOUT);
-	return w;
 }
 
 /* ------------------------------------------------------ registration */
@@ -80,22 +62,6 @@ Test(poller, worker_registers_on_the_first_waiters_loop)
 }
 
 /* ------------------------------------------------------ a stuck loop */
-
-struct reader {
-	int fd;
-	ssize_t got;
-	int err;
-	atomic_int done;
-};
-
-static void read_one(void *arg)
-{
-	struct reader *r = arg;
-	char b;
-	r->got = weft_read(r->fd, &b, 1, -1);
-	r->err = errno;
-	atomic_store(&r->done, 1);
-}
 
 /* The fd is registered on this coroutine's worker, which it is locked to;
  * a reader parks on it; then this coroutine makes the byte readable and

@@ -9,42 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "coro_test.h"
+#include "poller_test.h"
 #include "worker.h"
-
-static int poller;	/* the scene's: WEFT_POLLER_SHARED or WEFT_POLLER_WORKER */
-
-static void run_with(int p, void (*fn)(void *))
-{
-	poller = p;
-	cr_assert_eq(weft_main(fn, NULL, &WEFT_CONFIG(.workers = 2, .poller = p)), 0,
-		     "errno %d", errno);
-}
-
-/* Registers fd on the calling coroutine's worker (a first wait that times
- * out); returns that worker. */
-static struct weft__worker *register_here(int fd)
-{
-	struct weft__worker *w = weft__worker_self();
-	CHECK(weft_wait(fd, WEFT_IN, weft_now() + MS) == -1 && errno == ETIMEDOUT);
-	return w;
-}
-
-struct reader {
-	int fd;
-	ssize_t got;
-	int err;
-	atomic_int done;
-};
-
-static void read_one(void *arg)
-{
-	struct reader *r = arg;
-	char b;
-	r->got = weft_read(r->fd, &b, 1, -1);
-	r->err = errno;
-	atomic_store(&r->done, 1);
-}
 
 /* A coroutine that keeps its worker busy with work of its own (a yield
  * loop never runs dry, so that worker never steals) until told to stop;
