@@ -96,7 +96,7 @@ bool weft__idle_may_spin(struct weft__worker *w)
 		return true;
 	unsigned n = weft__rt.nworkers;
 	unsigned others = n - 1 - at_load_uint(&weft__rt.nr_idle);	/* w is not idle */
-	if (n < 2 || 2 * at_load_uint(&weft__rt.nr_spinning) >= others)
+	if (others == 0 || 2 * at_load_uint(&weft__rt.nr_spinning) > others)
 		return false;
 	at_faa_uint(&weft__rt.nr_spinning, 1);
 	w->spinning = true;
