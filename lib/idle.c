@@ -83,13 +83,17 @@ static bool retract_idle(struct weft__worker *w)
 	return found;
 }
 
-/* Spinners are fewer than half the other workers that are not idle (Go's
- * limit, w left out): work comes from the busy ones, and with few of them
- * busy, more thieves would only probe the same few queues (or, with more
- * workers than CPUs, take the CPUs the busy ones need); with none, w has
- * nobody to steal from.  A worker refused goes idle, and its re-check
- * there (loads only) covers what it did not look for, unless a spinner
- * is counted (must_look_again). */
+/* Spinners are at most half the workers that are not idle, w counted
+ * (Go's limit: 2 * nmspinning < gomaxprocs - npidle): work comes from the
+ * busy ones, and with few of them busy, more thieves would only probe the
+ * same few queues (or, with more workers than CPUs, take the CPUs the busy
+ * ones need); with no other worker awake, w has nobody to steal from.
+ * Leaving w out (one spinner fewer) made a worker back from a short
+ * coroutine sleep while the spinner it had just woken was still on its
+ * way: a sleep and a wake per item behind a slow producer
+ * (docs/notes/2026-12-07-parked-switches.md).  A worker refused goes idle,
+ * and its re-check there (loads only) covers what it did not look for,
+ * unless a spinner is counted (must_look_again). */
 bool weft__idle_may_spin(struct weft__worker *w)
 {
 	if (w->spinning)
