@@ -78,6 +78,8 @@ struct weft__worker {
 	unsigned woken_spinning;	/* atomic: the waker made it a spinner */
 	unsigned turn_asked;		/* atomic: the monitor asks for a fairness turn */
 	unsigned nfds;			/* atomic: fds registered in epfd (worker poller) */
+	uint64_t graced;		/* atomic: c.dispatches + 1 when a thief's runnext
+					 * grace last saw it dispatch nothing (steal.c) */
 	struct weft__timers timers;	/* its deadlines (timer.h) */
 	/* fixed */
 	unsigned index WEFT__WORKER_LINE;
