@@ -79,7 +79,10 @@ struct weft__worker {
 	unsigned turn_asked;		/* atomic: the monitor asks for a fairness turn */
 	unsigned nfds;			/* atomic: fds registered in epfd (worker poller) */
 	uint64_t graced;		/* atomic: c.dispatches + 1 when a thief's runnext
-					 * grace last saw it dispatch nothing (steal.c) */
+					 * grace last saw it dispatch nothing (steal.c);
+					 * a hint, its order immaterial: a stale value
+					 * costs a nap or takes the slot early, and the
+					 * slot's CAS decides who runs it */
 	struct weft__timers timers;	/* its deadlines (timer.h) */
 	/* fixed */
 	unsigned index WEFT__WORKER_LINE;
