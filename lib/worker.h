@@ -110,6 +110,7 @@ struct weft__worker {
 	bool harvest_full;		/* its last harvest filled its batch (loop.c) */
 	bool batching;			/* in a batch of wakes (queue.c) ... */
 	struct weft_co *batch_held;	/* ... its newest, for the runnext slot at its end */
+	unsigned batch_pushed;		/* ... and how many it pushed to the deque */
 	bool timers_ready;
 	uint64_t budget_dispatch;	/* the dispatch budget_calls counts in */
 	unsigned budget_calls;		/* units spent in it (weft__worker_spend) */
