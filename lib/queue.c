@@ -108,8 +108,9 @@ void weft__schedule(struct weft_co *co)
 /* A batch of n wakes would swap the runnext slot n times (an RMW on a line
  * that thieves read) and notify for each of the n - 1 coroutines it
  * displaces into the deque: instead the newest goes to the slot at the
- * end, once, and one notify covers the deque's pushes (its fence orders
- * them all before the idle check).  Only the batch's own thread sees the
+ * end, once, and the notify at the end covers the deque's pushes (its
+ * fence orders them all before the idle check); the ones every
+ * BATCH_NOTIFY pushes (batch_push) only start thieves early.  Only the batch's own thread sees the
  * held coroutine, for the few instructions until the end. */
 struct weft__worker *weft__schedule_batch_begin(void)
 {
