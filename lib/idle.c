@@ -206,7 +206,10 @@ void weft__idle_stop_spinning(struct weft__worker *w)
 	if (!w->spinning)
 		return;
 	w->spinning = false;
-	if (at_fas_uint(&weft__rt.nr_spinning, 1) == 1 && work_in_sight(false))
+	/* nobody idle: nobody to wake, and one who goes idle later re-checks
+	 * (idle_park), so the scan of every worker's queues is skipped */
+	if (at_fas_uint(&weft__rt.nr_spinning, 1) == 1 && at_load_uint(&weft__rt.nr_idle) != 0 &&
+	    work_in_sight(false))
 		weft__idle_notify();
 }
 

@@ -167,7 +167,8 @@
  *                             (nondeterministic: SPIN_NS), then park_worker.
  *                             idle_short and the fds' count are left out (any
  *                             outcome of theirs is a path explored).
- *  stop_spinning              FAA -1 (returns old); old == 1 -> any_work
+ *  stop_spinning              FAA -1 (returns old); old == 1 and a load
+ *                             of nr_idle != 0 -> any_work
  *                             (work_in_sight without the runnext slots: the
  *                             abstract queue holds the slot too, so the
  *                             model looks at it; a lone slot is published
@@ -576,7 +577,7 @@ top:
 		:: spinning ->
 			d_step { spinning = 0; v = nr_spinning; nr_spinning-- };
 			if
-			:: v == 1 -> any_work(found, v); v = found
+			:: v == 1 && nr_idle != 0 -> any_work(found, v); v = found
 			:: else -> v = 0
 			fi;
 			if
