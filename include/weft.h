@@ -152,7 +152,7 @@ typedef struct weft_config {
 /* weft_config.io and weft_stats.io_backend. */
 enum { WEFT_IO_AUTO = 1, WEFT_IO_EPOLL = 2, WEFT_IO_URING = 3 };
 
-/* weft_config.poller. */
+/* weft_config.poller and weft_stats.poller. */
 enum { WEFT_POLLER_SHARED = 1, WEFT_POLLER_WORKER = 2 };
 
 /* An initializer for a weft_config: every field 0 but size (C and C++). */
@@ -818,7 +818,7 @@ typedef struct weft_worker_stats {
 	uint64_t stalls;		/* stalls reported (WEFT_STALL_MS) */
 } weft_worker_stats;
 
-#define WEFT_STATS_VERSION 5
+#define WEFT_STATS_VERSION 6
 
 /*
  * A latency histogram (version 3), in nanoseconds.  Log-bucketed
@@ -909,6 +909,8 @@ typedef struct weft_stats {
 	uint64_t stack_bytes_live;	/* out: the bytes of the stacks of live
 					 * coroutines (of stack_bytes; the rest is
 					 * the pool's cache) */
+	/* version 6 */
+	int poller;			/* out: WEFT_POLLER_SHARED or WEFT_POLLER_WORKER */
 } weft_stats;
 
 /*
@@ -950,7 +952,8 @@ WEFT_EXPORT uint64_t weft_stats_quantile(const weft_hist *h, double q);
  * _count), the gauges (sched_sample, workers, live_coroutines,
  * runnable_coroutines, inject_queued_coroutines, parked_coroutines,
  * parked_by_cause_coroutines{cause="io|timer|sync|join|offload"}, stacks,
- * stack_bytes, stack_bytes_live, registered_fds, blocking_threads) and
+ * stack_bytes, stack_bytes_live, registered_fds, blocking_threads), the
+ * info gauge poller_info{poller="shared|worker"} (always 1), and
  * every counter of weft_worker_stats summed, as <name>_total.  If
  * st->per_worker_sched was given, the per-worker families follow, each
  * series labelled worker="N": worker_sched_delay_seconds and

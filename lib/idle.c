@@ -83,20 +83,24 @@ static bool retract_idle(struct weft__worker *w)
 	return found;
 }
 
-/* Spinners are fewer than half the other workers that are not idle (Go's
- * limit, w left out): work comes from the busy ones, and with few of them
- * busy, more thieves would only probe the same few queues (or, with more
- * workers than CPUs, take the CPUs the busy ones need); with none, w has
- * nobody to steal from.  A worker refused goes idle, and its re-check
- * there (loads only) covers what it did not look for, unless a spinner
- * is counted (must_look_again). */
+/* Spinners are at most half the workers that are not idle, w counted
+ * (Go's limit: 2 * nmspinning < gomaxprocs - npidle): work comes from the
+ * busy ones, and with few of them busy, more thieves would only probe the
+ * same few queues (or, with more workers than CPUs, take the CPUs the busy
+ * ones need); with no other worker awake, w has nobody to steal from.
+ * Leaving w out (one spinner fewer) made a worker back from a short
+ * coroutine sleep while the spinner it had just woken was still on its
+ * way: a sleep and a wake per item behind a slow producer
+ * (docs/notes/2026-12-07-parked-switches.md).  A worker refused goes idle,
+ * and its re-check there (loads only) covers what it did not look for,
+ * unless a spinner is counted (must_look_again). */
 bool weft__idle_may_spin(struct weft__worker *w)
 {
 	if (w->spinning)
 		return true;
 	unsigned n = weft__rt.nworkers;
 	unsigned others = n - 1 - at_load_uint(&weft__rt.nr_idle);	/* w is not idle */
-	if (n < 2 || 2 * at_load_uint(&weft__rt.nr_spinning) >= others)
+	if (others == 0 || 2 * at_load_uint(&weft__rt.nr_spinning) > others)
 		return false;
 	at_faa_uint(&weft__rt.nr_spinning, 1);
 	w->spinning = true;
@@ -158,29 +162,55 @@ void weft__idle_ended(struct weft__worker *w)
 	w->idle_since = 0;
 }
 
-/* Invariant (2): a spinner that found work. */
+/* Whether some queue holds work another worker may take: the injection
+ * queue, a deque or a ready FIFO, and, with_runnext, a runnext slot.
+ * Pinned FIFOs are left out: a worker that saw another's would spin on
+ * work it may not take.  A pinned coroutine's worker is woken by its
+ * eventfd (queue.c); at shutdown there is none (all have finished). */
+static bool work_in_sight(bool with_runnext)
+{
+	if (at_load_64(&weft__rt.inject.len) != 0)
+		return true;
+	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
+		struct weft__worker *v = &weft__rt.workers[i];
+		if (weft__deque_size(&v->deque) > 0 || at_load_64(&v->ready.len) != 0 ||
+		    (with_runnext && at_load_ptr((void **)&v->runnext)))
+			return true;
+	}
+	return false;
+}
+
+bool weft__idle_any_work(void)
+{
+	return work_in_sight(true);
+}
+
+/*
+ * Invariant (2): a spinner that found work.  The last one wakes another
+ * idle worker only if work is still in sight after it stopped counting
+ * (the FAS, a full fence, then the loads: Dekker's pattern against a
+ * publisher's push, fence and load of nr_spinning, so a publisher that
+ * skipped its wake because this spinner counted has its work seen here).
+ * A runnext slot is not looked at: its owner is awake and runs it next,
+ * and a lone slot wakes nobody when published either (queue.c; the
+ * monitor notifies for a stuck owner's).  Without the check, a producer
+ * slower than its thieves (8 workers on 2 CPUs, spawns that fault in
+ * fresh stacks) made every steal wake a sleeper: the thief ran its one
+ * coroutine, came back refused by weft__idle_may_spin (the woken one
+ * spinning) and slept, the woken one stole the next item and woke the
+ * next sleeper, a wake and a sleep per item
+ * (docs/notes/2026-12-07-parked-switches.md).
+ */
 void weft__idle_stop_spinning(struct weft__worker *w)
 {
 	if (!w->spinning)
 		return;
 	w->spinning = false;
-	if (at_fas_uint(&weft__rt.nr_spinning, 1) == 1)
+	/* nobody idle: nobody to wake, and one who goes idle later re-checks
+	 * (idle_park), so the scan of every worker's queues is skipped */
+	if (at_fas_uint(&weft__rt.nr_spinning, 1) == 1 && at_load_uint(&weft__rt.nr_idle) != 0 &&
+	    work_in_sight(false))
 		weft__idle_notify();
-}
-
-/* Pinned FIFOs are left out: a worker that saw another's would spin on
- * work it may not take.  A pinned coroutine's worker is woken by its
- * eventfd (queue.c); at shutdown there is none (all have finished). */
-bool weft__idle_any_work(void)
-{
-	if (at_load_64(&weft__rt.inject.len) != 0)
-		return true;
-	for (unsigned i = 0; i < weft__rt.nworkers; i++)
-		if (weft__deque_size(&weft__rt.workers[i].deque) > 0 ||
-		    at_load_ptr((void **)&weft__rt.workers[i].runnext) ||
-		    at_load_64(&weft__rt.workers[i].ready.len) != 0)
-			return true;
-	return false;
 }
 
 static void signal_quiesce(void)

@@ -52,6 +52,11 @@ void weft__loop_select(int mode)
 	io.mode = mode;
 }
 
+int weft__loop_poller(void)
+{
+	return io.mode;
+}
+
 static bool per_worker(void)
 {
 	return io.mode == WEFT_POLLER_WORKER;

@@ -64,6 +64,8 @@ int weft__loop_init(struct weft__worker *w);
 void weft__loop_fini(struct weft__worker *w);
 /* The number of fds registered, in every loop. */
 unsigned weft__loop_nfds(void);
+/* The poller in use: WEFT_POLLER_SHARED or WEFT_POLLER_WORKER. */
+int weft__loop_poller(void);
 /* Has w's poller (the shared one, or w's own with the worker poller) watch
  * w's ring's eventfd (edge-triggered), whose events go to
  * weft__uring_reap(w->index); 0 or -errno.  Closing evfd unwatches it. */

@@ -68,6 +68,21 @@ static inline bool swap_runnext(struct weft__worker *w, struct weft_co *co)
 	return older;
 }
 
+/* A batch's push to the deque, notified every BATCH_NOTIFY pushes: a
+ * batch of a hundred thousand (a channel's close) took ~60 ms to push,
+ * and with one notify at its end the sleeping workers started on it only
+ * then; now the first push wakes a thief, whose steals wake the next
+ * (idle.c, invariant 2), while the batch goes on.  A notify that finds a
+ * spinner costs a fence and a load. */
+enum { BATCH_NOTIFY = 32 };
+
+static void batch_push(struct weft__worker *w, struct weft_co *co)
+{
+	queue_push_local(w, co);
+	if (w->batch_pushed++ % BATCH_NOTIFY == 0 && weft__rt.nworkers > 1)
+		weft__idle_notify();
+}
+
 void weft__schedule(struct weft_co *co)
 {
 	if (schedule_pinned(co))
@@ -86,15 +101,16 @@ void weft__schedule(struct weft_co *co)
 	/* In a batch, the newest wake is held back for the slot and the one
 	 * before it goes to the deque: the slot is swapped once a batch */
 	if (w->batch_held)
-		queue_push_local(w, w->batch_held);
+		batch_push(w, w->batch_held);
 	w->batch_held = co;
 }
 
 /* A batch of n wakes would swap the runnext slot n times (an RMW on a line
  * that thieves read) and notify for each of the n - 1 coroutines it
  * displaces into the deque: instead the newest goes to the slot at the
- * end, once, and one notify covers the deque's pushes (its fence orders
- * them all before the idle check).  Only the batch's own thread sees the
+ * end, once, and the notify at the end covers the deque's pushes (its
+ * fence orders them all before the idle check); the ones every
+ * BATCH_NOTIFY pushes (batch_push) only start thieves early.  Only the batch's own thread sees the
  * held coroutine, for the few instructions until the end. */
 struct weft__worker *weft__schedule_batch_begin(void)
 {
@@ -111,6 +127,7 @@ void weft__schedule_batch_end(struct weft__worker *w)
 	w->batching = false;
 	struct weft_co *co = w->batch_held;
 	w->batch_held = NULL;
+	w->batch_pushed = 0;
 	if (co)
 		swap_runnext(w, co);
 	if (weft__rt.nworkers > 1)

@@ -154,6 +154,7 @@ static void snapshot(weft_stats *s)
 	sum.wakeups += at_load_64(&weft__rt.ext_wakeups);
 	s->monitor_wakeups = weft__monitor_wakeups();
 	s->io_backend = weft__uring_backend();
+	s->poller = weft__loop_poller();
 	struct weft__offload_stats off;
 	weft__offload_stats(&off);
 	s->version = WEFT_STATS_VERSION;
@@ -195,6 +196,12 @@ static const char *const park_causes[WEFT_PARK_CAUSES] = {
 	[WEFT_PARK_JOIN] = "join", [WEFT_PARK_OFFLOAD] = "offload",
 };
 
+/* weft_stats.poller's name (WEFT_POLLER's value; Prometheus's label). */
+static const char *poller_name(int poller)
+{
+	return poller == WEFT_POLLER_WORKER ? "worker" : "shared";
+}
+
 static void print_hist(FILE *f, const char *name, const weft_hist *h)
 {
 	fprintf(f, "%-20s %14" PRIu64 " timed, p50 < %" PRIu64 " ns, p99 < %" PRIu64
@@ -212,10 +219,10 @@ void weft__stats_print(FILE *f)
 	snapshot(&s);
 	fprintf(f, "weft stats: %u workers, %" PRIu64 " live coroutines, %" PRIu64
 		" stacks allocated, %" PRIu64 " offloaded calls on %u/%u helper threads, %"
-		PRIu64 " monitor wakeups, %s\n",
+		PRIu64 " monitor wakeups, %s, %s poller\n",
 		n, s.live, s.stacks_allocated, s.offload_calls, s.blocking_threads,
 		s.blocking_threads_max, s.monitor_wakeups,
-		s.io_backend == WEFT_IO_URING ? "io_uring" : "epoll");
+		s.io_backend == WEFT_IO_URING ? "io_uring" : "epoll", poller_name(s.poller));
 	fprintf(f, "%-20s %14s", "counter", "total");
 	for (unsigned w = 0; w < n; w++)
 		fprintf(f, " %12s%-2u", "worker ", w);
@@ -374,6 +381,8 @@ size_t weft_stats_prometheus(const weft_stats *st, char *buf, size_t len)
 		  st->stack_bytes_live);
 	put_gauge(&o, "registered_fds", "Fds in the runtime's poller.", st->registered_fds);
 	put_gauge(&o, "blocking_threads", "weft_offload helper threads alive.", st->blocking_threads);
+	put_metric(&o, "poller_info", "gauge", "The poller in use (WEFT_POLLER), as its label.");
+	put(&o, "weft_poller_info{poller=\"%s\"} 1\n", poller_name(st->poller));
 	for (unsigned i = 0; i < NFIELDS; i++) {
 		put(&o, "# TYPE weft_%s_total counter\nweft_%s_total %" PRIu64 "\n", fields[i].name,
 		    fields[i].name, *field((weft_worker_stats *)&st->total, i));

@@ -67,22 +67,47 @@ static void runnext_grace(void)
 	nanosleep(&ts, NULL);
 }
 
+/* v's deque's top, else its ready FIFO's head, or NULL. */
+static struct weft_co *steal_queued(struct weft__worker *v)
+{
+	struct weft_co *co = weft__deque_steal_retry(&v->deque);
+	return co ? co : weft__queue_pop(&v->ready, true);
+}
+
 /* The CAS makes the thief's take exclusive against the owner's swap and
  * other thieves.  ABA is harmless: the pointer it empties is a coroutine
  * that is in the slot, runnable, at the moment of the CAS, and the thief
- * reads nothing through it before. */
+ * reads nothing through it before.  What v queued during the grace is
+ * taken first, with a batch (steal_more): a producer that keeps its slot
+ * full (a spawn loop) pushes the one it displaces to its deque, so the
+ * grace is paid once for those, not once per slot.  And a grace is paid
+ * once per stretch of v's: one that saw v dispatch nothing marks v
+ * (graced), and until v dispatches again the next thieves take its slot
+ * without a nap of their own; each nap was a voluntary context switch,
+ * thousands of them behind one spawning coroutine at 8 workers
+ * (docs/notes/2026-12-07-parked-switches.md).  A victim that dispatches
+ * (a ping-pong) is graced at every look, as before. */
 static struct weft_co *steal_runnext(struct weft__worker *v, bool last, bool *left_alone)
 {
 	if (!at_load_ptr((void **)&v->runnext))
 		return NULL;
-	uint64_t dispatched = at_load_64(&v->c.dispatches);
-	if (last)
-		runnext_grace();
-	if (!last || at_load_64(&v->c.dispatches) != dispatched) {
+	if (!last) {
 		*left_alone = true;
 		return NULL;
 	}
-	struct weft_co *co = at_load_ptr((void **)&v->runnext);
+	uint64_t dispatched = at_load_64(&v->c.dispatches);
+	struct weft_co *co;
+	if (at_load_64(&v->graced) != dispatched + 1) {
+		runnext_grace();
+		if ((co = steal_queued(v)))
+			return co;
+		if (at_load_64(&v->c.dispatches) != dispatched) {
+			*left_alone = true;
+			return NULL;
+		}
+		at_store_64(&v->graced, dispatched + 1);
+	}
+	co = at_load_ptr((void **)&v->runnext);
 	return co && at_cas_ptr((void **)&v->runnext, co, NULL) ? co : NULL;
 }
 
@@ -90,10 +115,8 @@ static struct weft_co *steal_runnext(struct weft__worker *v, bool last, bool *le
  * slot), or NULL; *left_alone is set when v's runnext was left to v. */
 static struct weft_co *steal_one(struct weft__worker *v, bool last, bool *left_alone)
 {
-	struct weft_co *co = weft__deque_steal_retry(&v->deque);
-	if (co || (co = weft__queue_pop(&v->ready, true)))
-		return co;
-	return steal_runnext(v, last, left_alone);
+	struct weft_co *co = steal_queued(v);
+	return co ? co : steal_runnext(v, last, left_alone);
 }
 
 /* Work from another worker or the injection queue, or NULL; *busy is set

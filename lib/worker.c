@@ -65,8 +65,9 @@
  * Spinning and parking (after Go's proc.go, "Worker thread parking")
  * ----------------------------------------------------------------------
  * A worker that found nothing locally becomes a *spinner* while it steals,
- * but only while spinners are fewer than half the other workers that are
- * not idle: more thieves than that only fight over the same lines.  Only
+ * but only while spinners are at most half the workers that are not idle,
+ * itself counted (Go's limit): more thieves than that only fight over the
+ * same lines.  Only
  * the last spinner watches on for work before it sleeps (idle.c).  The
  * invariants are
  *   (1) when work is published and there is an idle worker, then either a
@@ -74,7 +75,9 @@
  *       alone in the publisher's runnext slot, which its worker runs next;
  *       the monitor notifies for it if the worker gets stuck); and
  *   (2) a spinner that stops spinning because it found work wakes another
- *       idle worker if it was the last spinner, since there may be more.
+ *       idle worker if it was the last spinner and work other than a
+ *       runnext slot is still in sight after it stopped counting, since
+ *       there may be more (idle.c, weft__idle_stop_spinning).
  * Publishing work (weft__schedule):  push (a swap into a lone runnext
  * slot stops here, see (1)); StoreLoad fence; if nr_spinning is 0
  * and nr_idle > 0, pop one idle worker, count it as a spinner on its behalf

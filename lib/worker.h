@@ -78,6 +78,11 @@ struct weft__worker {
 	unsigned woken_spinning;	/* atomic: the waker made it a spinner */
 	unsigned turn_asked;		/* atomic: the monitor asks for a fairness turn */
 	unsigned nfds;			/* atomic: fds registered in epfd (worker poller) */
+	uint64_t graced;		/* atomic: c.dispatches + 1 when a thief's runnext
+					 * grace last saw it dispatch nothing (steal.c);
+					 * a hint, its order immaterial: a stale value
+					 * costs a nap or takes the slot early, and the
+					 * slot's CAS decides who runs it */
 	struct weft__timers timers;	/* its deadlines (timer.h) */
 	/* fixed */
 	unsigned index WEFT__WORKER_LINE;
@@ -105,6 +110,7 @@ struct weft__worker {
 	bool harvest_full;		/* its last harvest filled its batch (loop.c) */
 	bool batching;			/* in a batch of wakes (queue.c) ... */
 	struct weft_co *batch_held;	/* ... its newest, for the runnext slot at its end */
+	unsigned batch_pushed;		/* ... and how many it pushed to the deque */
 	bool timers_ready;
 	uint64_t budget_dispatch;	/* the dispatch budget_calls counts in */
 	unsigned budget_calls;		/* units spent in it (weft__worker_spend) */

@@ -145,6 +145,44 @@ Test(stats, weft_stats_1_prints_a_table_at_shutdown)
 	cr_assert_not_null(strstr(out, "stalls"), "%s", out);
 }
 
+/* ---- the poller in use: weft_stats.poller, WEFT_STATS=1, Prometheus */
+
+static void poller_main(void *arg)
+{
+	int *seen = arg;
+	weft_stats st = get_stats(NULL, 0);
+	*seen = st.poller;
+	size_t n = weft_stats_prometheus(&st, NULL, 0);
+	char *text = malloc(n + 1), want[64];
+	CHECK(text && weft_stats_prometheus(&st, text, n + 1) == n);
+	snprintf(want, sizeof want, "\nweft_poller_info{poller=\"%s\"} 1\n",
+		 st.poller == WEFT_POLLER_WORKER ? "worker" : "shared");
+	CHECK(strstr(text, want));
+	CHECK(strstr(text, "# TYPE weft_poller_info gauge\n"));
+	free(text);
+}
+
+Test(stats, the_poller_in_use_is_reported)
+{
+	static const struct { int poller; const char *line; } modes[] = {
+		{ WEFT_POLLER_SHARED, ", shared poller\n" },
+		{ WEFT_POLLER_WORKER, ", worker poller\n" },
+	};
+	for (unsigned i = 0; i < 2; i++) {
+		char out[8192];
+		int seen = 0;
+		setenv("WEFT_STATS", "1", 1);
+		struct stderr_capture cap = stderr_capture_begin();
+		int r = weft_main(poller_main, &seen,
+				  &WEFT_CONFIG(.workers = 2, .poller = modes[i].poller));
+		stderr_capture_end(&cap, out, sizeof out);
+		unsetenv("WEFT_STATS");
+		cr_assert_eq(r, 0);
+		cr_assert_eq(seen, modes[i].poller);
+		cr_assert_not_null(strstr(out, modes[i].line), "%s", out);
+	}
+}
+
 /* ---- the stall detector */
 
 struct spin {

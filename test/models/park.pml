@@ -158,15 +158,26 @@
  *                             loop_service, the fairness turns, stopping and
  *                             draining are not modelled (no yields, timers,
  *                             fds or shutdown here).
- *  may_spin                   load nr_idle, load nr_spinning (2 * spinning >=
- *                             nworkers - 1 - idle? then no), FAA +1.
+ *  may_spin                   load nr_idle, load nr_spinning (others =
+ *                             nworkers - 1 - idle; others == 0 or 2 *
+ *                             spinning > others? then no), FAA +1.
  *  weft__idle_spin_on         only while nr_spinning == 1 (load): the
  *                             watch, any_work's three loads until one shows
  *                             work (back to find_local) or it gives up
  *                             (nondeterministic: SPIN_NS), then park_worker.
  *                             idle_short and the fds' count are left out (any
  *                             outcome of theirs is a path explored).
- *  stop_spinning              FAA -1 (returns old); old == 1 -> notify_work.
+ *  stop_spinning              FAA -1 (returns old); old == 1 and a load
+ *                             of nr_idle != 0 -> any_work
+ *                             (work_in_sight without the runnext slots: the
+ *                             abstract queue holds the slot too, so the
+ *                             model looks at it; a lone slot is published
+ *                             with no notify either) -> notify_work if found.
+ *                             This wake is for parallelism, not for the
+ *                             invariant: the spinner itself looks at every
+ *                             queue again before it sleeps, so no seeded
+ *                             bug of the look is a lost wakeup here (a
+ *                             coroutine that never returns is not modelled).
  *  steal_work                 one pass: steal from the other worker's deque,
  *                             then inject_pop.  STEAL_ROUNDS repeats the same
  *                             loads, each of which may find nothing, so one
@@ -536,7 +547,7 @@ top:
 		:: else ->
 			v = nr_idle;			/* load */
 			if
-			:: 2 * nr_spinning >= NW - 1 - v -> v = 0; refused = 1
+			:: NW - 1 - v == 0 || 2 * nr_spinning > NW - 1 - v -> v = 0; refused = 1
 			:: else -> d_step { v = 0; nr_spinning++; spinning = 1; retracts = 0 }
 			fi
 		fi;
@@ -566,8 +577,12 @@ top:
 		:: spinning ->
 			d_step { spinning = 0; v = nr_spinning; nr_spinning-- };
 			if
-			:: v == 1 -> v = 0; notify_work(v)
+			:: v == 1 && nr_idle != 0 -> any_work(found, v); v = found
 			:: else -> v = 0
+			fi;
+			if
+			:: v == 1 && found -> v = 0; found = 0; notify_work(v)
+			:: else -> v = 0; found = 0
 			fi
 		:: else
 		fi;
