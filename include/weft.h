@@ -469,8 +469,8 @@ WEFT_EXPORT int64_t weft_now(void);
  * cache on the worker when it can answer at once (RWF_NOWAIT), and
  * otherwise (a page not cached, an O_DIRECT file, writeback throttling)
  * park the coroutine while a helper of the offload pool does the transfer,
- * or, under WEFT_IO=uring, for weft_pread and weft_pwrite, the worker's
- * io_uring (see weft_pread for what a deadline or cancel does to it).  A file
+ * or, under WEFT_IO=uring, the worker's io_uring (see weft_pread for what
+ * a deadline or cancel does to it; weft_read for the file position).  A file
  * system that cannot answer RWF_NOWAIT (EOPNOTSUPP: procfs and sysfs
  * reads, buffered writes on ext4 and others) costs what it did without
  * weft: the fd remembers it for that direction, and those transfers are
@@ -507,6 +507,20 @@ WEFT_EXPORT int weft_wait(int fd, int events, int64_t deadline);
  * wait for the rest: it then returns the bytes read (an interrupt stays
  * pending for the next wait).  Errors: those of read(2), ETIMEDOUT,
  * ECANCELED.
+ *
+ * The file position: weft_read and weft_write calls at the position of one
+ * file are atomic with each other, as read(2) and write(2) are: each moves
+ * its whole range, and two never read the same bytes.  Under WEFT_IO=epoll
+ * the kernel's position lock does it.  Under WEFT_IO=uring weft does it per
+ * fd number: one such call at a time per fd (the others wait their turn,
+ * which their deadline, weft_cancel, weft_interrupt or a weft_close of fd
+ * ends), and a transfer that goes to the ring reads the position (lseek),
+ * transfers at that offset and moves the position by what it moved (an
+ * O_APPEND write goes to a helper instead).  Another fd for the same open
+ * file (dup(2), a fork, /proc/self/fd) or a plain read(2), write(2) or
+ * lseek(2) on it meanwhile is not ordered with such a transfer: the two may
+ * use the same position.  Share a position through one fd, or use
+ * weft_pread and weft_pwrite.
  */
 WEFT_EXPORT ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline);
 

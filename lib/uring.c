@@ -12,8 +12,9 @@
  *
  * Under the uring backend every worker has a ring (weft__uring_ring_init,
  * at worker start).  A file transfer at an offset that the page cache
- * cannot answer at once (io.c, "files": those at the file position stay
- * with the offload pool) is an IORING_OP_READ or IORING_OP_WRITE submitted on
+ * cannot answer at once (io.c, "files": one at the file position goes at
+ * the position weft read under the fd's position turn, never at offset -1)
+ * is an IORING_OP_READ or IORING_OP_WRITE submitted on
  * the ring of the worker its coroutine runs on, whose user_data is the
  * operation (struct weft__uring_op, on the coroutine's stack); the
  * coroutine parks on the operation's completion word (park.h) and the CQE

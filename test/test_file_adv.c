@@ -150,6 +150,87 @@ Test(file_adv, two_interrupted_direct_readers_read_every_byte_once)
 	run(1, shared_main, &flags);
 }
 
+/* ---- many coroutines reading one fd at its position, on two workers:
+ * every block is read exactly once.  Under the uring backend each read
+ * goes to a ring at the position weft read under the fd's position turn
+ * (io.c); two at once there would read the same block (as two
+ * IORING_OP_READs at offset -1 would), and skip another.  Each block
+ * starts with its own index, so a block read twice or never is named. */
+
+enum { POS_BLOCKS = 512, POS_READERS = 32 };
+
+struct pos_scene {
+	int fd;
+	atomic_uint seen[POS_BLOCKS];
+	atomic_int bad;
+};
+
+static void pos_reader(void *arg)
+{
+	struct pos_scene *s = arg;
+	_Alignas(BLOCK) unsigned char buf[BLOCK];
+	ssize_t n;
+	while ((n = weft_read(s->fd, buf, sizeof buf, -1)) == BLOCK) {
+		uint32_t i;
+		memcpy(&i, buf, sizeof i);
+		if (i < POS_BLOCKS)
+			atomic_fetch_add(&s->seen[i], 1);
+		else
+			atomic_fetch_add(&s->bad, 1);
+	}
+	if (n != 0)
+		atomic_fetch_add(&s->bad, 1);
+}
+
+static void pos_main(void *arg)
+{
+	int flags = *(int *)arg;
+	for (int round = 0; round < 4; round++) {
+		struct pos_scene s = { .fd = temp_file(POS_BLOCKS * BLOCK, 0) };
+		for (uint32_t i = 0; i < POS_BLOCKS; i++)
+			CHECK(pwrite(s.fd, &i, sizeof i, (off_t)i * BLOCK) == sizeof i);
+		CHECK(fsync(s.fd) == 0 && posix_fadvise(s.fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+		if (flags) {
+			char self[64];
+			snprintf(self, sizeof self, "/proc/self/fd/%d", s.fd);
+			int again = open(self, O_RDONLY | O_CLOEXEC | flags);
+			CHECK(again >= 0);
+			close(s.fd);
+			s.fd = again;
+		}
+		weft_co *co[POS_READERS];
+		for (int i = 0; i < POS_READERS; i++)
+			co[i] = go(pos_reader, &s);
+		for (int i = 0; i < POS_READERS; i++)
+			join(co[i]);
+		unsigned twice = 0, never = 0;
+		for (int i = 0; i < POS_BLOCKS; i++) {
+			twice += atomic_load(&s.seen[i]) > 1;
+			never += atomic_load(&s.seen[i]) == 0;
+		}
+		if (twice || never || atomic_load(&s.bad))
+			fprintf(stderr, "%d readers at the position: %u blocks read twice or more, %u never, %d bad reads\n",
+				POS_READERS, twice, never, atomic_load(&s.bad));
+		CHECK(!twice && !never && !atomic_load(&s.bad));
+		CHECK(weft_close(s.fd) == 0);
+	}
+}
+
+Test(file_adv, many_readers_at_the_position_read_every_block_once)
+{
+	int flags = 0;
+	run(2, pos_main, &flags);
+}
+
+Test(file_adv, many_direct_readers_at_the_position_read_every_block_once)
+{
+	int flags = O_DIRECT, probe = temp_file(BLOCK, O_DIRECT);
+	if (probe < 0)
+		cr_skip_test("the file system of $TMPDIR (or /tmp) refuses O_DIRECT");
+	close(probe);
+	run(2, pos_main, &flags);
+}
+
 /* ---- weft_close of a file while a coroutine's transfer waits for a
  * helper: weft.h says every coroutine waiting on it returns ECANCELED.
  * The close must reach the waiter parked on its transfer (the fd's list of

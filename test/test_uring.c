@@ -81,6 +81,85 @@ Test(uring, close_cancels_a_read_in_flight_on_a_ring)
 	run_uring(2, close_main, NULL);
 }
 
+/* ---- a weft_read at the file position waits for its fd's position
+ * turn (io.c) while another holds it: its deadline, weft_cancel,
+ * weft_interrupt and weft_close each end that wait, at once, while the
+ * holder's transfer is still under way (a pipe nobody writes: the file
+ * position of a pipe is no position, so the holder's read is a helper's,
+ * blocked in read(2)).  A waiter that only a give-back could wake would
+ * wait for ever here. */
+
+static void pos_reader_main(void *arg)
+{
+	struct reader *r = arg;
+	r->n = weft_read(r->fd, r->buf, r->len, r->deadline);
+	r->err = errno;
+	atomic_store(&r->done, true);
+}
+
+/* A second reader of fd, parked for the turn, ended by `end` (NULL: its
+ * deadline); returns its errno, the read having failed. */
+static int turn_waiter_ended(int fd, int64_t deadline, void (*end)(weft_co *))
+{
+	char c;
+	struct reader r = { .fd = fd, .deadline = deadline, .buf = &c, .len = 1 };
+	uint64_t parks = stats_now().total.parks;
+	weft_co *co = go(pos_reader_main, &r);
+	wait_parks(parks, 1);
+	if (end)
+		end(co);
+	join(co);
+	CHECK(r.n == -1);
+	return r.err;
+}
+
+static void cancel_co(weft_co *co)
+{
+	CHECK(weft_cancel(co) == 0);
+}
+
+static void interrupt_co(weft_co *co)
+{
+	CHECK(weft_interrupt(co) == 0);
+}
+
+static void turn_main(void *unused)
+{
+	(void)unused;
+	check_backend();
+	int p[2];
+	ring_pipe(p);
+	char hc;
+	struct reader holder = { .fd = p[0], .deadline = -1, .buf = &hc, .len = 1 };
+	uint64_t parks = stats_now().total.parks;
+	weft_co *hco = go(pos_reader_main, &holder);
+	wait_parks(parks, 1);	/* the holder's read is with a helper */
+	CHECK(turn_waiter_ended(p[0], weft_now() + 20 * MS, NULL) == ETIMEDOUT);
+	CHECK(turn_waiter_ended(p[0], -1, cancel_co) == ECANCELED);
+	CHECK(turn_waiter_ended(p[0], -1, interrupt_co) == EINTR);
+	char c;
+	struct reader last = { .fd = p[0], .deadline = -1, .buf = &c, .len = 1 };
+	parks = stats_now().total.parks;
+	weft_co *lco = go(pos_reader_main, &last);
+	wait_parks(parks, 1);
+	weft_co *cc = go(closer_main, &p[0]);
+	while (!atomic_load(&last.done))
+		weft_yield();	/* the close wakes it; the holder's read goes on */
+	CHECK(last.n == -1 && last.err == ECANCELED);
+	CHECK(!atomic_load(&holder.done));
+	CHECK(write(p[1], "x", 1) == 1);	/* the holder's read ends: its byte stands */
+	join(lco);
+	join(hco);
+	join(cc);
+	CHECK(holder.n == 1 && hc == 'x');
+	CHECK(weft_close(p[1]) == 0);
+}
+
+Test(uring, a_wait_for_the_position_turn_ends_on_a_deadline_cancel_interrupt_or_close, .timeout = 120)
+{
+	run_uring(2, turn_main, NULL);
+}
+
 /* ---- thousands of reads in flight, ended by their deadlines, weft_cancel
  * and weft_interrupt while a writer feeds the pipe: each returns what it
  * read (a read the cancel came too late for) or the reason it ended, the
