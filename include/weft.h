@@ -832,7 +832,7 @@ typedef struct weft_worker_stats {
 	uint64_t stalls;		/* stalls reported (WEFT_STALL_MS) */
 } weft_worker_stats;
 
-#define WEFT_STATS_VERSION 5
+#define WEFT_STATS_VERSION 6
 
 /*
  * A latency histogram (version 3), in nanoseconds.  Log-bucketed
@@ -923,6 +923,15 @@ typedef struct weft_stats {
 	uint64_t stack_bytes_live;	/* out: the bytes of the stacks of live
 					 * coroutines (of stack_bytes; the rest is
 					 * the pool's cache) */
+	/* version 6: the workers' io_uring rings, summed over them (all 0
+	 * under WEFT_IO=epoll) */
+	uint64_t ring_sqes;		/* out: SQEs submitted: file transfers and
+					 * their cancels */
+	uint64_t ring_enters;		/* out: submissions (io_uring_enter calls) */
+	uint64_t ring_cqes;		/* out: CQEs reaped (a cancel's own too) */
+	uint64_t ring_cancels;		/* out: IORING_OP_ASYNC_CANCELs submitted
+					 * (a deadline, cancel, interrupt or close
+					 * that ended a transfer's wait) */
 } weft_stats;
 
 /*
@@ -964,8 +973,11 @@ WEFT_EXPORT uint64_t weft_stats_quantile(const weft_hist *h, double q);
  * _count), the gauges (sched_sample, workers, live_coroutines,
  * runnable_coroutines, inject_queued_coroutines, parked_coroutines,
  * parked_by_cause_coroutines{cause="io|timer|sync|join|offload"}, stacks,
- * stack_bytes, stack_bytes_live, registered_fds, blocking_threads) and
- * every counter of weft_worker_stats summed, as <name>_total.  If
+ * stack_bytes, stack_bytes_live, registered_fds, blocking_threads),
+ * every counter of weft_worker_stats summed, as <name>_total, and the
+ * counters offload_calls_total, monitor_wakeups_total and the rings'
+ * ring_sqes_total, ring_enters_total, ring_cqes_total and
+ * ring_cancels_total.  If
  * st->per_worker_sched was given, the per-worker families follow, each
  * series labelled worker="N": worker_sched_delay_seconds and
  * worker_turn_seconds (histograms, as above) and

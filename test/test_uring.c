@@ -160,6 +160,55 @@ Test(uring, a_wait_for_the_position_turn_ends_on_a_deadline_cancel_interrupt_or_
 	run_uring(2, turn_main, NULL);
 }
 
+/* ---- weft_stats' ring counts (version 6) match a known scene: N reads
+ * on a ring, each one SQE, one submission and one CQE; then one read that
+ * its deadline ends: its SQE and its cancel's, two CQEs, one cancel. */
+
+enum { COUNTED_READS = 50 };
+
+static void counts_main(void *unused)
+{
+	(void)unused;
+	check_backend();
+	int p[2];
+	ring_pipe(p);
+	char bytes[COUNTED_READS];
+	memset(bytes, 'x', sizeof bytes);
+	CHECK(write(p[1], bytes, sizeof bytes) == (ssize_t)sizeof bytes);
+	weft_stats a = stats_now();
+	for (int i = 0; i < COUNTED_READS; i++) {
+		char c;
+		CHECK(weft_pread(p[0], &c, 1, 0, -1) == 1 && c == 'x');
+	}
+	weft_stats b = stats_now();
+	if (b.ring_sqes - a.ring_sqes != COUNTED_READS || b.ring_cqes - a.ring_cqes != COUNTED_READS ||
+	    b.ring_enters - a.ring_enters != COUNTED_READS || b.ring_cancels != a.ring_cancels)
+		fprintf(stderr, "%d ring reads: %llu SQEs, %llu submissions, %llu CQEs, %llu cancels\n",
+			COUNTED_READS, (unsigned long long)(b.ring_sqes - a.ring_sqes),
+			(unsigned long long)(b.ring_enters - a.ring_enters),
+			(unsigned long long)(b.ring_cqes - a.ring_cqes),
+			(unsigned long long)(b.ring_cancels - a.ring_cancels));
+	CHECK(b.ring_sqes - a.ring_sqes == COUNTED_READS);
+	CHECK(b.ring_enters - a.ring_enters == COUNTED_READS);
+	CHECK(b.ring_cqes - a.ring_cqes == COUNTED_READS);
+	CHECK(b.ring_cancels == a.ring_cancels);
+	char c;
+	CHECK(weft_pread(p[0], &c, 1, 0, weft_now() + 10 * MS) == -1 && errno == ETIMEDOUT);
+	weft_stats d;
+	do {	/* the cancel's own CQE may come after the read's */
+		weft_yield();
+		d = stats_now();
+	} while (d.ring_cqes - b.ring_cqes < 2);
+	CHECK(d.ring_sqes - b.ring_sqes == 2 && d.ring_cancels - b.ring_cancels == 1);
+	CHECK(d.ring_cqes - b.ring_cqes == 2);
+	CHECK(weft_close(p[0]) == 0 && weft_close(p[1]) == 0);
+}
+
+Test(uring, the_ring_counts_match_a_known_scene, .timeout = 120)
+{
+	run_uring(1, counts_main, NULL);
+}
+
 /* ---- thousands of reads in flight, ended by their deadlines, weft_cancel
  * and weft_interrupt while a writer feeds the pipe: each returns what it
  * read (a read the cancel came too late for) or the reason it ended, the
