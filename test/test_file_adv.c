@@ -231,6 +231,75 @@ Test(file_adv, many_direct_readers_at_the_position_read_every_block_once)
 	run(2, pos_main, &flags);
 }
 
+/* ---- many coroutines writing one O_DIRECT fd at its position: every
+ * block lands in its own place, none overwritten (a write at the position
+ * weft read, two at once, would write the same block; the position, left
+ * behind, would make the next one overwrite it). */
+
+enum { POS_WRITERS = 16, POS_WRITES = 32 };
+
+struct wpos_scene {
+	int fd;
+	atomic_int bad;
+};
+
+static void pos_writer(void *arg)
+{
+	struct wpos_scene *s = arg;
+	static atomic_uint next;
+	_Alignas(BLOCK) unsigned char buf[BLOCK];
+	memset(buf, 0, sizeof buf);
+	for (int i = 0; i < POS_WRITES; i++) {
+		uint32_t id = atomic_fetch_add(&next, 1) + 1;	/* never 0 */
+		memcpy(buf, &id, sizeof id);
+		if (weft_write(s->fd, buf, sizeof buf, -1) != BLOCK)
+			atomic_fetch_add(&s->bad, 1);
+	}
+}
+
+static void wpos_main(void *unused)
+{
+	(void)unused;
+	struct wpos_scene s = { .fd = temp_file(BLOCK, O_DIRECT) };
+	CHECK(s.fd >= 0 && lseek(s.fd, 0, SEEK_SET) == 0);
+	weft_co *co[POS_WRITERS];
+	for (int i = 0; i < POS_WRITERS; i++)
+		co[i] = go(pos_writer, &s);
+	for (int i = 0; i < POS_WRITERS; i++)
+		join(co[i]);
+	enum { TOTAL = POS_WRITERS * POS_WRITES };
+	CHECK(!atomic_load(&s.bad));
+	CHECK(lseek(s.fd, 0, SEEK_CUR) == (off_t)TOTAL * BLOCK);
+	static bool seen[TOTAL + 1];
+	memset(seen, 0, sizeof seen);
+	unsigned dup = 0, lost = 0;
+	_Alignas(BLOCK) unsigned char buf[BLOCK];
+	for (int i = 0; i < TOTAL; i++) {
+		CHECK(pread(s.fd, buf, BLOCK, (off_t)i * BLOCK) == BLOCK);
+		uint32_t id;
+		memcpy(&id, buf, sizeof id);
+		CHECK(id >= 1 && id <= TOTAL);
+		dup += seen[id];
+		seen[id] = true;
+	}
+	for (int i = 1; i <= TOTAL; i++)
+		lost += !seen[i];
+	if (dup || lost)
+		fprintf(stderr, "%d writers at the position: %u blocks written twice, %u lost (overwritten)\n", POS_WRITERS,
+			dup, lost);
+	CHECK(!dup && !lost);
+	CHECK(weft_close(s.fd) == 0);
+}
+
+Test(file_adv, many_direct_writers_at_the_position_write_every_block_once)
+{
+	int probe = temp_file(BLOCK, O_DIRECT);
+	if (probe < 0)
+		cr_skip_test("the file system of $TMPDIR (or /tmp) refuses O_DIRECT");
+	close(probe);
+	run(2, wpos_main, NULL);
+}
+
 /* ---- weft_close of a file while a coroutine's transfer waits for a
  * helper: weft.h says every coroutine waiting on it returns ECANCELED.
  * The close must reach the waiter parked on its transfer (the fd's list of
