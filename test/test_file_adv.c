@@ -198,11 +198,15 @@ static void pos_main(void *arg)
 			close(s.fd);
 			s.fd = again;
 		}
+		weft_stats before = stats_now();
 		weft_co *co[POS_READERS];
 		for (int i = 0; i < POS_READERS; i++)
 			co[i] = go(pos_reader, &s);
 		for (int i = 0; i < POS_READERS; i++)
 			join(co[i]);
+		/* under uring every O_DIRECT read was a ring's (weft_stats v6) */
+		if (flags && before.io_backend == WEFT_IO_URING)
+			CHECK(stats_now().ring_sqes - before.ring_sqes >= POS_BLOCKS);
 		unsigned twice = 0, never = 0;
 		for (int i = 0; i < POS_BLOCKS; i++) {
 			twice += atomic_load(&s.seen[i]) > 1;
