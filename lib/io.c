@@ -557,6 +557,7 @@ static int pos_take(struct weft__io *io, int64_t deadline)
 		weft__lock_release(&e->qlock);
 		return r;
 	}
+	io->w = NULL;	/* it parks: it may go on on another worker (io_moved) */
 	struct weft__wait x;
 	weft__wait_enqueue(&x, &e->pos_queue, NULL);
 	x.waiter.cause = WEFT_PARK_IO;	/* for the fd, as its readiness */
