@@ -544,8 +544,9 @@ static void pos_give(struct weft__io *io);
 
 /* Takes io's fd's position turn: 0, else ETIMEDOUT, ECANCELED (a cancel,
  * or a close of the fd) or EINTR, the turn not taken.  The close check
- * after queueing is under qlock, which close_files takes after its gen
- * bump (seq_cst): either it finds the node or the check sees the close. */
+ * and the queueing are under one hold of qlock, which close_files takes
+ * after its gen bump (seq_cst): either it finds the node or the check
+ * sees the close. */
 static int pos_take(struct weft__io *io, int64_t deadline)
 {
 	struct weft__fd *e = io->e;
