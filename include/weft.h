@@ -469,8 +469,8 @@ WEFT_EXPORT int64_t weft_now(void);
  * cache on the worker when it can answer at once (RWF_NOWAIT), and
  * otherwise (a page not cached, an O_DIRECT file, writeback throttling)
  * park the coroutine while a helper of the offload pool does the transfer,
- * or, under WEFT_IO=uring, for weft_pread and weft_pwrite, the worker's
- * io_uring (see weft_pread for what a deadline or cancel does to it).  A file
+ * or, under WEFT_IO=uring, the worker's io_uring (see weft_pread for what
+ * a deadline or cancel does to it; weft_read for the file position).  A file
  * system that cannot answer RWF_NOWAIT (EOPNOTSUPP: procfs and sysfs
  * reads, buffered writes on ext4 and others) costs what it did without
  * weft: the fd remembers it for that direction, and those transfers are
@@ -507,6 +507,20 @@ WEFT_EXPORT int weft_wait(int fd, int events, int64_t deadline);
  * wait for the rest: it then returns the bytes read (an interrupt stays
  * pending for the next wait).  Errors: those of read(2), ETIMEDOUT,
  * ECANCELED.
+ *
+ * The file position: weft_read and weft_write calls at the position of one
+ * file are atomic with each other, as read(2) and write(2) are: each moves
+ * its whole range, and two never read the same bytes.  Under WEFT_IO=epoll
+ * the kernel's position lock does it.  Under WEFT_IO=uring weft does it per
+ * fd number: one such call at a time per fd (the others wait their turn,
+ * which their deadline, weft_cancel, weft_interrupt or a weft_close of fd
+ * ends), and a transfer that goes to the ring reads the position (lseek),
+ * transfers at that offset and moves the position by what it moved (an
+ * O_APPEND write goes to a helper instead).  Another fd for the same open
+ * file (dup(2), a fork, /proc/self/fd) or a plain read(2), write(2) or
+ * lseek(2) on it meanwhile is not ordered with such a transfer: the two may
+ * use the same position.  Share a position through one fd, or use
+ * weft_pread and weft_pwrite.
  */
 WEFT_EXPORT ssize_t weft_read(int fd, void *buf, size_t len, int64_t deadline);
 
@@ -909,7 +923,15 @@ typedef struct weft_stats {
 	uint64_t stack_bytes_live;	/* out: the bytes of the stacks of live
 					 * coroutines (of stack_bytes; the rest is
 					 * the pool's cache) */
-	/* version 6 */
+	/* version 6: the workers' io_uring rings, summed over them (all 0
+	 * under WEFT_IO=epoll) */
+	uint64_t ring_sqes;		/* out: SQEs submitted: file transfers and
+					 * their cancels */
+	uint64_t ring_enters;		/* out: submissions (io_uring_enter calls) */
+	uint64_t ring_cqes;		/* out: CQEs reaped (a cancel's own too) */
+	uint64_t ring_cancels;		/* out: IORING_OP_ASYNC_CANCELs submitted
+					 * (a deadline, cancel, interrupt or close
+					 * that ended a transfer's wait) */
 	int poller;			/* out: WEFT_POLLER_SHARED or WEFT_POLLER_WORKER */
 } weft_stats;
 
@@ -953,8 +975,11 @@ WEFT_EXPORT uint64_t weft_stats_quantile(const weft_hist *h, double q);
  * runnable_coroutines, inject_queued_coroutines, parked_coroutines,
  * parked_by_cause_coroutines{cause="io|timer|sync|join|offload"}, stacks,
  * stack_bytes, stack_bytes_live, registered_fds, blocking_threads), the
- * info gauge poller_info{poller="shared|worker"} (always 1), and
- * every counter of weft_worker_stats summed, as <name>_total.  If
+ * info gauge poller_info{poller="shared|worker"} (always 1),
+ * every counter of weft_worker_stats summed, as <name>_total, and the
+ * counters offload_calls_total, monitor_wakeups_total and the rings'
+ * ring_sqes_total, ring_enters_total, ring_cqes_total and
+ * ring_cancels_total.  If
  * st->per_worker_sched was given, the per-worker families follow, each
  * series labelled worker="N": worker_sched_delay_seconds and
  * worker_turn_seconds (histograms, as above) and

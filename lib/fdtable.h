@@ -111,6 +111,9 @@ struct weft__fd {
 				 * its RWF_NOWAIT try said EOPNOTSUPP (io.c) */
 	struct weft__list files;	/* under qlock: file transfers parked off the
 					 * worker, which weft_close wakes (io.c) */
+	bool pos_busy;		/* under qlock: a transfer at the file position
+				 * holds the fd's turn (io.c, "files") */
+	struct weft__waitq pos_queue;	/* under qlock: those waiting for that turn */
 };
 
 /* gen's low bits: a multiple of FD_GEN_STEP while the fd is open, plus
@@ -128,6 +131,8 @@ enum {
 				 * weft_read and weft_write never block on it (io.c) */
 	FD_DIRECT = 16,		/* FD_FILE opened O_DIRECT: RWF_NOWAIT would still
 				 * wait for the device, so every transfer offloads */
+	FD_APPEND = 32,		/* FD_FILE opened O_APPEND: a write lands at the end
+				 * whatever its offset (io.c, the position turn) */
 };
 
 /* Whether e's fd is in a loop (the check before weft__loop_register, inline

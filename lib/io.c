@@ -427,6 +427,8 @@ struct file_op {
 	char *p;
 	size_t len;
 	off_t off;	/* -1: the file position */
+	bool turn;	/* holds the fd's position turn (pos_take): a transfer
+			 * at the file position may go to a ring */
 	ssize_t n;	/* the helper's result */
 	int err;	/* its errno, when n < 0 */
 };
@@ -463,16 +465,11 @@ struct file_away {
 	struct weft__offload_call call;
 };
 
-/* Starts a: 0, or -EAGAIN (no helper could be had).  A transfer at the
- * file position stays with the pool under both backends: read(2) and
- * write(2) hold the file's position lock for the whole transfer, so two
- * readers of one position never read the same bytes, where an
- * IORING_OP_READ at offset -1 reads the position unlocked when it is
- * issued and advances it when it completes (two in flight read the same
- * range: test_file_adv's two_interrupted_readers, under WEFT_IO=uring). */
-static int away_start(struct file_away *a, struct file_op *f)
+/* Starts a at offset `at` on a ring (at >= 0, ring_offset), else on the
+ * pool: 0, or -EAGAIN (no helper could be had). */
+static int away_start(struct file_away *a, struct file_op *f, off_t at)
 {
-	a->ring = f->off >= 0 && weft__uring_submit_rw(&a->op, f->fd, f->write, f->p, f->len, f->off) == 0;
+	a->ring = at >= 0 && weft__uring_submit_rw(&a->op, f->fd, f->write, f->p, f->len, at) == 0;
 	if (a->ring)
 		return 0;
 	a->call = (struct weft__offload_call){ .fn = file_run, .arg = f };
@@ -504,14 +501,88 @@ struct file_wait {
 	struct weft__waiter *w;
 };
 
-/* weft_close's wake of the transfers parked off the worker on e (forget):
- * ECANCELED, under qlock (see file_park). */
+/* weft_close's wake of the transfers parked off the worker on e and of
+ * those waiting for its position turn (forget): ECANCELED, under qlock
+ * (see file_park and pos_take), the turn's woken after its release. */
 static void close_files(struct weft__fd *e)
 {
+	struct weft__wakes ws = { .head = NULL };
 	weft__lock_acquire(&e->qlock);
 	for (struct weft__list_link *l = e->files.head; l; l = l->next)
 		weft__waiter_wake(WEFT__LIST_ENTRY(l, struct file_wait, link)->w, ECANCELED);
+	weft__waitq_claim_all(&e->pos_queue, ECANCELED, &ws);
 	weft__lock_release(&e->qlock);
+	weft__wakes_run(&ws);
+}
+
+/*
+ * The position turn.  read(2) and write(2) hold the file's position lock
+ * for their whole transfer; a ring's transfer holds nothing.  At offset -1
+ * the kernel reads the position when it issues the transfer and advances
+ * it when it completes, unlocked, so two in flight read the same bytes
+ * (test_file_adv's two_interrupted_readers), and an O_DIRECT read that
+ * completes asynchronously need not advance it at all (seen on Linux
+ * 6.18: readers one at a time read the same blocks again).  So under the
+ * uring backend a weft_read or weft_write on a file takes its fd's turn
+ * for the whole call (its RWF_NOWAIT tries at the position, under the
+ * kernel's lock, included: they would race a ring's transfer), and a
+ * transfer that goes to the ring goes at the position read with lseek,
+ * which file_away moves on by what the transfer moved (ring_offset).  One
+ * call at a time per fd; the others queue, oldest first, on the fd's
+ * pos_queue (waitq.h), where a deadline, weft_cancel, weft_interrupt or
+ * weft_close ends their wait.  A turn given back goes to the oldest
+ * waiter (claimed with 0: it holds the turn even if its deadline raced the
+ * claim, and its transfer sees the deadline); weft_close claims the
+ * waiters with ECANCELED.  The turn is weft's, per fd number: another
+ * number for the same open file (dup(2)) or a plain read(2) beside it is
+ * not serialised with a ring's transfer (weft.h, weft_read).  Under epoll
+ * the kernel's position lock serialises them all, and no turn is taken.
+ * test/models/posturn.pml checks the turn.
+ */
+
+static void pos_give(struct weft__io *io);
+
+/* Takes io's fd's position turn: 0, else ETIMEDOUT, ECANCELED (a cancel,
+ * or a close of the fd) or EINTR, the turn not taken.  The close check
+ * and the queueing are under one hold of qlock, which close_files takes
+ * after its gen bump (seq_cst): either it finds the node or the check
+ * sees the close. */
+static int pos_take(struct weft__io *io, int64_t deadline)
+{
+	struct weft__fd *e = io->e;
+	weft__lock_acquire(&e->qlock);
+	bool busy = e->pos_busy;
+	e->pos_busy = true;
+	int r = !busy ? 0 : io_closed(io) ? ECANCELED : weft__clock_deadline_passed(deadline) ? ETIMEDOUT : -1;
+	if (r >= 0) {
+		weft__lock_release(&e->qlock);
+		return r;
+	}
+	io->w = NULL;	/* it parks: it may go on on another worker (io_moved) */
+	struct weft__wait x;
+	weft__wait_enqueue(&x, &e->pos_queue, NULL);
+	x.waiter.cause = WEFT_PARK_IO;	/* for the fd, as its readiness */
+	r = weft__wait_park(&x, &e->qlock, &e->pos_queue, deadline);
+	if (r == 0 && io_closed(io)) {	/* handed the turn as the close began */
+		pos_give(io);
+		r = ECANCELED;
+	}
+	return r;
+}
+
+/* Gives the turn back: to the oldest waiter, if any, else free. */
+static void pos_give(struct weft__io *io)
+{
+	struct weft__fd *e = io->e;
+	struct weft__wakes ws = { .head = NULL };
+	weft__lock_acquire(&e->qlock);
+	struct weft__wnode *n = weft__waitq_claim(&e->pos_queue, &ws);
+	if (n)
+		weft__wakes_add(&ws, n, 0);
+	else
+		e->pos_busy = false;
+	weft__lock_release(&e->qlock);
+	weft__wakes_run(&ws);
 }
 
 /*
@@ -552,11 +623,26 @@ static int file_park(struct weft__io *io, void **done, int64_t deadline)
 	return 0;
 }
 
+/* The offset of f's transfer on a ring: f's own; for one at the file
+ * position, under the position turn, the position (lseek), which
+ * file_away moves on by what the transfer moved; -1 for the pool: a
+ * transfer at the position without the turn, or an O_APPEND write (it
+ * lands at the end of the file, where the position must follow it). */
+static off_t ring_offset(const struct weft__io *io, const struct file_op *f)
+{
+	if (f->off >= 0)
+		return f->off;
+	if (!f->turn || (f->write && (io->e->flags & FD_APPEND)))
+		return -1;
+	return lseek(f->fd, 0, SEEK_CUR);	/* -1 (a device without one): the pool */
+}
+
 /* One transfer of f off the worker: its result, or -errno. */
 static ssize_t file_away(struct weft__io *io, struct file_op *f, int64_t deadline)
 {
 	struct file_away a;
-	int e = away_start(&a, f);
+	off_t at = ring_offset(io, f);
+	int e = away_start(&a, f, at);
 	if (e < 0)
 		return e;
 	int r = file_park(io, away_done(&a), deadline);
@@ -564,9 +650,11 @@ static ssize_t file_away(struct weft__io *io, struct file_op *f, int64_t deadlin
 		return -r;
 	if (r == EINTR)	/* the transfer's result stands: the interrupt waits */
 		weft__park_interrupt_keep(weft_self());
-	if (a.ring)
-		return a.op.res;
-	return f->n >= 0 ? f->n : -f->err;
+	if (!a.ring)
+		return f->n >= 0 ? f->n : -f->err;
+	if (f->off < 0 && a.op.res > 0)	/* the position, as read(2) leaves it */
+		lseek(f->fd, at + a.op.res, SEEK_SET);
+	return a.op.res;
 }
 
 /* One transfer of f: on the worker when the page cache answers at once,
@@ -594,29 +682,21 @@ static ssize_t file_once(struct weft__io *io, struct file_op *f, int64_t deadlin
 	return file_away(io, f, deadline);
 }
 
-/* weft_read's, weft_pread's, weft_write's and weft_pwrite's path on a
- * file; op is a buf_op.  Each goes on until all of len is moved, as read(2)
- * and write(2) do on a file: a short RWF_NOWAIT read took the cached head
- * of the range, and the rest is tried again (0 at end of file, else EAGAIN
- * and a helper).  A read that fails after some bytes returns them (they
- * moved the file position; an interrupt stays pending for the next wait);
- * a write fails with a prefix written (weft.h). */
-static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct weft__io_op *op, bool write,
-						   int64_t deadline)
+/* file_call's loop over f (f->turn as the caller took it). */
+static ssize_t file_moves(struct weft__io *io, struct buf_op *b, struct file_op *f, int64_t deadline)
 {
-	struct buf_op *b = (struct buf_op *)op;
-	size_t len = write ? op->len : op->asked, done = 0;
-	struct file_op f = { .fd = io->fd, .write = write };
+	bool write = f->write;
+	size_t len = write ? b->op.len : b->op.asked, done = 0;
 	do {
 		ssize_t n = done && (weft__co_cancelled() || io_closed(io)) ? -ECANCELED : 0;
 		if (n == 0) {
-			f.p = (char *)(write ? b->p.out : b->p.in) + done;
-			f.len = len - done;
-			f.off = b->off < 0 ? -1 : b->off + (off_t)done;
-			n = file_once(io, &f, deadline);
+			f->p = (char *)(write ? b->p.out : b->p.in) + done;
+			f->len = len - done;
+			f->off = b->off < 0 ? -1 : b->off + (off_t)done;
+			n = file_once(io, f, deadline);
 		}
 		if (n < 0 && (write || !done))
-			return io_return(io, -1, (int)-n);
+			return n;
 		if (n < 0) {	/* a read's error after some bytes, which stand */
 			weft__park_interrupt_unused(weft_self(), (int)-n);
 			break;
@@ -625,8 +705,33 @@ static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct w
 			break;	/* end of file; or a write that took nothing */
 		done += (size_t)n;
 	} while (done < len);
-	io_moved(io, (ssize_t)done);
-	return io_return(io, (ssize_t)done, 0);
+	return (ssize_t)done;
+}
+
+/* weft_read's, weft_pread's, weft_write's and weft_pwrite's path on a
+ * file; op is a buf_op.  Each goes on until all of len is moved, as read(2)
+ * and write(2) do on a file: a short RWF_NOWAIT read took the cached head
+ * of the range, and the rest is tried again (0 at end of file, else EAGAIN
+ * and a helper).  A read that fails after some bytes returns them (they
+ * moved the file position; an interrupt stays pending for the next wait);
+ * a write fails with a prefix written (weft.h).  One at the file position
+ * holds the fd's position turn throughout under the uring backend. */
+static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct weft__io_op *op, bool write,
+						   int64_t deadline)
+{
+	struct buf_op *b = (struct buf_op *)op;
+	struct file_op f = { .fd = io->fd, .write = write,
+			     .turn = b->off < 0 && weft__uring_backend() == WEFT_IO_URING };
+	int e = f.turn ? pos_take(io, deadline) : 0;
+	if (e)
+		return io_return(io, -1, e);
+	ssize_t n = file_moves(io, b, &f, deadline);
+	if (f.turn)
+		pos_give(io);
+	if (n < 0)
+		return io_return(io, -1, (int)-n);
+	io_moved(io, n);
+	return io_return(io, n, 0);
 }
 
 /* The one-attempt loop (io.h).  A read (asked > 0) may park first after a

@@ -154,6 +154,12 @@ static void snapshot(weft_stats *s)
 	sum.wakeups += at_load_64(&weft__rt.ext_wakeups);
 	s->monitor_wakeups = weft__monitor_wakeups();
 	s->io_backend = weft__uring_backend();
+	struct weft__uring_counts rc;
+	weft__uring_counts(&rc);
+	s->ring_sqes = rc.sqes;
+	s->ring_enters = rc.enters;
+	s->ring_cqes = rc.cqes;
+	s->ring_cancels = rc.cancels;
 	s->poller = weft__loop_poller();
 	struct weft__offload_stats off;
 	weft__offload_stats(&off);
@@ -241,6 +247,8 @@ void weft__stats_print(FILE *f)
 		fprintf(f, " %s %" PRIu64, park_causes[c], s.parked_by[c]);
 	fprintf(f, "\n%-20s %14" PRIu64 " bytes, %" PRIu64 " of them in use by live coroutines\n",
 		"stacks", s.stack_bytes, s.stack_bytes_live);
+	fprintf(f, "%-20s %14" PRIu64 " SQEs, %" PRIu64 " submissions, %" PRIu64 " CQEs, %" PRIu64
+		" cancels\n", "rings", s.ring_sqes, s.ring_enters, s.ring_cqes, s.ring_cancels);
 	free(per);
 }
 
@@ -390,6 +398,11 @@ size_t weft_stats_prometheus(const weft_stats *st, char *buf, size_t len)
 	put(&o, "# TYPE weft_offload_calls_total counter\nweft_offload_calls_total %" PRIu64
 		"\n# TYPE weft_monitor_wakeups_total counter\nweft_monitor_wakeups_total %" PRIu64 "\n",
 	    st->offload_calls, st->monitor_wakeups);
+	put(&o, "# TYPE weft_ring_sqes_total counter\nweft_ring_sqes_total %" PRIu64
+		"\n# TYPE weft_ring_enters_total counter\nweft_ring_enters_total %" PRIu64
+		"\n# TYPE weft_ring_cqes_total counter\nweft_ring_cqes_total %" PRIu64
+		"\n# TYPE weft_ring_cancels_total counter\nweft_ring_cancels_total %" PRIu64 "\n",
+	    st->ring_sqes, st->ring_enters, st->ring_cqes, st->ring_cancels);
 	put_per_worker(&o, st);
 	return o.pos;
 }

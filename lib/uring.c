@@ -12,8 +12,9 @@
  *
  * Under the uring backend every worker has a ring (weft__uring_ring_init,
  * at worker start).  A file transfer at an offset that the page cache
- * cannot answer at once (io.c, "files": those at the file position stay
- * with the offload pool) is an IORING_OP_READ or IORING_OP_WRITE submitted on
+ * cannot answer at once (io.c, "files": one at the file position goes at
+ * the position weft read under the fd's position turn, never at offset -1)
+ * is an IORING_OP_READ or IORING_OP_WRITE submitted on
  * the ring of the worker its coroutine runs on, whose user_data is the
  * operation (struct weft__uring_op, on the coroutine's stack); the
  * coroutine parks on the operation's completion word (park.h) and the CQE
@@ -61,6 +62,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "atomic.h"
 #include "eventfd.h"
 #include "lock.h"
 #include "loop.h"
@@ -187,7 +189,17 @@ struct weft__ring {
 	struct weft__lock cq;	/* reapers: the CQ */
 	int evfd;		/* registered: signalled at every CQE */
 	bool set_up;		/* ring is (io_uring_queue_init_params succeeded) */
+	/* weft_stats' counts: each written under its lock (sqes, enters and
+	 * cancels under sq, cqes under cq) with a load and a store, read by
+	 * weft__uring_counts without it (a moment's figure, as every stat) */
+	uint64_t sqes, enters, cqes, cancels;
 };
+
+/* One more on a count of r's (its writers hold the count's lock). */
+static void count(uint64_t *c, uint64_t n)
+{
+	at_store_64(c, at_load_64(c) + n);
+}
 
 /* Releases r (made by ring_make, perhaps in part). */
 static void ring_free(struct weft__ring *r)
@@ -270,6 +282,7 @@ static void reap(struct weft__ring *r)
 		struct weft__uring_op *op = io_uring_cqe_get_data(cqe);
 		int res = cqe->res;
 		io_uring_cqe_seen(&r->ring, cqe);
+		count(&r->cqes, 1);
 		if (!op)
 			continue;
 		san_kernel_handed(op);
@@ -295,6 +308,7 @@ static void submit_all(struct weft__ring *r)
 {
 	while (io_uring_sq_ready(&r->ring) > 0) {
 		int n = io_uring_submit(&r->ring);
+		count(&r->enters, 1);
 		if (n >= 0 || n == -EINTR)
 			continue;
 		reap(r);
@@ -335,6 +349,7 @@ int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p
 			io_uring_prep_read(sqe, fd, p, n, (uint64_t)off);
 		io_uring_sqe_set_data(sqe, op);
 		san_kernel_handoff(op);
+		count(&r->sqes, 1);
 		submit_all(r);
 	}
 	weft__lock_release(&r->sq);
@@ -352,6 +367,8 @@ void weft__uring_cancel(struct weft__uring_op *op)
 	}
 	io_uring_prep_cancel(sqe, op, 0);
 	io_uring_sqe_set_data(sqe, NULL);
+	count(&r->sqes, 1);
+	count(&r->cancels, 1);
 	submit_all(r);
 	weft__lock_release(&r->sq);
 }
@@ -384,3 +401,19 @@ void weft__uring_cancel(struct weft__uring_op *op)
 	(void)op;
 }
 #endif
+
+void weft__uring_counts(struct weft__uring_counts *out)
+{
+	*out = (struct weft__uring_counts){ 0 };
+#ifdef WEFT_HAVE_LIBURING
+	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
+		struct weft__ring *r = weft__rt.workers[i].ring;
+		if (!r)
+			continue;
+		out->sqes += at_load_64(&r->sqes);
+		out->enters += at_load_64(&r->enters);
+		out->cqes += at_load_64(&r->cqes);
+		out->cancels += at_load_64(&r->cancels);
+	}
+#endif
+}

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct weft__worker;
@@ -64,5 +65,14 @@ int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p
 /* Asks op's ring to cancel op (IORING_OP_ASYNC_CANCEL), from any thread;
  * op's own CQE still comes, and the caller waits for it. */
 void weft__uring_cancel(struct weft__uring_op *op);
+
+/* What the workers' rings did, summed over them (weft_stats, version 6):
+ * SQEs submitted (transfers and cancels), io_uring_submit calls (each one
+ * io_uring_enter), CQEs reaped (a cancel's own included), and
+ * IORING_OP_ASYNC_CANCELs submitted.  All 0 under epoll. */
+struct weft__uring_counts {
+	uint64_t sqes, enters, cqes, cancels;
+};
+void weft__uring_counts(struct weft__uring_counts *out);
 
 #endif

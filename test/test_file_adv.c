@@ -150,6 +150,160 @@ Test(file_adv, two_interrupted_direct_readers_read_every_byte_once)
 	run(1, shared_main, &flags);
 }
 
+/* ---- many coroutines reading one fd at its position, on two workers:
+ * every block is read exactly once.  Under the uring backend each read
+ * goes to a ring at the position weft read under the fd's position turn
+ * (io.c); two at once there would read the same block (as two
+ * IORING_OP_READs at offset -1 would), and skip another.  Each block
+ * starts with its own index, so a block read twice or never is named. */
+
+enum { POS_BLOCKS = 512, POS_READERS = 32 };
+
+struct pos_scene {
+	int fd;
+	atomic_uint seen[POS_BLOCKS];
+	atomic_int bad;
+};
+
+static void pos_reader(void *arg)
+{
+	struct pos_scene *s = arg;
+	_Alignas(BLOCK) unsigned char buf[BLOCK];
+	ssize_t n;
+	while ((n = weft_read(s->fd, buf, sizeof buf, -1)) == BLOCK) {
+		uint32_t i;
+		memcpy(&i, buf, sizeof i);
+		if (i < POS_BLOCKS)
+			atomic_fetch_add(&s->seen[i], 1);
+		else
+			atomic_fetch_add(&s->bad, 1);
+	}
+	if (n != 0)
+		atomic_fetch_add(&s->bad, 1);
+}
+
+static void pos_main(void *arg)
+{
+	int flags = *(int *)arg;
+	for (int round = 0; round < 4; round++) {
+		struct pos_scene s = { .fd = temp_file(POS_BLOCKS * BLOCK, 0) };
+		for (uint32_t i = 0; i < POS_BLOCKS; i++)
+			CHECK(pwrite(s.fd, &i, sizeof i, (off_t)i * BLOCK) == sizeof i);
+		CHECK(fsync(s.fd) == 0 && posix_fadvise(s.fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+		if (flags) {
+			char self[64];
+			snprintf(self, sizeof self, "/proc/self/fd/%d", s.fd);
+			int again = open(self, O_RDONLY | O_CLOEXEC | flags);
+			CHECK(again >= 0);
+			close(s.fd);
+			s.fd = again;
+		}
+		weft_stats before = stats_now();
+		weft_co *co[POS_READERS];
+		for (int i = 0; i < POS_READERS; i++)
+			co[i] = go(pos_reader, &s);
+		for (int i = 0; i < POS_READERS; i++)
+			join(co[i]);
+		/* under uring every O_DIRECT read was a ring's (weft_stats v6) */
+		if (flags && before.io_backend == WEFT_IO_URING)
+			CHECK(stats_now().ring_sqes - before.ring_sqes >= POS_BLOCKS);
+		unsigned twice = 0, never = 0;
+		for (int i = 0; i < POS_BLOCKS; i++) {
+			twice += atomic_load(&s.seen[i]) > 1;
+			never += atomic_load(&s.seen[i]) == 0;
+		}
+		if (twice || never || atomic_load(&s.bad))
+			fprintf(stderr, "%d readers at the position: %u blocks read twice or more, %u never, %d bad reads\n",
+				POS_READERS, twice, never, atomic_load(&s.bad));
+		CHECK(!twice && !never && !atomic_load(&s.bad));
+		CHECK(weft_close(s.fd) == 0);
+	}
+}
+
+Test(file_adv, many_readers_at_the_position_read_every_block_once)
+{
+	int flags = 0;
+	run(2, pos_main, &flags);
+}
+
+Test(file_adv, many_direct_readers_at_the_position_read_every_block_once)
+{
+	int flags = O_DIRECT, probe = temp_file(BLOCK, O_DIRECT);
+	if (probe < 0)
+		cr_skip_test("the file system of $TMPDIR (or /tmp) refuses O_DIRECT");
+	close(probe);
+	run(2, pos_main, &flags);
+}
+
+/* ---- many coroutines writing one O_DIRECT fd at its position: every
+ * block lands in its own place, none overwritten (a write at the position
+ * weft read, two at once, would write the same block; the position, left
+ * behind, would make the next one overwrite it). */
+
+enum { POS_WRITERS = 16, POS_WRITES = 32 };
+
+struct wpos_scene {
+	int fd;
+	atomic_int bad;
+};
+
+static void pos_writer(void *arg)
+{
+	struct wpos_scene *s = arg;
+	static atomic_uint next;
+	_Alignas(BLOCK) unsigned char buf[BLOCK];
+	memset(buf, 0, sizeof buf);
+	for (int i = 0; i < POS_WRITES; i++) {
+		uint32_t id = atomic_fetch_add(&next, 1) + 1;	/* never 0 */
+		memcpy(buf, &id, sizeof id);
+		if (weft_write(s->fd, buf, sizeof buf, -1) != BLOCK)
+			atomic_fetch_add(&s->bad, 1);
+	}
+}
+
+static void wpos_main(void *unused)
+{
+	(void)unused;
+	struct wpos_scene s = { .fd = temp_file(BLOCK, O_DIRECT) };
+	CHECK(s.fd >= 0 && lseek(s.fd, 0, SEEK_SET) == 0);
+	weft_co *co[POS_WRITERS];
+	for (int i = 0; i < POS_WRITERS; i++)
+		co[i] = go(pos_writer, &s);
+	for (int i = 0; i < POS_WRITERS; i++)
+		join(co[i]);
+	enum { TOTAL = POS_WRITERS * POS_WRITES };
+	CHECK(!atomic_load(&s.bad));
+	CHECK(lseek(s.fd, 0, SEEK_CUR) == (off_t)TOTAL * BLOCK);
+	static bool seen[TOTAL + 1];
+	memset(seen, 0, sizeof seen);
+	unsigned dup = 0, lost = 0;
+	_Alignas(BLOCK) unsigned char buf[BLOCK];
+	for (int i = 0; i < TOTAL; i++) {
+		CHECK(pread(s.fd, buf, BLOCK, (off_t)i * BLOCK) == BLOCK);
+		uint32_t id;
+		memcpy(&id, buf, sizeof id);
+		CHECK(id >= 1 && id <= TOTAL);
+		dup += seen[id];
+		seen[id] = true;
+	}
+	for (int i = 1; i <= TOTAL; i++)
+		lost += !seen[i];
+	if (dup || lost)
+		fprintf(stderr, "%d writers at the position: %u blocks written twice, %u lost (overwritten)\n", POS_WRITERS,
+			dup, lost);
+	CHECK(!dup && !lost);
+	CHECK(weft_close(s.fd) == 0);
+}
+
+Test(file_adv, many_direct_writers_at_the_position_write_every_block_once)
+{
+	int probe = temp_file(BLOCK, O_DIRECT);
+	if (probe < 0)
+		cr_skip_test("the file system of $TMPDIR (or /tmp) refuses O_DIRECT");
+	close(probe);
+	run(2, wpos_main, NULL);
+}
+
 /* ---- weft_close of a file while a coroutine's transfer waits for a
  * helper: weft.h says every coroutine waiting on it returns ECANCELED.
  * The close must reach the waiter parked on its transfer (the fd's list of

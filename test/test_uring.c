@@ -81,6 +81,134 @@ Test(uring, close_cancels_a_read_in_flight_on_a_ring)
 	run_uring(2, close_main, NULL);
 }
 
+/* ---- a weft_read at the file position waits for its fd's position
+ * turn (io.c) while another holds it: its deadline, weft_cancel,
+ * weft_interrupt and weft_close each end that wait, at once, while the
+ * holder's transfer is still under way (a pipe nobody writes: the file
+ * position of a pipe is no position, so the holder's read is a helper's,
+ * blocked in read(2)).  A waiter that only a give-back could wake would
+ * wait for ever here. */
+
+static void pos_reader_main(void *arg)
+{
+	struct reader *r = arg;
+	r->n = weft_read(r->fd, r->buf, r->len, r->deadline);
+	r->err = errno;
+	atomic_store(&r->done, true);
+}
+
+/* A second reader of fd, parked for the turn, ended by `end` (NULL: its
+ * deadline); returns its errno, the read having failed. */
+static int turn_waiter_ended(int fd, int64_t deadline, void (*end)(weft_co *))
+{
+	char c;
+	struct reader r = { .fd = fd, .deadline = deadline, .buf = &c, .len = 1 };
+	uint64_t parks = stats_now().total.parks;
+	weft_co *co = go(pos_reader_main, &r);
+	wait_parks(parks, 1);
+	if (end)
+		end(co);
+	join(co);
+	CHECK(r.n == -1);
+	return r.err;
+}
+
+static void cancel_co(weft_co *co)
+{
+	CHECK(weft_cancel(co) == 0);
+}
+
+static void interrupt_co(weft_co *co)
+{
+	CHECK(weft_interrupt(co) == 0);
+}
+
+static void turn_main(void *unused)
+{
+	(void)unused;
+	check_backend();
+	int p[2];
+	ring_pipe(p);
+	char hc;
+	struct reader holder = { .fd = p[0], .deadline = -1, .buf = &hc, .len = 1 };
+	uint64_t parks = stats_now().total.parks;
+	weft_co *hco = go(pos_reader_main, &holder);
+	wait_parks(parks, 1);	/* the holder's read is with a helper */
+	CHECK(turn_waiter_ended(p[0], weft_now() + 20 * MS, NULL) == ETIMEDOUT);
+	CHECK(turn_waiter_ended(p[0], -1, cancel_co) == ECANCELED);
+	CHECK(turn_waiter_ended(p[0], -1, interrupt_co) == EINTR);
+	char c;
+	struct reader last = { .fd = p[0], .deadline = -1, .buf = &c, .len = 1 };
+	parks = stats_now().total.parks;
+	weft_co *lco = go(pos_reader_main, &last);
+	wait_parks(parks, 1);
+	weft_co *cc = go(closer_main, &p[0]);
+	while (!atomic_load(&last.done))
+		weft_yield();	/* the close wakes it; the holder's read goes on */
+	CHECK(last.n == -1 && last.err == ECANCELED);
+	CHECK(!atomic_load(&holder.done));
+	CHECK(write(p[1], "x", 1) == 1);	/* the holder's read ends: its byte stands */
+	join(lco);
+	join(hco);
+	join(cc);
+	CHECK(holder.n == 1 && hc == 'x');
+	CHECK(weft_close(p[1]) == 0);
+}
+
+Test(uring, a_wait_for_the_position_turn_ends_on_a_deadline_cancel_interrupt_or_close, .timeout = 120)
+{
+	run_uring(2, turn_main, NULL);
+}
+
+/* ---- weft_stats' ring counts (version 6) match a known scene: N reads
+ * on a ring, each one SQE, one submission and one CQE; then one read that
+ * its deadline ends: its SQE and its cancel's, two CQEs, one cancel. */
+
+enum { COUNTED_READS = 50 };
+
+static void counts_main(void *unused)
+{
+	(void)unused;
+	check_backend();
+	int p[2];
+	ring_pipe(p);
+	char bytes[COUNTED_READS];
+	memset(bytes, 'x', sizeof bytes);
+	CHECK(write(p[1], bytes, sizeof bytes) == (ssize_t)sizeof bytes);
+	weft_stats a = stats_now();
+	for (int i = 0; i < COUNTED_READS; i++) {
+		char c;
+		CHECK(weft_pread(p[0], &c, 1, 0, -1) == 1 && c == 'x');
+	}
+	weft_stats b = stats_now();
+	if (b.ring_sqes - a.ring_sqes != COUNTED_READS || b.ring_cqes - a.ring_cqes != COUNTED_READS ||
+	    b.ring_enters - a.ring_enters != COUNTED_READS || b.ring_cancels != a.ring_cancels)
+		fprintf(stderr, "%d ring reads: %llu SQEs, %llu submissions, %llu CQEs, %llu cancels\n",
+			COUNTED_READS, (unsigned long long)(b.ring_sqes - a.ring_sqes),
+			(unsigned long long)(b.ring_enters - a.ring_enters),
+			(unsigned long long)(b.ring_cqes - a.ring_cqes),
+			(unsigned long long)(b.ring_cancels - a.ring_cancels));
+	CHECK(b.ring_sqes - a.ring_sqes == COUNTED_READS);
+	CHECK(b.ring_enters - a.ring_enters == COUNTED_READS);
+	CHECK(b.ring_cqes - a.ring_cqes == COUNTED_READS);
+	CHECK(b.ring_cancels == a.ring_cancels);
+	char c;
+	CHECK(weft_pread(p[0], &c, 1, 0, weft_now() + 10 * MS) == -1 && errno == ETIMEDOUT);
+	weft_stats d;
+	do {	/* the cancel's own CQE may come after the read's */
+		weft_yield();
+		d = stats_now();
+	} while (d.ring_cqes - b.ring_cqes < 2);
+	CHECK(d.ring_sqes - b.ring_sqes == 2 && d.ring_cancels - b.ring_cancels == 1);
+	CHECK(d.ring_cqes - b.ring_cqes == 2);
+	CHECK(weft_close(p[0]) == 0 && weft_close(p[1]) == 0);
+}
+
+Test(uring, the_ring_counts_match_a_known_scene, .timeout = 120)
+{
+	run_uring(1, counts_main, NULL);
+}
+
 /* ---- thousands of reads in flight, ended by their deadlines, weft_cancel
  * and weft_interrupt while a writer feeds the pipe: each returns what it
  * read (a read the cancel came too late for) or the reason it ended, the

@@ -13,6 +13,8 @@ One concept per module:
     micro      the in-process rows
     server     the server rows (taskset pinning, loadgen, wrk)
     redis      the redis rows: hiredis in three modes against redis-server
+    fileio     the file rows: 4 KiB random reads, weft under uring and epoll
+               beside fio, Go and Tokio
     cost       a server's CPU, switches (/proc) and syscalls (strace) per message
     floors     the machine's cost floors and the cost model
     callgrind  instructions per operation (--docs)

@@ -19,6 +19,8 @@ from .callgrind import (CALLGRIND_FOOTNOTE, callgrind_lines, callgrind_steps,
                         run_callgrind)
 from .charts import charts
 from .idle import IDLE_GROUP, IDLE_WORKERS, idle_steps, run_idle_tax
+from .fileio import (FILE_BENCHES, FILE_GROUP, file_footnote, file_steps,
+                     file_table_rows, run_files)
 from .floors import (COST_FOOTNOTE, FLOORS, cost_model, cost_table_rows,
                      floor_footnote, floor_steps, floor_table_rows, run_floors)
 from .micro import micro_steps, run_benches
@@ -58,6 +60,11 @@ def parse_args(argv):
                     "(hiredis through libweft-hook vs threads vs async, "
                     "against redis-server; or one row: " +
                     ", ".join(b.name for b in REDIS_BENCHES) + "); " +
+                    FILE_GROUP + " (issue 48: 4 KiB random reads of a file "
+                    "from the page cache and O_DIRECT, weft under uring and "
+                    "epoll beside fio, Go and Tokio; or one row: " +
+                    ", ".join(dict.fromkeys(b.name for b in FILE_BENCHES)) +
+                    "); " +
                     IDLE_GROUP + " (the idle workers' tax, issue 46: echo "
                     "under a light load, 4 connections x 64 B, at " +
                     ", ".join(map(str, IDLE_WORKERS)) + " workers, every "
@@ -191,7 +198,9 @@ def parse_args(argv):
     args.only = pick("--only", args.only, [b.name for b in BENCHMARKS] +
                      GROUPS + [b.name for b in SERVER_BENCHES] +
                      list(dict.fromkeys(b.group for b in REDIS_BENCHES)) +
-                     [b.name for b in REDIS_BENCHES] + [IDLE_GROUP])
+                     [b.name for b in REDIS_BENCHES] + [FILE_GROUP] +
+                     list(dict.fromkeys(b.name for b in FILE_BENCHES)) +
+                     [IDLE_GROUP])
     args.peers = pick("--peers", args.peers, [p.name for p in PEERS[1:]])
     if not args.build_dir.is_absolute():
         args.build_dir = (Path.cwd() / args.build_dir).resolve()
@@ -257,6 +266,7 @@ def main(argv=None) -> int:
     prog = Progress()
     prog.plan(floor_steps(args) + micro_steps(args, peers) +
               server_steps(args, peers) + redis_steps(args) +
+              file_steps(args) +
               idle_steps(args, peers) +
               callgrind_steps(args))
     failures: List[str] = []
@@ -265,6 +275,7 @@ def main(argv=None) -> int:
     points, summary = run_benches(args, peers, prog, failures)
     spoints, ssummary, pins = run_servers(args, peers, ctx, prog, failures)
     rpoints, rsummary, rpins = run_redis(args, ctx, prog, failures)
+    fipoints, fisummary = run_files(args, peers, ctx, prog, failures)
     idle = run_idle_tax(args, peers, ctx, prog, failures)
     cg = run_callgrind(args, peers[0], prog, failures)
     prog.done()
@@ -303,6 +314,8 @@ def main(argv=None) -> int:
                   server_cost_footnote(args))
     if rsummary:
         add_table(redis_table_rows(rsummary), redis_footnote(args, rpins))
+    if fisummary:
+        add_table(file_table_rows(fisummary), file_footnote(args))
     for head_rows, note in idle_tables({"idle_tax": idle}):
         add_table(head_rows, note)
     costs = cost_model(summary, ssummary, points, fsummary)
@@ -332,6 +345,7 @@ def main(argv=None) -> int:
                                       REDIS_BENCHES if b.name in args.only
                                       or b.group in args.only],
                        "summary": rsummary, "points": rpoints},
+                   "file": {"summary": fisummary, "points": fipoints},
                    "idle_tax": idle,
                    "floors": {
                        "benchmarks": [dataclasses.asdict(b) for b in FLOORS],

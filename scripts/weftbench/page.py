@@ -195,6 +195,28 @@ def clients_table(res: dict) -> Optional[str]:
     return md_table(head, rows)
 
 
+def files_table(res: dict) -> Optional[str]:
+    fs = (res.get("file") or {}).get("summary") or []
+    if not fs:
+        return None
+    from .fileio import IMPLS, SUBJECT as FSUBJECT
+    others = IMPLS[1:]
+    head = ["row"] + [f"{m} reads/s" for m in IMPLS] + [
+        f"{FSUBJECT} CPU µs/read"] + [f"{FSUBJECT}/{m} reads/s" for m in others] + [
+        f"{FSUBJECT}/{m} CPU per read" for m in others]
+    rows = []
+    for s in fs:
+        ms, rt = s["impls"], s["ratios"]
+        cpu = (ms.get(FSUBJECT) or {}).get("cpu_us")
+        rows.append([s["label"]] + [
+            fmt_num(ms[m]["rate"]["median"])
+            if (ms.get(m) or {}).get("rate") else DASH for m in IMPLS] +
+            [fmt_sig(cpu["median"]) if cpu else DASH] +
+            [fmt_ratio((rt.get(m) or {}).get("rate")) for m in others] +
+            [fmt_ratio((rt.get(m) or {}).get("cpu")) for m in others])
+    return md_table(head, rows)
+
+
 def floors_table(res: dict) -> Optional[str]:
     fs = [f for f in (res.get("floors") or {}).get("summary") or []
           if f.get("ns")]
@@ -250,6 +272,7 @@ SECTIONS: Dict[str, Callable[[dict], Optional[str]]] = {
     "servers": server_table,
     "cost": cost_table,
     "clients": clients_table,
+    "files": files_table,
     "floors": floors_table,
     "targets": targets_section,
     "idle-tax": idle_section,

@@ -46,6 +46,7 @@ KINDS = {
     "cpu": "weft/{peer} CPU per message",
     "redis-rate": "hooks/{peer} rate",
     "redis-rss": "hooks/{peer} peak RSS",
+    "file-rate": "weft (uring)/{peer} reads/s",
     "growth": "weft CPU per message @N / @1",
     "growth-vs": "weft's CPU per message @N/@1 over {peer}'s",
     "steals": "weft steal attempts per stolen coroutine",
@@ -114,6 +115,14 @@ TARGETS: List[Target] = (
               "async", "redis-rate", ">=", 0.9),
        Target(24, "at least 0.9x the async API's requests/s", "redis-1000",
               "async", "redis-rate", ">=", 0.9)]
+    # issue 48: the file rows, weft under WEFT_IO=uring (every concurrency)
+    + [Target(48, "4 KiB random reads with O_DIRECT: at least 0.9x fio's "
+              "io_uring engine at the same queue depth", "file-direct-4k",
+              "fio", "file-rate", ">=", 0.9),
+       Target(48, "from the page cache: at least 2x Tokio's reads/s",
+              "file-cache-4k", "tokio", "file-rate", ">=", 2.0),
+       Target(48, "from the page cache: at least 2x Go's reads/s",
+              "file-cache-4k", "go", "file-rate", ">=", 2.0)]
     # issue 46, on a 2-core machine: the idle tax (--only idle-tax)
     + [Target(46, "light-load echo CPU per message at 8 workers at most 1.1x "
               "the 1-worker figure", IDLE_ECHO, "", "growth", "<=", 1.1, 8,
@@ -228,6 +237,12 @@ def figures(res: dict, t: Target) -> List[Tuple[Optional[int], Optional[float]]]
     out: List[Tuple[Optional[int], Optional[float]]] = []
     if t.kind in IDLE_KINDS:
         return _idle_figures(res, t) or [(t.workers, None)]
+    if t.kind == "file-rate":
+        for s in _rows(res, "file", t.row):
+            x = _median(((s.get("ratios") or {}).get(t.peer) or {}).get("rate"))
+            if x is not None:
+                out.append((s["conc"], x))
+        return out or [(t.workers, None)]
     if t.kind.startswith("redis-"):
         for s in _rows(res, "redis", t.row):
             r = (s.get("ratios") or {}).get(t.peer) or {}
@@ -294,7 +309,8 @@ def table(res: dict, targets: List[Target] = TARGETS
     rows = []
     for v in verdicts(res, targets):
         t = v["target"]
-        row = t.row + (f" @{v['workers']}" if v["workers"] else "")
+        at = "x" if t.kind == "file-rate" else "@"  # file rows: readers
+        row = t.row + (f" {at}{v['workers']}" if v["workers"] else "")
         rows.append([str(t.issue), t.what, row, measure_label(t),
                      f"{t.comparison} {t.threshold:g}", figure_cell(v),
                      met_cell(v)])

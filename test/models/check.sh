@@ -145,6 +145,11 @@ runs=(
 	"uring.pml|bug|-DBUG_REASON_WINS||a cancel that came too late loses the bytes"
 	"uring.pml|bug|-DBUG_STORE_AFTER||the reaper completes the op before it stores the result"
 	"uring.pml|bug|-DNO_DATA -DBUG_CANCEL_CUR||the cancel goes to the current worker's ring, not the op's"
+	"posturn.pml|ok|||default: 3 callers at the file position, deadlines, close"
+	"posturn.pml|ok|-DNW=2||2 callers"
+	"posturn.pml|bug|-DBUG_ABANDON_DROPS||a waiter handed the turn as its deadline fired keeps it"
+	"posturn.pml|bug|-DBUG_CLOSE_HANDS||the close hands the turn to every waiter"
+	"posturn.pml|bug|-DBUG_GIVE_CLEARS||give hands the turn on and clears busy"
 )
 
 one_run() {	# index

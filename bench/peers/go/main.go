@@ -11,6 +11,7 @@
 //	go-bench http-server PORT
 //	go-bench https-server PORT CERT KEY
 //	go-bench udp-echo-server PORT
+//	go-bench file-read NAME WORKERS PATH CONC SECONDS   (file.go)
 //
 // Symmetry with bench/weft-bench.c:
 //   - GOMAXPROCS is set to WORKERS (the weft side sets weft_config.workers);
@@ -528,7 +529,7 @@ func main() {
 		}
 		return
 	}
-	if runServer(os.Args[1:]) {
+	if runServer(os.Args[1:]) || runFile(os.Args[1:]) {
 		return
 	}
 	if len(os.Args) != 3 {

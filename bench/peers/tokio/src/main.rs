@@ -37,6 +37,8 @@
 //! The echo servers' workers come from TOKIO_WORKER_THREADS (read by Tokio's
 //! runtime builder; the runner sets it to 1, as WEFT_WORKERS=1 for weft).
 
+mod file;
+
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
@@ -736,6 +738,9 @@ fn main() {
             println!("{}", b);
         }
         return;
+    }
+    if args.len() > 1 && args[1] == "file-read" {
+        file::file_read(&args);
     }
     if args.len() != 3 {
         usage();
