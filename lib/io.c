@@ -370,10 +370,15 @@ static int io_retry(struct weft__io *io, int e, int events, int64_t deadline)
  * come for the end of file (found by test/soak: CLOSE-WAIT connections
  * whose readers never woke).  The harvester sets `hangup` before it wakes.
  */
+static bool drained(const struct weft__io *io, int64_t deadline)
+{
+	return at_load_uint(&io->e->drained) && (io->e->flags & FD_STREAM) && !at_load_uint(&io->e->hangup) &&
+	       !weft__clock_deadline_passed(deadline);
+}
+
 static int park_if_drained(struct weft__io *io, int64_t deadline)
 {
-	if (!at_load_uint(&io->e->drained) || !(io->e->flags & FD_STREAM) || at_load_uint(&io->e->hangup) ||
-	    weft__clock_deadline_passed(deadline))
+	if (!drained(io, deadline))
 		return 0;
 	int r = io_park(io, WEFT_IN, deadline);
 	return r < 0 ? -r : 0;
@@ -552,6 +557,19 @@ static int file_park(struct weft__io *io, void **done, int64_t deadline)
 	return 0;
 }
 
+/* Waits for a, started, as file_park does, and stops it if the wait ended
+ * early: a ring op's result, or -errno; a pool call's leaves its result in
+ * f (0 returned). */
+static int away_wait(struct weft__io *io, struct file_away *a, int64_t deadline)
+{
+	int r = file_park(io, away_done(a), deadline);
+	if (r && away_stop(a))
+		return -r;
+	if (r == EINTR)	/* the transfer's result stands: the interrupt waits */
+		weft__park_interrupt_keep(weft_self());
+	return a->ring ? a->op.res : 0;
+}
+
 /* One transfer of f off the worker: its result, or -errno. */
 static ssize_t file_away(struct weft__io *io, struct file_op *f, int64_t deadline)
 {
@@ -559,13 +577,9 @@ static ssize_t file_away(struct weft__io *io, struct file_op *f, int64_t deadlin
 	int e = away_start(&a, f);
 	if (e < 0)
 		return e;
-	int r = file_park(io, away_done(&a), deadline);
-	if (r && away_stop(&a))
-		return -r;
-	if (r == EINTR)	/* the transfer's result stands: the interrupt waits */
-		weft__park_interrupt_keep(weft_self());
-	if (a.ring)
-		return a.op.res;
+	int r = away_wait(io, &a, deadline);
+	if (a.ring || r < 0)
+		return r;
 	return f->n >= 0 ? f->n : -f->err;
 }
 
@@ -629,6 +643,80 @@ static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct w
 	return io_return(io, (ssize_t)done, 0);
 }
 
+/* ------------------------------------------------------ sockets on rings */
+
+/*
+ * Under WEFT_IO=uring a stream socket's weft_read or weft_write that would
+ * wait for readiness (the try said EAGAIN or came back short, or the
+ * drained hint skips the try: park_if_drained) instead queues an
+ * IORING_OP_RECV (IORING_OP_SEND) into the caller's own buffer on its
+ * worker's ring and parks on the op's completion, which its worker's next
+ * pass submits with every SQE its coroutines queued since the last
+ * (weft__uring_flush: one io_uring_enter for many).  The park, deadline,
+ * cancel, interrupt and close are the file ops' (away_wait): the op's CQE
+ * is waited for before the call returns, and the bytes it moved stand.
+ * Other calls (vectored, msg, datagrams, accept, connect) and every other
+ * backend wait on readiness.
+ */
+static bool sock_ring(const struct weft__io *io, const struct weft__io_op *op)
+{
+	return op->file && (io->e->flags & FD_STREAM) && weft__uring_sockets();
+}
+
+/* One recv (send) of p[0..len) on io's socket through the ring: its
+ * result, or -errno; -EAGAIN where the ring could not take it (no SQE, or
+ * the kernel refused to wait), to wait on readiness instead.  The call
+ * takes the direction's turn first, so that the FIFO of its waiters
+ * (fdtable.h) holds: a caller finding another waiter there (in the slot,
+ * queued, or holding the turn on a ring) waits on readiness behind it, and
+ * a turn holder's ring op leaves readiness that comes meanwhile in the
+ * slot (FD_TURN_READY) without a wake. */
+static ssize_t sock_ring_once(struct weft__io *io, bool send, void *p, size_t len, int64_t deadline)
+{
+	if (weft__clock_deadline_passed(deadline))
+		return -ETIMEDOUT;	/* a past deadline: no waiting */
+	int d = send ? FD_SLOT_OUT : FD_SLOT_IN;
+	unsigned char turn = (unsigned char)FD_WAKE_TURN(send ? WEFT_OUT : WEFT_IN);
+	if (!(io->leave & turn) && !weft__fd_take_turn(io->e, d))
+		return -EAGAIN;	/* others wait: queue behind them */
+	io->leave |= turn;	/* passed on at the return, whatever happens */
+	struct file_away a = { .ring = true };
+	if (weft__uring_queue_sock(&a.op, io->fd, send, p, len) < 0)
+		return -EAGAIN;
+	io->w = NULL;	/* it may go on on another worker */
+	return away_wait(io, &a, deadline);
+}
+
+/* After a try that said EAGAIN (n < 0) or a read skipped by the drained
+ * hint: the read through the ring, or, where the ring says -EAGAIN, a
+ * park on readiness (io_retry); the bytes, or -1 with errno to retry
+ * after a park (0 in *e), or an errno to fail with (in *e). */
+static ssize_t sock_ring_read(struct weft__io *io, struct weft__io_op *op, int64_t deadline, int *e)
+{
+	ssize_t n = sock_ring_once(io, false, ((struct buf_op *)op)->p.in, op->asked, deadline);
+	*e = n >= 0 ? 0 : (int)-n;
+	if (n == -EAGAIN)
+		*e = io_retry(io, EAGAIN, WEFT_IN, deadline);
+	return n >= 0 ? n : -1;
+}
+
+/* A write that must wait for room (its try said EAGAIN, or was short on a
+ * socket, err EAGAIN) or failed with err: 0 to go on (the ring's send moved
+ * op->done on, or readiness came), else the errno to fail with. */
+static int write_wait(struct weft__io *io, struct weft__io_op *op, int err, int64_t deadline)
+{
+	if (err != EAGAIN || !sock_ring(io, op))
+		return io_retry(io, err, WEFT_OUT, deadline);
+	char *p = (char *)((struct buf_op *)op)->p.out + op->done;
+	ssize_t n = sock_ring_once(io, true, p, op->len - op->done, deadline);
+	if (n == -EAGAIN)
+		return io_retry(io, EAGAIN, WEFT_OUT, deadline);
+	if (n < 0)
+		return (int)-n;
+	op->done += (size_t)n;
+	return 0;
+}
+
 /* The one-attempt loop (io.h).  A read (asked > 0) may park first after a
  * short read (park_if_drained) and marks the next one; any other call that
  * took readiness for WEFT_IN clears the mark, since the edge it consumed
@@ -660,18 +748,31 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 	if (attempt == pread_attempt && op->socket)
 		return io_return(&io, -1, ESPIPE);
 	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
-	int e = hint ? park_if_drained(&io, deadline) : 0;
+	bool ring = hint && sock_ring(&io, op);
+	int e = 0;
+	ssize_t n = -1;
+	if (ring && drained(&io, deadline))
+		n = sock_ring_read(&io, op, deadline, &e);
+	else if (hint)
+		e = park_if_drained(&io, deadline);
 	if (e)
 		return io_return(&io, -1, e);
 	for (;;) {
-		ssize_t n = attempt(op, fd);
+		if (n < 0)
+			n = attempt(op, fd);
+		if (n < 0) {
+			int err = weft__err_get();
+			if (ring && err == EAGAIN)
+				n = sock_ring_read(&io, op, deadline, &e);
+			else
+				e = io_retry(&io, err, events, deadline);
+		}
 		if (n >= 0) {
 			if (reads)
 				at_store_uint(&io.e->drained, hint && n > 0 && (size_t)n < op->asked);
 			io_moved(&io, n);
 			return io_return(&io, n, 0);
 		}
-		e = io_retry(&io, weft__err_get(), events, deadline);
 		if (e)
 			return io_return(&io, -1, e);
 	}
@@ -737,11 +838,11 @@ IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, 
 			 * (an edge) instead of a send that says EAGAIN */
 			if (op->done == op->len || !op->socket || (size_t)n >= op->asked)
 				continue;
-			e = io_retry(&io, EAGAIN, WEFT_OUT, deadline);
+			e = write_wait(&io, op, EAGAIN, deadline);
 		} else if (n == 0) {
 			break;	/* the source ended (sendfile at the end of in_fd) */
 		} else {
-			e = io_retry(&io, weft__err_get(), WEFT_OUT, deadline);
+			e = write_wait(&io, op, weft__err_get(), deadline);
 		}
 		if (e)
 			return io_return(&io, -1, e);

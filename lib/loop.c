@@ -413,6 +413,7 @@ void weft__loop_backlog(struct weft__worker *w, int64_t now)
 
 bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 {
+	weft__uring_flush(w);	/* a busy worker's pass: its queued SQEs go in */
 	harvest_begin(w);
 	bool woke = weft__timers_fire(&w->timers, now);
 	woke |= weft__idle_fire_watched(w, now);
@@ -473,6 +474,7 @@ void weft__loop_want_poller(bool stuck)
 
 void weft__loop_wait(struct weft__worker *w, struct weft__loop_events *got)
 {
+	weft__uring_flush(w);	/* nothing queued sleeps with the worker */
 	bool holder = take_poller(w);
 	/* Dekker with weft__loop_wake: polling, then the kick flag; the waker
 	 * sets the flag, then reads polling. */

@@ -59,8 +59,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "atomic.h"
 #include "eventfd.h"
 #include "lock.h"
 #include "loop.h"
@@ -86,6 +88,11 @@ int weft__uring_backend(void)
 	return backend;
 }
 
+bool weft__uring_sockets(void)
+{
+	return backend == WEFT_IO_URING && asked_backend == WEFT_IO_URING;
+}
+
 #ifdef WEFT_HAVE_LIBURING
 /* The setup flags wanted, oldest kernel first: the probe drops from the end
  * while the kernel says EINVAL. */
@@ -93,15 +100,19 @@ static const unsigned wanted_flags[] = {
 	IORING_SETUP_SUBMIT_ALL,	/* a bad SQE does not stop the batch */
 };
 enum { NFLAGS = sizeof wanted_flags / sizeof *wanted_flags, PROBE_ENTRIES = 8 };
-/* A worker's ring: SQ_ENTRIES submission slots (each submitter submits at
- * once, so one is enough but for cancels racing in), CQ_ENTRIES completion
- * slots, beyond which the kernel keeps completions on its overflow list. */
-enum { SQ_ENTRIES = 64, CQ_ENTRIES = 4096 };
+/* A worker's ring: SQ_ENTRIES submission slots (a pass's socket SQEs wait
+ * there for its flush; a fuller SQ is submitted first: get_sqe),
+ * CQ_ENTRIES completion slots, beyond which the kernel keeps completions
+ * on its overflow list. */
+enum { SQ_ENTRIES = 256, CQ_ENTRIES = 4096 };
 
-/* The opcodes every file call needs (and the cancel of one in flight). */
+/* The opcodes every file and socket call needs (and the cancel of one in
+ * flight). */
 static const struct { unsigned char op; const char *name; } needed_ops[] = {
 	{ IORING_OP_READ, "IORING_OP_READ" },
 	{ IORING_OP_WRITE, "IORING_OP_WRITE" },
+	{ IORING_OP_RECV, "IORING_OP_RECV" },
+	{ IORING_OP_SEND, "IORING_OP_SEND" },
 	{ IORING_OP_ASYNC_CANCEL, "IORING_OP_ASYNC_CANCEL" },
 };
 
@@ -186,6 +197,7 @@ struct weft__ring {
 	struct weft__lock sq;	/* submitters: the SQ, io_uring_submit */
 	struct weft__lock cq;	/* reapers: the CQ */
 	int evfd;		/* registered: signalled at every CQE */
+	unsigned queued;	/* atomic: SQEs wait for a flush (written under sq) */
 	bool set_up;		/* ring is (io_uring_queue_init_params succeeded) */
 };
 
@@ -293,6 +305,8 @@ void weft__uring_reap(unsigned index)
  * and tries again. */
 static void submit_all(struct weft__ring *r)
 {
+	if (at_load_uint(&r->queued))	/* relaxed: sq orders it */
+		at_store_uint(&r->queued, 0);
 	while (io_uring_sq_ready(&r->ring) > 0) {
 		int n = io_uring_submit(&r->ring);
 		if (n >= 0 || n == -EINTR)
@@ -314,13 +328,17 @@ static struct io_uring_sqe *get_sqe(struct weft__ring *r)
 	return sqe;
 }
 
-int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,
-			  off_t off)
+/* Puts op's SQE on the calling worker's ring, submitted at once (files)
+ * or left for the worker's next flush (sockets: `queued`): 0, or -ENOSYS
+ * (no ring) or -EAGAIN (no SQE). */
+static int submit(struct weft__uring_op *op, int fd, enum weft__uring_kind kind, void *p, size_t len,
+		  off_t off)
 {
 	struct weft__worker *w = weft__worker_self();
 	struct weft__ring *r = w ? w->ring : NULL;
 	if (!r)
 		return -ENOSYS;
+	bool write = kind == WEFT__URING_WRITE || kind == WEFT__URING_SEND;
 	op->ring = r;
 	op->done = NULL;
 	op->res = 0;
@@ -329,16 +347,56 @@ int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p
 	weft__lock_acquire(&r->sq);
 	struct io_uring_sqe *sqe = get_sqe(r);
 	if (sqe) {
-		if (write)
-			io_uring_prep_write(sqe, fd, p, n, (uint64_t)off);
-		else
+		if (kind == WEFT__URING_READ)
 			io_uring_prep_read(sqe, fd, p, n, (uint64_t)off);
+		else if (kind == WEFT__URING_WRITE)
+			io_uring_prep_write(sqe, fd, p, n, (uint64_t)off);
+		else if (kind == WEFT__URING_RECV)
+			io_uring_prep_recv(sqe, fd, p, n, 0);
+		else
+			io_uring_prep_send(sqe, fd, p, n, MSG_NOSIGNAL);
 		io_uring_sqe_set_data(sqe, op);
 		san_kernel_handoff(op);
-		submit_all(r);
+		if (kind == WEFT__URING_READ || kind == WEFT__URING_WRITE)
+			submit_all(r);
+		else
+			at_store_uint(&r->queued, 1);	/* relaxed: see weft__uring_flush */
 	}
 	weft__lock_release(&r->sq);
 	return sqe ? 0 : -EAGAIN;
+}
+
+int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,
+			  off_t off)
+{
+	return submit(op, fd, write ? WEFT__URING_WRITE : WEFT__URING_READ, p, len, off);
+}
+
+int weft__uring_queue_sock(struct weft__uring_op *op, int fd, bool send, void *p, size_t len)
+{
+	return submit(op, fd, send ? WEFT__URING_SEND : WEFT__URING_RECV, p, len, 0);
+}
+
+/*
+ * Submits what w's coroutines queued since the last flush, in one
+ * io_uring_enter.  The owner calls it at every pass of its loop (worker.c:
+ * when it runs dry, at its fairness turns, before it sleeps); the monitor
+ * calls it for a worker stuck in a long coroutine, which would otherwise
+ * leave its parked readers' SQEs unsubmitted.  `queued` is read relaxed
+ * outside the lock: a queue by w's own coroutines happens before w's next
+ * look on w's thread; one the monitor misses is there for the owner's
+ * next pass (and the monitor's next period) under the lock.  A cancel
+ * submits the queue too (submit_all), so an op's cancel never precedes
+ * the op.
+ */
+void weft__uring_flush(struct weft__worker *w)
+{
+	struct weft__ring *r = w->ring;
+	if (!r || !at_load_uint(&r->queued))
+		return;
+	weft__lock_acquire(&r->sq);
+	submit_all(r);
+	weft__lock_release(&r->sq);
 }
 
 void weft__uring_cancel(struct weft__uring_op *op)
@@ -377,6 +435,17 @@ int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p
 {
 	(void)op, (void)fd, (void)write, (void)p, (void)len, (void)off;
 	return -ENOSYS;
+}
+
+int weft__uring_queue_sock(struct weft__uring_op *op, int fd, bool send, void *p, size_t len)
+{
+	(void)op, (void)fd, (void)send, (void)p, (void)len;
+	return -ENOSYS;
+}
+
+void weft__uring_flush(struct weft__worker *w)
+{
+	(void)w;
 }
 
 void weft__uring_cancel(struct weft__uring_op *op)

@@ -27,6 +27,11 @@ int weft__uring_select(int asked);
 /* The backend in use: WEFT_IO_EPOLL or WEFT_IO_URING. */
 int weft__uring_backend(void);
 
+/* Whether stream sockets' reads and writes that would wait go through the
+ * workers' rings: only when WEFT_IO=uring was asked for (auto keeps them
+ * on epoll readiness; docs/design.md, "Sockets through the rings"). */
+bool weft__uring_sockets(void);
+
 /* Sets up w's ring under the uring backend (w->ring; NULL under epoll) and
  * has its worker's poller watch its eventfd: 0 or -errno, after one stderr
  * line, under WEFT_IO=uring; under auto a refused ring leaves w->ring NULL
@@ -51,6 +56,9 @@ struct weft__uring_op {
 	void *in;		/* a read's buffer (NULL: a write) */
 };
 
+/* What an SQE of weft's does. */
+enum weft__uring_kind { WEFT__URING_READ, WEFT__URING_WRITE, WEFT__URING_RECV, WEFT__URING_SEND };
+
 /* The most one SQE moves (its length is 32 bits); the caller loops. */
 #define WEFT__URING_MAX_LEN (1u << 30)
 
@@ -61,8 +69,17 @@ struct weft__uring_op {
  * SQ is full), op is not in flight. */
 int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,
 			  off_t off);
-/* Asks op's ring to cancel op (IORING_OP_ASYNC_CANCEL), from any thread;
- * op's own CQE still comes, and the caller waits for it. */
+/* Queues recv(fd, p, len, 0) (send: send(fd, p, len, MSG_NOSIGNAL)) on the
+ * calling worker's ring, for its worker's next flush: 0, the CQE will
+ * complete op; or -ENOSYS or -EAGAIN as weft__uring_submit_rw. */
+int weft__uring_queue_sock(struct weft__uring_op *op, int fd, bool send, void *p, size_t len);
+
+/* Submits the SQEs queued on w's ring, if any (any thread). */
+void weft__uring_flush(struct weft__worker *w);
+
+/* Asks op's ring to cancel op (IORING_OP_ASYNC_CANCEL), from any thread,
+ * submitting whatever is queued before it (op, if still queued); op's own
+ * CQE still comes, and the caller waits for it. */
 void weft__uring_cancel(struct weft__uring_op *op);
 
 #endif
