@@ -145,6 +145,11 @@ runs=(
 	"uring.pml|bug|-DBUG_REASON_WINS||a cancel that came too late loses the bytes"
 	"uring.pml|bug|-DBUG_STORE_AFTER||the reaper completes the op before it stores the result"
 	"uring.pml|bug|-DNO_DATA -DBUG_CANCEL_CUR||the cancel goes to the current worker's ring, not the op's"
+	"uring_sock.pml|ok|||socket SQEs queued, flushed by the pass, the monitor, or a cancel"
+	"uring_sock.pml|ok|-DNO_DATA||a RECV only its deadline's cancel ends"
+	"uring_sock.pml|bug|-DBUG_NO_MONITOR_FLUSH||the monitor leaves a stuck worker's SQEs queued"
+	"uring_sock.pml|bug|-DBUG_UNLOCKED_FLUSH||the monitor clears queued outside the SQ lock"
+	"uring_sock.pml|bug|-DNO_DATA -DBUG_CANCEL_FIRST||the cancel goes in ahead of the queued RECV"
 )
 
 one_run() {	# index
