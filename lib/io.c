@@ -464,6 +464,7 @@ static ssize_t file_direct(struct file_op *f)
  * backend; no ring) a helper's call. */
 struct file_away {
 	bool ring;
+	bool sock;	/* a socket's transfer: its waits count as I/O (stats) */
 	struct weft__uring_op op;
 	struct weft__offload_call call;
 };
@@ -477,6 +478,7 @@ struct file_away {
  * range: test_file_adv's two_interrupted_readers, under WEFT_IO=uring). */
 static int away_start(struct file_away *a, struct file_op *f)
 {
+	a->sock = false;
 	a->ring = f->off >= 0 && weft__uring_submit_rw(&a->op, f->fd, f->write, f->p, f->len, f->off) == 0;
 	if (a->ring)
 		return 0;
@@ -489,6 +491,12 @@ static void **away_done(struct file_away *a)
 	return a->ring ? &a->op.done : &a->call.done;
 }
 
+/* What a's waits are counted as (weft_stats' parked_by). */
+static int away_cause(const struct file_away *a)
+{
+	return a->sock ? WEFT_PARK_IO : WEFT_PARK_OFFLOAD;
+}
+
 /* Stops a, whose wait ended early, and waits until it has ended: true if
  * it moved nothing (withdrawn from the pool's queue, or cancelled on its
  * ring: -ECANCELED, or -EINTR from a worker of the kernel's that the
@@ -499,7 +507,7 @@ static bool away_stop(struct file_away *a)
 		return true;
 	if (a->ring)
 		weft__uring_cancel(&a->op);
-	weft__completion_wait(away_done(a), false, -1, WEFT_PARK_OFFLOAD);
+	weft__completion_wait(away_done(a), false, -1, away_cause(a));
 	return a->ring && (a->op.res == -ECANCELED || a->op.res == -EINTR);
 }
 
@@ -523,7 +531,8 @@ static void close_files(struct weft__fd *e)
  * Parks until *done completes, the deadline passes, or a weft_cancel, a
  * weft_interrupt or a weft_close of the fd ends the wait: 0 (complete,
  * whoever else woke it: an interrupt that came meanwhile stays pending),
- * else ETIMEDOUT, ECANCELED or EINTR.  The waiter is published twice: in
+ * else ETIMEDOUT, ECANCELED or EINTR; cause: what the wait counts as
+ * (WEFT_PARK_OFFLOAD, or WEFT_PARK_IO for a socket's).  The waiter is published twice: in
  * *done for the completer (park.h, completions) and on the fd's `files`
  * for weft_close (forget), under qlock, which the closer holds while it
  * wakes and the waiter takes to unlink before it returns.  The close check
@@ -532,10 +541,10 @@ static void close_files(struct weft__fd *e)
  * slot's park: fdtable.h), so either the walk finds the waiter or the
  * check sees the close.
  */
-static int file_park(struct weft__io *io, void **done, int64_t deadline)
+static int file_park(struct weft__io *io, void **done, int64_t deadline, int cause)
 {
 	struct weft__waiter w;
-	weft__waiter_init(&w, WEFT_PARK_OFFLOAD);	/* a helper's call or a ring's op */
+	weft__waiter_init(&w, cause);
 	if (!at_cas_ptr(done, NULL, &w)) {	/* complete already */
 		weft__park_interrupt_unused(w.co, weft__waiter_disarm(&w));
 		return 0;
@@ -562,7 +571,7 @@ static int file_park(struct weft__io *io, void **done, int64_t deadline)
  * f (0 returned). */
 static int away_wait(struct weft__io *io, struct file_away *a, int64_t deadline)
 {
-	int r = file_park(io, away_done(a), deadline);
+	int r = file_park(io, away_done(a), deadline, away_cause(a));
 	if (r && away_stop(a))
 		return -r;
 	if (r == EINTR)	/* the transfer's result stands: the interrupt waits */
@@ -680,7 +689,7 @@ static ssize_t sock_ring_once(struct weft__io *io, bool send, void *p, size_t le
 	if (!(io->leave & turn) && !weft__fd_take_turn(io->e, d))
 		return -EAGAIN;	/* others wait: queue behind them */
 	io->leave |= turn;	/* passed on at the return, whatever happens */
-	struct file_away a = { .ring = true };
+	struct file_away a = { .ring = true, .sock = true };
 	if (weft__uring_queue_sock(&a.op, io->fd, send, p, len) < 0)
 		return -EAGAIN;
 	io->w = NULL;	/* it may go on on another worker */

@@ -57,6 +57,23 @@ static bool per_worker(void)
 	return io.mode == WEFT_POLLER_WORKER;
 }
 
+/*
+ * Whether a ring's completion wakes its owner only.  The kernel posts a
+ * completion through task work on the thread that submitted the SQE,
+ * which wakes that thread from any sleep (EINTR: uring.c), and the ring's
+ * eventfd wakes whoever sleeps on the epfd that watches it.  With the
+ * worker poller those are one thread, the owner (its own epfd), as they
+ * are with one worker; with the shared poller and more, the owner asleep
+ * off the poller wakes for nothing beside the holder, per completion
+ * (stats::a_wake_that_readies_one_coroutine_leaves_the_other_worker_asleep
+ * counted 201 such wakes in 200 reads).  Socket transfers go to the rings
+ * only where this holds (io.c).
+ */
+bool weft__loop_ring_wakes_owner(void)
+{
+	return per_worker() || weft__rt.nworkers == 1;
+}
+
 /* The epoll instance that holds the fds w registers, and that w harvests. */
 static int fds_epfd(struct weft__worker *w)
 {

@@ -90,7 +90,7 @@ int weft__uring_backend(void)
 
 bool weft__uring_sockets(void)
 {
-	return backend == WEFT_IO_URING && asked_backend == WEFT_IO_URING;
+	return backend == WEFT_IO_URING && asked_backend == WEFT_IO_URING && weft__loop_ring_wakes_owner();
 }
 
 #ifdef WEFT_HAVE_LIBURING

@@ -20,6 +20,18 @@
 
 enum { LEN = 64, MARK = 0xa5 };
 
+/* run_uring, with the worker poller where there are several workers:
+ * sockets go to the rings only where a completion wakes its ring's owner
+ * alone (lib/loop.c, weft__loop_ring_wakes_owner). */
+static void run_sock(unsigned workers, void (*fn)(void *), void *arg)
+{
+	int poller = workers > 1 ? WEFT_POLLER_WORKER : 0;
+	int r = weft_main(fn, arg, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_URING, .poller = poller));
+	if (r != 0 && (errno == ENOSYS || errno == EPERM))
+		cr_skip_test("io_uring cannot be had here (errno %d)", errno);
+	cr_assert_eq(r, 0, "errno %d", errno);
+}
+
 struct reader {
 	int fd;
 	int64_t deadline;
@@ -102,8 +114,8 @@ static void data_main(void *unused)
 
 Test(uring_sock, a_read_parked_on_the_ring_gets_data, .timeout = 120)
 {
-	run_uring(1, data_main, NULL);
-	run_uring(2, data_main, NULL);
+	run_sock(1, data_main, NULL);
+	run_sock(2, data_main, NULL);
 }
 
 /* ---- a write that fills the socket goes on through the ring (SEND) and
@@ -145,8 +157,8 @@ static void write_main(void *unused)
 
 Test(uring_sock, a_write_past_the_socket_buffer_moves_every_byte, .timeout = 120)
 {
-	run_uring(1, write_main, NULL);
-	run_uring(2, write_main, NULL);
+	run_sock(1, write_main, NULL);
+	run_sock(2, write_main, NULL);
 }
 
 /* ---- a deadline, weft_cancel and weft_close each end a read in flight on
@@ -187,8 +199,8 @@ static void end_main(void *arg)
 
 static void run_end(enum how how)
 {
-	run_uring(1, end_main, &how);
-	run_uring(2, end_main, &how);
+	run_sock(1, end_main, &how);
+	run_sock(2, end_main, &how);
 }
 
 Test(uring_sock, a_deadline_ends_a_read_on_the_ring, .timeout = 120)
@@ -224,8 +236,8 @@ static void eof_main(void *unused)
 
 Test(uring_sock, the_peers_hangup_ends_a_read_on_the_ring, .timeout = 120)
 {
-	run_uring(1, eof_main, NULL);
-	run_uring(2, eof_main, NULL);
+	run_sock(1, eof_main, NULL);
+	run_sock(2, eof_main, NULL);
 }
 
 /* ---- a worker stuck in a long coroutine right after a reader queued its
@@ -295,7 +307,7 @@ static void stuck_main(void *unused)
 Test(uring_sock, a_stuck_workers_queued_recv_is_submitted_by_the_monitor, .timeout = 120)
 {
 	for (int i = 0; i < 5; i++)
-		run_uring(2, stuck_main, NULL);
+		run_sock(2, stuck_main, NULL);
 }
 
 /* ---- thousands of reads in flight on as many sockets, ended by their
@@ -381,7 +393,37 @@ static void storm_main(void *arg)
 Test(uring_sock, thousands_of_socket_reads_cancelled_and_timed_out, .timeout = 300)
 {
 	for (unsigned seed = 0; seed < 4; seed++) {
-		run_uring(1, storm_main, &seed);
-		run_uring(2, storm_main, &seed);
+		run_sock(1, storm_main, &seed);
+		run_sock(2, storm_main, &seed);
 	}
+}
+
+/* ---- with the shared poller and two workers, sockets wait on readiness
+ * (a completion would wake its submitter beside the poller's holder) */
+
+static void shared_main(void *unused)
+{
+	(void)unused;
+	int sv[2];
+	socket_pair(sv);
+	char buf[LEN];
+	memset(buf, MARK, sizeof buf);
+	struct reader r = { .fd = sv[0], .deadline = -1, .buf = buf, .len = LEN };
+	uint64_t parks = stats_now().total.parks;
+	weft_co *co = go(reader_main, &r);
+	wait_parks(parks, 1);
+	CHECK(!on_ring(sv[0]));
+	CHECK(write(sv[1], "hi", 2) == 2);
+	join(co);
+	CHECK(r.n == 2);
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+Test(uring_sock, the_shared_poller_with_two_workers_keeps_sockets_on_readiness)
+{
+	int r = weft_main(shared_main, NULL,
+			  &WEFT_CONFIG(.workers = 2, .io = WEFT_IO_URING, .poller = WEFT_POLLER_SHARED));
+	if (r != 0 && (errno == ENOSYS || errno == EPERM))
+		cr_skip_test("io_uring cannot be had here (errno %d)", errno);
+	cr_assert_eq(r, 0, "errno %d", errno);
 }
