@@ -45,6 +45,13 @@
  * gain what matters here, a worker that never blocks on the disk, without
  * them.
  *
+ * Stream sockets' reads and writes that would wait (io.c, "sockets on
+ * rings") queue an IORING_OP_RECV or IORING_OP_SEND the same way, but
+ * leave it in the SQ (`queued`): the worker submits every SQE of its pass
+ * in one io_uring_enter (weft__uring_flush, at every pass of its loop and
+ * before it sleeps), the monitor does it for a worker stuck in a long
+ * coroutine, and a cancel submits what is queued ahead of itself.
+ *
  * A submitted SQE cannot be taken back (the kernel's tail has moved), so a
  * submission that the kernel refuses for a while (EAGAIN: no memory for
  * requests; EBUSY: completions overflowed) reaps and tries again until the

@@ -30,8 +30,8 @@ int weft__uring_backend(void);
 /* Whether stream sockets' reads and writes that would wait go through the
  * workers' rings: only when WEFT_IO=uring was asked for (auto keeps them
  * on epoll readiness) and a completion wakes its ring's owner only
- * (weft__loop_ring_wakes_owner; docs/design.md, "Sockets through the
- * rings"). */
+ * (weft__loop_ring_wakes_owner; docs/design.md, "The io_uring
+ * backend"). */
 bool weft__uring_sockets(void);
 
 /* Sets up w's ring under the uring backend (w->ring; NULL under epoll) and
