@@ -518,6 +518,7 @@ void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
 	int64_t now = weft_now();
 	harvest_begin(w);
 	int events = dispatch(w, got->ev, got->n, got->holder ? DRAIN_KICK : 0);
+	weft__uring_reap_own(w);	/* what came with this wake (uring.c) */
 	if (got->polled) {
 		w->harvest_full = got->n == WEFT__LOOP_BATCH;
 		count_harvest(w, now, events);

@@ -306,6 +306,27 @@ void weft__uring_reap(unsigned index)
 	reap(weft__rt.workers[index].ring);
 }
 
+/*
+ * A socket's arrival wakes its worker twice where the socket's readiness
+ * and the ring's eventfd come apart: the socket is in the poller too, and
+ * its edge wakes the sleeper, whose return to user space runs the task
+ * work that posts the RECV's CQE and signals the eventfd, whose event then
+ * ends the next sleep at once (stats::a_wake_that_readies_one_coroutine_
+ * leaves_the_other_worker_asleep counted two sleeps per read).  So a wake
+ * reaps the CQEs already there, after draining the eventfd, which takes
+ * its pending event out of the poller (epoll reports an edge-triggered
+ * fd only if it is still ready); a CQE posted after the drain signals it
+ * again.  One load when the CQ is empty.
+ */
+void weft__uring_reap_own(struct weft__worker *w)
+{
+	struct weft__ring *r = w->ring;
+	if (!r || io_uring_cq_ready(&r->ring) == 0)
+		return;
+	weft__eventfd_drain(r->evfd);
+	reap(r);
+}
+
 /* Submits what r's SQ holds (r->sq held) until the kernel has consumed it:
  * an SQE whose tail the kernel has seen cannot be taken back, so a refusal
  * for want of memory (EAGAIN) or for a completion backlog (EBUSY) reaps
@@ -435,6 +456,11 @@ void weft__uring_ring_fini(struct weft__worker *w)
 void weft__uring_reap(unsigned index)
 {
 	(void)index;
+}
+
+void weft__uring_reap_own(struct weft__worker *w)
+{
+	(void)w;
 }
 
 int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,

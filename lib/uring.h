@@ -45,6 +45,10 @@ void weft__uring_ring_fini(struct weft__worker *w);
  * operations whose CQEs arrived (any thread; uring.c). */
 void weft__uring_reap(unsigned index);
 
+/* After w's sleep: reaps w's ring if CQEs wait there, which its eventfd
+ * announced to the poller but this wake did not carry (w only). */
+void weft__uring_reap_own(struct weft__worker *w);
+
 /*
  * One read or write in flight on a ring.  It lives with its caller (a
  * coroutine's stack) until its CQE has arrived: done completes (park.h)
