@@ -89,6 +89,7 @@
 
 static int backend = WEFT_IO_EPOLL;
 static int asked_backend = WEFT_IO_AUTO;	/* weft_init's: auto never fails */
+static bool sockets_asked;	/* $WEFT_URING_SOCKETS */
 
 int weft__uring_backend(void)
 {
@@ -97,7 +98,8 @@ int weft__uring_backend(void)
 
 bool weft__uring_sockets(void)
 {
-	return backend == WEFT_IO_URING && asked_backend == WEFT_IO_URING && weft__loop_ring_wakes_owner();
+	return sockets_asked && backend == WEFT_IO_URING && asked_backend == WEFT_IO_URING &&
+	       weft__loop_ring_wakes_owner();
 }
 
 #ifdef WEFT_HAVE_LIBURING
@@ -173,8 +175,9 @@ static int probe(const char **why)
 }
 #endif
 
-int weft__uring_select(int asked)
+int weft__uring_select(int asked, bool sockets)
 {
+	sockets_asked = sockets;
 	backend = WEFT_IO_EPOLL;
 	asked_backend = asked;
 	if (asked == WEFT_IO_EPOLL)

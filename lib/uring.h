@@ -20,16 +20,19 @@ struct weft__ring;
  * every opcode needed supported) and takes epoll where the probe fails;
  * uring fails where it does: -errno (ENOSYS for a build without liburing or
  * a kernel without an opcode, else the setup's errno) after one stderr
- * line saying why.  0 on success.
+ * line saying why.  0 on success.  sockets: $WEFT_URING_SOCKETS (see
+ * weft__uring_sockets).
  */
-int weft__uring_select(int asked);
+int weft__uring_select(int asked, bool sockets);
 
 /* The backend in use: WEFT_IO_EPOLL or WEFT_IO_URING. */
 int weft__uring_backend(void);
 
 /* Whether stream sockets' reads and writes that would wait go through the
- * workers' rings: only when WEFT_IO=uring was asked for (auto keeps them
- * on epoll readiness) and a completion wakes its ring's owner only
+ * workers' rings: only when WEFT_URING_SOCKETS=1 and WEFT_IO=uring were
+ * asked for (they cost more CPU per message than readiness, measured:
+ * docs/notes/2026-12-07-uring-sockets.md) and a completion wakes its
+ * ring's owner only
  * (weft__loop_ring_wakes_owner; docs/design.md, "The io_uring
  * backend"). */
 bool weft__uring_sockets(void);

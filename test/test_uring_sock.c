@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Stream sockets through the workers' rings (lib/io.c, "sockets on rings";
- * lib/uring.c, weft__uring_flush) under WEFT_IO=uring: a weft_read that
+ * lib/uring.c, weft__uring_flush) under WEFT_IO=uring and
+ * WEFT_URING_SOCKETS=1 (set by each test): a weft_read that
  * would wait queues an IORING_OP_RECV into the caller's buffer, which its
  * worker's next pass submits; a deadline, weft_cancel or weft_close ends
  * it only once its own CQE has come (the buffer is never written after
@@ -25,6 +26,7 @@ enum { LEN = 64, MARK = 0xa5 };
  * alone (lib/loop.c, weft__loop_ring_wakes_owner). */
 static void run_sock(unsigned workers, void (*fn)(void *), void *arg)
 {
+	CHECK(setenv("WEFT_URING_SOCKETS", "1", 1) == 0);	/* off by default */
 	int poller = workers > 1 ? WEFT_POLLER_WORKER : 0;
 	int r = weft_main(fn, arg, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_URING, .poller = poller));
 	if (r != 0 && (errno == ENOSYS || errno == EPERM))
@@ -421,6 +423,7 @@ static void shared_main(void *unused)
 
 Test(uring_sock, the_shared_poller_with_two_workers_keeps_sockets_on_readiness)
 {
+	CHECK(setenv("WEFT_URING_SOCKETS", "1", 1) == 0);
 	int r = weft_main(shared_main, NULL,
 			  &WEFT_CONFIG(.workers = 2, .io = WEFT_IO_URING, .poller = WEFT_POLLER_SHARED));
 	if (r != 0 && (errno == ENOSYS || errno == EPERM))
