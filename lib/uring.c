@@ -286,6 +286,7 @@ void weft__uring_ring_fini(struct weft__worker *w)
  * next (edge-triggered: every signal is an event). */
 static void reap(struct weft__ring *r)
 {
+	struct weft__worker *self = weft__worker_self();	/* NULL: the monitor */
 	weft__lock_acquire(&r->cq);
 	struct io_uring_cqe *cqe;
 	while (io_uring_peek_cqe(&r->ring, &cqe) == 0) {
@@ -299,7 +300,11 @@ static void reap(struct weft__ring *r)
 		if (res > 0 && op->in)
 			VALGRIND_MAKE_MEM_DEFINED(op->in, (size_t)res);
 		op->res = res;	/* published by the completion's seq_cst CAS */
-		weft__completion_set(&op->done, NULL);	/* op may be gone after this */
+		/* op may be gone after this; its coroutine queues FIFO */
+		if (self)
+			weft__completion_set_ready(&op->done, self);
+		else
+			weft__completion_set(&op->done, NULL);
 	}
 	weft__lock_release(&r->cq);
 }
