@@ -757,10 +757,10 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 	if (attempt == pread_attempt && op->socket)
 		return io_return(&io, -1, ESPIPE);
 	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
-	bool ring = hint && sock_ring(&io, op);
 	int e = 0;
 	ssize_t n = -1;
-	if (ring && drained(&io, deadline))
+	/* the ring is asked about only where the read would park anyway */
+	if (hint && drained(&io, deadline) && sock_ring(&io, op))
 		n = sock_ring_read(&io, op, deadline, &e);
 	else if (hint)
 		e = park_if_drained(&io, deadline);
@@ -771,7 +771,7 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 			n = attempt(op, fd);
 		if (n < 0) {
 			int err = weft__err_get();
-			if (ring && err == EAGAIN)
+			if (hint && err == EAGAIN && sock_ring(&io, op))
 				n = sock_ring_read(&io, op, deadline, &e);
 			else
 				e = io_retry(&io, err, events, deadline);
