@@ -329,7 +329,13 @@ void weft__uring_reap(unsigned index)
 void weft__uring_reap_own(struct weft__worker *w)
 {
 	struct weft__ring *r = w->ring;
-	if (!r || io_uring_cq_ready(&r->ring) == 0)
+	if (!r)
+		return;
+	/* io_uring_cq_ready without the CQ lock: the head another reaper
+	 * advances (a release store, liburing's) read atomically too; a CQE
+	 * it misses comes with its eventfd's next edge */
+	unsigned tail = __atomic_load_n(r->ring.cq.ktail, __ATOMIC_ACQUIRE);
+	if (tail == __atomic_load_n(r->ring.cq.khead, __ATOMIC_RELAXED))
 		return;
 	weft__eventfd_drain(r->evfd);
 	reap(r);
