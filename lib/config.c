@@ -215,6 +215,8 @@ int weft__config_resolve(const weft_config *in, struct weft__config_settings *ou
 	int rl = env_u64("WEFT_STALL_MS", false, 0, WEFT__CONFIG_STALL_MS_MAX,
 			 "milliseconds in 0..3600000 (0 disables)", &stall);
 	int rt = env_u64("WEFT_STATS", false, 0, 1, "0 or 1", &stats);
+	uint64_t sockets = 0;
+	int ru = env_u64("WEFT_URING_SOCKETS", false, 0, 1, "0 or 1", &sockets);
 	uint64_t sample = WEFT__CONFIG_SCHED_SAMPLE_DEFAULT;
 	int rm = env_u64("WEFT_SCHED_SAMPLE", false, 1, WEFT__CONFIG_SCHED_SAMPLE_MAX,
 			 "a power of two in 1..65536", &sample);
@@ -226,7 +228,7 @@ int weft__config_resolve(const weft_config *in, struct weft__config_settings *ou
 	int ro = env_choice("WEFT_POLLER", poller_names, WEFT_POLLER_SHARED, WEFT_POLLER_WORKER,
 			    "shared or worker", &poller);
 	if (rw < 0 || rs < 0 || rp < 0 || rg < 0 || rb < 0 || rl < 0 || rt < 0 || rm < 0 || ri < 0 ||
-	    ro < 0)
+	    ro < 0 || ru < 0)
 		return -EINVAL;
 	out->sched_sample = (unsigned)sample;
 	out->io = cfg.io ? cfg.io : io;
@@ -235,6 +237,7 @@ int weft__config_resolve(const weft_config *in, struct weft__config_settings *ou
 	out->blocking_threads = (unsigned)blocking;
 	out->stall_ms = (unsigned)stall;
 	out->stats = stats != 0;
+	out->uring_sockets = sockets != 0;
 
 	out->workers = cfg.workers ? cfg.workers : rw ? (unsigned)workers
 						      : weft__config_default_workers();

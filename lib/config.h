@@ -38,6 +38,7 @@ struct weft__config_settings {
 	unsigned sched_sample;	/* time one runnable period in this many (metrics.h) */
 	int io;			/* WEFT_IO_AUTO, WEFT_IO_EPOLL or WEFT_IO_URING: asked for */
 	int poller;		/* WEFT_POLLER_SHARED or WEFT_POLLER_WORKER (loop.h) */
+	bool uring_sockets;	/* $WEFT_URING_SOCKETS: sockets' waits on the rings (uring.h) */
 };
 
 /* Fills out from cfg (the fields its size covers), the environment and the

@@ -330,6 +330,16 @@ void weft__fd_pass(struct weft__fd *e, int d)
 		weft__wnode_wake(n);
 }
 
+/* A CAS like a waiter's park (seq_cst): a waker that finds FD_TURN marks
+ * FD_TURN_READY instead of waking anyone, an enqueuer queues behind it,
+ * and a closer finds no waiter in the slot (it wakes the taker through the
+ * taker's own wait: io.c, file_park). */
+bool weft__fd_take_turn(struct weft__fd *e, int d)
+{
+	void **slot = &e->slot[d];
+	return at_cas_ptr(slot, NULL, (void *)FD_TURN) || at_cas_ptr(slot, FD_READY, (void *)FD_TURN);
+}
+
 /* Wakes the waiter in d's slot, with readiness; with mark_ready, leaves
  * readiness for the next one when nobody waits there. */
 static void nudge(struct weft__fd *e, int d, bool mark_ready)

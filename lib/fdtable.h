@@ -209,6 +209,11 @@ void weft__fd_unqueue_done(struct weft__fd_node *n, int r, int bit);
 /* The turn holder of d is returning: hands the turn to the queue's head,
  * or leaves FD_READY when nobody queues. */
 void weft__fd_pass(struct weft__fd *e, int d);
+/* Takes d's turn when nobody holds it (the slot NULL or FD_READY: no
+ * waiter, no turn out), for a call that waits off the slot (a socket's
+ * transfer on a ring, io.c): later callers queue behind it, and it passes
+ * the turn on when it returns (weft__fd_pass).  Whether it took it. */
+bool weft__fd_take_turn(struct weft__fd *e, int d);
 /* A call woken by readiness on d, or that took FD_READY, is returning: a
  * waiter that parked meanwhile is woken (it may find what was left). */
 void weft__fd_nudge_slow(struct weft__fd *e, int d);

@@ -370,10 +370,15 @@ static int io_retry(struct weft__io *io, int e, int events, int64_t deadline)
  * come for the end of file (found by test/soak: CLOSE-WAIT connections
  * whose readers never woke).  The harvester sets `hangup` before it wakes.
  */
+static bool drained(const struct weft__io *io, int64_t deadline)
+{
+	return at_load_uint(&io->e->drained) && (io->e->flags & FD_STREAM) && !at_load_uint(&io->e->hangup) &&
+	       !weft__clock_deadline_passed(deadline);
+}
+
 static int park_if_drained(struct weft__io *io, int64_t deadline)
 {
-	if (!at_load_uint(&io->e->drained) || !(io->e->flags & FD_STREAM) || at_load_uint(&io->e->hangup) ||
-	    weft__clock_deadline_passed(deadline))
+	if (!drained(io, deadline))
 		return 0;
 	int r = io_park(io, WEFT_IN, deadline);
 	return r < 0 ? -r : 0;
@@ -461,6 +466,7 @@ static ssize_t file_direct(struct file_op *f)
  * backend; no ring) a helper's call. */
 struct file_away {
 	bool ring;
+	bool sock;	/* a socket's transfer: its waits count as I/O (stats) */
 	struct weft__uring_op op;
 	struct weft__offload_call call;
 };
@@ -469,6 +475,7 @@ struct file_away {
  * pool: 0, or -EAGAIN (no helper could be had). */
 static int away_start(struct file_away *a, struct file_op *f, off_t at)
 {
+	a->sock = false;
 	a->ring = at >= 0 && weft__uring_submit_rw(&a->op, f->fd, f->write, f->p, f->len, at) == 0;
 	if (a->ring)
 		return 0;
@@ -481,6 +488,12 @@ static void **away_done(struct file_away *a)
 	return a->ring ? &a->op.done : &a->call.done;
 }
 
+/* What a's waits are counted as (weft_stats' parked_by). */
+static int away_cause(const struct file_away *a)
+{
+	return a->sock ? WEFT_PARK_IO : WEFT_PARK_OFFLOAD;
+}
+
 /* Stops a, whose wait ended early, and waits until it has ended: true if
  * it moved nothing (withdrawn from the pool's queue, or cancelled on its
  * ring: -ECANCELED, or -EINTR from a worker of the kernel's that the
@@ -491,7 +504,7 @@ static bool away_stop(struct file_away *a)
 		return true;
 	if (a->ring)
 		weft__uring_cancel(&a->op);
-	weft__completion_wait(away_done(a), false, -1, WEFT_PARK_OFFLOAD);
+	weft__completion_wait(away_done(a), false, -1, away_cause(a));
 	return a->ring && (a->op.res == -ECANCELED || a->op.res == -EINTR);
 }
 
@@ -589,7 +602,8 @@ static void pos_give(struct weft__io *io)
  * Parks until *done completes, the deadline passes, or a weft_cancel, a
  * weft_interrupt or a weft_close of the fd ends the wait: 0 (complete,
  * whoever else woke it: an interrupt that came meanwhile stays pending),
- * else ETIMEDOUT, ECANCELED or EINTR.  The waiter is published twice: in
+ * else ETIMEDOUT, ECANCELED or EINTR; cause: what the wait counts as
+ * (WEFT_PARK_OFFLOAD, or WEFT_PARK_IO for a socket's).  The waiter is published twice: in
  * *done for the completer (park.h, completions) and on the fd's `files`
  * for weft_close (forget), under qlock, which the closer holds while it
  * wakes and the waiter takes to unlink before it returns.  The close check
@@ -598,10 +612,10 @@ static void pos_give(struct weft__io *io)
  * slot's park: fdtable.h), so either the walk finds the waiter or the
  * check sees the close.
  */
-static int file_park(struct weft__io *io, void **done, int64_t deadline)
+static int file_park(struct weft__io *io, void **done, int64_t deadline, int cause)
 {
 	struct weft__waiter w;
-	weft__waiter_init(&w, WEFT_PARK_OFFLOAD);	/* a helper's call or a ring's op */
+	weft__waiter_init(&w, cause);
 	if (!at_cas_ptr(done, NULL, &w)) {	/* complete already */
 		weft__park_interrupt_unused(w.co, weft__waiter_disarm(&w));
 		return 0;
@@ -637,6 +651,19 @@ static off_t ring_offset(const struct weft__io *io, const struct file_op *f)
 	return lseek(f->fd, 0, SEEK_CUR);	/* -1 (a device without one): the pool */
 }
 
+/* Waits for a, started, as file_park does, and stops it if the wait ended
+ * early: a ring op's result, or -errno; a pool call's leaves its result in
+ * f (0 returned). */
+static int away_wait(struct weft__io *io, struct file_away *a, int64_t deadline)
+{
+	int r = file_park(io, away_done(a), deadline, away_cause(a));
+	if (r && away_stop(a))
+		return -r;
+	if (r == EINTR)	/* the transfer's result stands: the interrupt waits */
+		weft__park_interrupt_keep(weft_self());
+	return a->ring ? a->op.res : 0;
+}
+
 /* One transfer of f off the worker: its result, or -errno. */
 static ssize_t file_away(struct weft__io *io, struct file_op *f, int64_t deadline)
 {
@@ -645,16 +672,14 @@ static ssize_t file_away(struct weft__io *io, struct file_op *f, int64_t deadlin
 	int e = away_start(&a, f, at);
 	if (e < 0)
 		return e;
-	int r = file_park(io, away_done(&a), deadline);
-	if (r && away_stop(&a))
-		return -r;
-	if (r == EINTR)	/* the transfer's result stands: the interrupt waits */
-		weft__park_interrupt_keep(weft_self());
+	int r = away_wait(io, &a, deadline);
+	if (r < 0)
+		return r;
 	if (!a.ring)
 		return f->n >= 0 ? f->n : -f->err;
-	if (f->off < 0 && a.op.res > 0)	/* the position, as read(2) leaves it */
-		lseek(f->fd, at + a.op.res, SEEK_SET);
-	return a.op.res;
+	if (f->off < 0 && r > 0)	/* the position, as read(2) leaves it */
+		lseek(f->fd, at + r, SEEK_SET);
+	return r;
 }
 
 /* One transfer of f: on the worker when the page cache answers at once,
@@ -734,6 +759,80 @@ static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct w
 	return io_return(io, n, 0);
 }
 
+/* ------------------------------------------------------ sockets on rings */
+
+/*
+ * Under WEFT_IO=uring a stream socket's weft_read or weft_write that would
+ * wait for readiness (the try said EAGAIN or came back short, or the
+ * drained hint skips the try: park_if_drained) instead queues an
+ * IORING_OP_RECV (IORING_OP_SEND) into the caller's own buffer on its
+ * worker's ring and parks on the op's completion, which its worker's next
+ * pass submits with every SQE its coroutines queued since the last
+ * (weft__uring_flush: one io_uring_enter for many).  The park, deadline,
+ * cancel, interrupt and close are the file ops' (away_wait): the op's CQE
+ * is waited for before the call returns, and the bytes it moved stand.
+ * Other calls (vectored, msg, datagrams, accept, connect) and every other
+ * backend wait on readiness.
+ */
+static bool sock_ring(const struct weft__io *io, const struct weft__io_op *op)
+{
+	return op->file && (io->e->flags & FD_STREAM) && weft__uring_sockets();
+}
+
+/* One recv (send) of p[0..len) on io's socket through the ring: its
+ * result, or -errno; -EAGAIN where the ring could not take it (no SQE, or
+ * the kernel refused to wait), to wait on readiness instead.  The call
+ * takes the direction's turn first, so that the FIFO of its waiters
+ * (fdtable.h) holds: a caller finding another waiter there (in the slot,
+ * queued, or holding the turn on a ring) waits on readiness behind it, and
+ * a turn holder's ring op leaves readiness that comes meanwhile in the
+ * slot (FD_TURN_READY) without a wake. */
+static ssize_t sock_ring_once(struct weft__io *io, bool send, void *p, size_t len, int64_t deadline)
+{
+	if (weft__clock_deadline_passed(deadline))
+		return -ETIMEDOUT;	/* a past deadline: no waiting */
+	int d = send ? FD_SLOT_OUT : FD_SLOT_IN;
+	unsigned char turn = (unsigned char)FD_WAKE_TURN(send ? WEFT_OUT : WEFT_IN);
+	if (!(io->leave & turn) && !weft__fd_take_turn(io->e, d))
+		return -EAGAIN;	/* others wait: queue behind them */
+	io->leave |= turn;	/* passed on at the return, whatever happens */
+	struct file_away a = { .ring = true, .sock = true };
+	if (weft__uring_queue_sock(&a.op, io->fd, send, p, len) < 0)
+		return -EAGAIN;
+	io->w = NULL;	/* it may go on on another worker */
+	return away_wait(io, &a, deadline);
+}
+
+/* After a try that said EAGAIN (n < 0) or a read skipped by the drained
+ * hint: the read through the ring, or, where the ring says -EAGAIN, a
+ * park on readiness (io_retry); the bytes, or -1 with errno to retry
+ * after a park (0 in *e), or an errno to fail with (in *e). */
+static ssize_t sock_ring_read(struct weft__io *io, struct weft__io_op *op, int64_t deadline, int *e)
+{
+	ssize_t n = sock_ring_once(io, false, ((struct buf_op *)op)->p.in, op->asked, deadline);
+	*e = n >= 0 ? 0 : (int)-n;
+	if (n == -EAGAIN)
+		*e = io_retry(io, EAGAIN, WEFT_IN, deadline);
+	return n >= 0 ? n : -1;
+}
+
+/* A write that must wait for room (its try said EAGAIN, or was short on a
+ * socket, err EAGAIN) or failed with err: 0 to go on (the ring's send moved
+ * op->done on, or readiness came), else the errno to fail with. */
+static int write_wait(struct weft__io *io, struct weft__io_op *op, int err, int64_t deadline)
+{
+	if (err != EAGAIN || !sock_ring(io, op))
+		return io_retry(io, err, WEFT_OUT, deadline);
+	char *p = (char *)((struct buf_op *)op)->p.out + op->done;
+	ssize_t n = sock_ring_once(io, true, p, op->len - op->done, deadline);
+	if (n == -EAGAIN)
+		return io_retry(io, EAGAIN, WEFT_OUT, deadline);
+	if (n < 0)
+		return (int)-n;
+	op->done += (size_t)n;
+	return 0;
+}
+
 /* The one-attempt loop (io.h).  A read (asked > 0) may park first after a
  * short read (park_if_drained) and marks the next one; any other call that
  * took readiness for WEFT_IN clears the mark, since the edge it consumed
@@ -765,18 +864,31 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 	if (attempt == pread_attempt && op->socket)
 		return io_return(&io, -1, ESPIPE);
 	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
-	int e = hint ? park_if_drained(&io, deadline) : 0;
+	int e = 0;
+	ssize_t n = -1;
+	/* the ring is asked about only where the read would park anyway */
+	if (hint && drained(&io, deadline) && sock_ring(&io, op))
+		n = sock_ring_read(&io, op, deadline, &e);
+	else if (hint)
+		e = park_if_drained(&io, deadline);
 	if (e)
 		return io_return(&io, -1, e);
 	for (;;) {
-		ssize_t n = attempt(op, fd);
+		if (n < 0)
+			n = attempt(op, fd);
+		if (n < 0) {
+			int err = weft__err_get();
+			if (hint && err == EAGAIN && sock_ring(&io, op))
+				n = sock_ring_read(&io, op, deadline, &e);
+			else
+				e = io_retry(&io, err, events, deadline);
+		}
 		if (n >= 0) {
 			if (reads)
 				at_store_uint(&io.e->drained, hint && n > 0 && (size_t)n < op->asked);
 			io_moved(&io, n);
 			return io_return(&io, n, 0);
 		}
-		e = io_retry(&io, weft__err_get(), events, deadline);
 		if (e)
 			return io_return(&io, -1, e);
 	}
@@ -842,11 +954,11 @@ IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, 
 			 * (an edge) instead of a send that says EAGAIN */
 			if (op->done == op->len || !op->socket || (size_t)n >= op->asked)
 				continue;
-			e = io_retry(&io, EAGAIN, WEFT_OUT, deadline);
+			e = write_wait(&io, op, EAGAIN, deadline);
 		} else if (n == 0) {
 			break;	/* the source ended (sendfile at the end of in_fd) */
 		} else {
-			e = io_retry(&io, weft__err_get(), WEFT_OUT, deadline);
+			e = write_wait(&io, op, weft__err_get(), deadline);
 		}
 		if (e)
 			return io_return(&io, -1, e);

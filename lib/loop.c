@@ -62,6 +62,23 @@ static bool per_worker(void)
 	return io.mode == WEFT_POLLER_WORKER;
 }
 
+/*
+ * Whether a ring's completion wakes its owner only.  The kernel posts a
+ * completion through task work on the thread that submitted the SQE,
+ * which wakes that thread from any sleep (EINTR: uring.c), and the ring's
+ * eventfd wakes whoever sleeps on the epfd that watches it.  With the
+ * worker poller those are one thread, the owner (its own epfd), as they
+ * are with one worker; with the shared poller and more, the owner asleep
+ * off the poller wakes for nothing beside the holder, per completion
+ * (stats::a_wake_that_readies_one_coroutine_leaves_the_other_worker_asleep
+ * counted 201 such wakes in 200 reads).  Socket transfers go to the rings
+ * only where this holds (io.c).
+ */
+bool weft__loop_ring_wakes_owner(void)
+{
+	return per_worker() || weft__rt.nworkers == 1;
+}
+
 /* The epoll instance that holds the fds w registers, and that w harvests. */
 static int fds_epfd(struct weft__worker *w)
 {
@@ -419,6 +436,7 @@ void weft__loop_backlog(struct weft__worker *w, int64_t now)
 
 bool weft__loop_service(struct weft__worker *w, int64_t now, bool poll_fds)
 {
+	weft__uring_flush(w);	/* a busy worker's pass: its queued SQEs go in */
 	harvest_begin(w);
 	bool woke = weft__timers_fire(&w->timers, now);
 	woke |= weft__idle_fire_watched(w, now);
@@ -479,6 +497,7 @@ void weft__loop_want_poller(bool stuck)
 
 void weft__loop_wait(struct weft__worker *w, struct weft__loop_events *got)
 {
+	weft__uring_flush(w);	/* nothing queued sleeps with the worker */
 	bool holder = take_poller(w);
 	/* Dekker with weft__loop_wake: polling, then the kick flag; the waker
 	 * sets the flag, then reads polling. */
@@ -505,6 +524,7 @@ void weft__loop_woke(struct weft__worker *w, struct weft__loop_events *got)
 	int64_t now = weft_now();
 	harvest_begin(w);
 	int events = dispatch(w, got->ev, got->n, got->holder ? DRAIN_KICK : 0);
+	weft__uring_reap_own(w);	/* what came with this wake (uring.c) */
 	if (got->polled) {
 		w->harvest_full = got->n == WEFT__LOOP_BATCH;
 		count_harvest(w, now, events);

@@ -53,6 +53,9 @@ struct weft__fd;
 /* The poller in use from now on: WEFT_POLLER_SHARED or WEFT_POLLER_WORKER
  * (before weft__loop_shared_init). */
 void weft__loop_select(int mode);
+/* Whether a ring's completion wakes its owner only (loop.c): the worker
+ * poller, or one worker. */
+bool weft__loop_ring_wakes_owner(void);
 /* The shared epfd and its kick (none with the worker poller), before any
  * worker's loop; 0 or a negative errno (weft__loop_shared_fini releases
  * what was made either way). */

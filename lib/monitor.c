@@ -88,6 +88,7 @@
 #include "thread.h"
 #include "timer.h"
 #include "weft.h"
+#include "uring.h"
 #include "worker.h"
 
 static const int64_t TICK_NS = 1000 * 1000;
@@ -251,6 +252,7 @@ static int tick(void)
 		}
 		if (!mon.watch[i].adopted)
 			continue;
+		weft__uring_flush(w);	/* what its parked readers queued */
 		weft__loop_rescue(w);
 		weft__timers_fire(&w->timers, now);
 		int64_t t = weft__timers_next(&w->timers);

@@ -273,10 +273,10 @@ bool weft__park_finish(struct weft_co *co)
  * thread waiter is marked woken first and kicked (weft__futex_wake) after
  * COMPLETE: it would otherwise wait out the claim for the length of the
  * syscall; a kick on a stale address is harmless (see wake). */
-static void complete_waiter(void **word, struct weft__waiter *w)
+static void complete_waiter(void **word, struct weft__waiter *w, struct weft__worker *loop)
 {
 	if (w->co) {
-		weft__waiter_wake(w, 0);
+		wake(w, 0, loop);
 		weft__slot_release(word, WEFT__COMPLETION_SET);
 		return;
 	}
@@ -287,7 +287,7 @@ static void complete_waiter(void **word, struct weft__waiter *w)
 		weft__futex_wake(futex, 1);
 }
 
-bool weft__completion_set(void **word, void *other)
+static bool completion_set(void **word, void *other, struct weft__worker *loop)
 {
 	for (;;) {
 		void *j = at_load_ptr(word);
@@ -297,10 +297,20 @@ bool weft__completion_set(void **word, void *other)
 			return true;
 		WEFT__ASSERT(j == NULL || weft__slot_is_waiter(j));	/* completed once */
 		if (j != NULL && weft__slot_try_claim(word, j)) {
-			complete_waiter(word, j);
+			complete_waiter(word, j, loop);
 			return true;
 		}
 	}
+}
+
+bool weft__completion_set(void **word, void *other)
+{
+	return completion_set(word, other, NULL);
+}
+
+void weft__completion_set_ready(void **word, struct weft__worker *loop)
+{
+	completion_set(word, NULL, loop);
 }
 
 int weft__completion_wait(void **word, bool cancellable, int64_t deadline, unsigned cause)

@@ -177,6 +177,11 @@ static inline void weft__park_interrupt_unused(struct weft_co *co, int r)
 /* Completes *word; returns false (and does nothing) if it holds `other`
  * (a caller state; NULL: there is none). */
 bool weft__completion_set(void **word, void *other);
+/* Completes *word as a harvest wakes: a coroutine waiting goes to the
+ * back of loop's ready FIFO (weft__schedule_ready), not to the runnext
+ * slot of the completer's worker, whose LIFO deque would take a batch of
+ * completions newest first (a reaper completes many at once). */
+void weft__completion_set_ready(void **word, struct weft__worker *loop);
 /* Waits for *word to complete until deadline (absolute ns, -1 none): 0, or
  * ECANCELED if `cancellable` and the caller was cancelled, or ETIMEDOUT (the
  * word is then left NULL or COMPLETE, so a later wait works), EINVAL if the

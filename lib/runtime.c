@@ -46,7 +46,7 @@ static int init_locked(const weft_config *cfg)
 	int r = weft__config_resolve(cfg, &s);
 	if (r < 0)
 		return r;
-	if ((r = weft__uring_select(s.io)) < 0)
+	if ((r = weft__uring_select(s.io, s.uring_sockets)) < 0)
 		return r;
 	weft__loop_select(s.poller);
 	if ((r = weft__stack_pool_init(s.stack_size, s.stack_guards)) < 0)

@@ -46,6 +46,13 @@
  * gain what matters here, a worker that never blocks on the disk, without
  * them.
  *
+ * Stream sockets' reads and writes that would wait (io.c, "sockets on
+ * rings") queue an IORING_OP_RECV or IORING_OP_SEND the same way, but
+ * leave it in the SQ (`queued`): the worker submits every SQE of its pass
+ * in one io_uring_enter (weft__uring_flush, at every pass of its loop and
+ * before it sleeps), the monitor does it for a worker stuck in a long
+ * coroutine, and a cancel submits what is queued ahead of itself.
+ *
  * A submitted SQE cannot be taken back (the kernel's tail has moved), so a
  * submission that the kernel refuses for a while (EAGAIN: no memory for
  * requests; EBUSY: completions overflowed) reaps and tries again until the
@@ -60,6 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "atomic.h"
@@ -82,10 +90,17 @@
 
 static int backend = WEFT_IO_EPOLL;
 static int asked_backend = WEFT_IO_AUTO;	/* weft_init's: auto never fails */
+static bool sockets_asked;	/* $WEFT_URING_SOCKETS */
 
 int weft__uring_backend(void)
 {
 	return backend;
+}
+
+bool weft__uring_sockets(void)
+{
+	return sockets_asked && backend == WEFT_IO_URING && asked_backend == WEFT_IO_URING &&
+	       weft__loop_ring_wakes_owner();
 }
 
 #ifdef WEFT_HAVE_LIBURING
@@ -95,15 +110,19 @@ static const unsigned wanted_flags[] = {
 	IORING_SETUP_SUBMIT_ALL,	/* a bad SQE does not stop the batch */
 };
 enum { NFLAGS = sizeof wanted_flags / sizeof *wanted_flags, PROBE_ENTRIES = 8 };
-/* A worker's ring: SQ_ENTRIES submission slots (each submitter submits at
- * once, so one is enough but for cancels racing in), CQ_ENTRIES completion
- * slots, beyond which the kernel keeps completions on its overflow list. */
-enum { SQ_ENTRIES = 64, CQ_ENTRIES = 4096 };
+/* A worker's ring: SQ_ENTRIES submission slots (a pass's socket SQEs wait
+ * there for its flush; a fuller SQ is submitted first: get_sqe),
+ * CQ_ENTRIES completion slots, beyond which the kernel keeps completions
+ * on its overflow list. */
+enum { SQ_ENTRIES = 256, CQ_ENTRIES = 4096 };
 
-/* The opcodes every file call needs (and the cancel of one in flight). */
+/* The opcodes every file and socket call needs (and the cancel of one in
+ * flight). */
 static const struct { unsigned char op; const char *name; } needed_ops[] = {
 	{ IORING_OP_READ, "IORING_OP_READ" },
 	{ IORING_OP_WRITE, "IORING_OP_WRITE" },
+	{ IORING_OP_RECV, "IORING_OP_RECV" },
+	{ IORING_OP_SEND, "IORING_OP_SEND" },
 	{ IORING_OP_ASYNC_CANCEL, "IORING_OP_ASYNC_CANCEL" },
 };
 
@@ -157,8 +176,9 @@ static int probe(const char **why)
 }
 #endif
 
-int weft__uring_select(int asked)
+int weft__uring_select(int asked, bool sockets)
 {
+	sockets_asked = sockets;
 	backend = WEFT_IO_EPOLL;
 	asked_backend = asked;
 	if (asked == WEFT_IO_EPOLL)
@@ -188,6 +208,7 @@ struct weft__ring {
 	struct weft__lock sq;	/* submitters: the SQ, io_uring_submit */
 	struct weft__lock cq;	/* reapers: the CQ */
 	int evfd;		/* registered: signalled at every CQE */
+	unsigned queued;	/* atomic: SQEs wait for a flush (written under sq) */
 	bool set_up;		/* ring is (io_uring_queue_init_params succeeded) */
 	/* weft_stats' counts: each written under its lock (sqes, enters and
 	 * cancels under sq, cqes under cq) with a load and a store, read by
@@ -276,6 +297,7 @@ void weft__uring_ring_fini(struct weft__worker *w)
  * next (edge-triggered: every signal is an event). */
 static void reap(struct weft__ring *r)
 {
+	struct weft__worker *self = weft__worker_self();	/* NULL: the monitor */
 	weft__lock_acquire(&r->cq);
 	struct io_uring_cqe *cqe;
 	while (io_uring_peek_cqe(&r->ring, &cqe) == 0) {
@@ -290,7 +312,11 @@ static void reap(struct weft__ring *r)
 		if (res > 0 && op->in)
 			VALGRIND_MAKE_MEM_DEFINED(op->in, (size_t)res);
 		op->res = res;	/* published by the completion's seq_cst CAS */
-		weft__completion_set(&op->done, NULL);	/* op may be gone after this */
+		/* op may be gone after this; its coroutine queues FIFO */
+		if (self)
+			weft__completion_set_ready(&op->done, self);
+		else
+			weft__completion_set(&op->done, NULL);
 	}
 	weft__lock_release(&r->cq);
 }
@@ -300,12 +326,41 @@ void weft__uring_reap(unsigned index)
 	reap(weft__rt.workers[index].ring);
 }
 
+/*
+ * A socket's arrival wakes its worker twice where the socket's readiness
+ * and the ring's eventfd come apart: the socket is in the poller too, and
+ * its edge wakes the sleeper, whose return to user space runs the task
+ * work that posts the RECV's CQE and signals the eventfd, whose event then
+ * ends the next sleep at once (stats::a_wake_that_readies_one_coroutine_
+ * leaves_the_other_worker_asleep counted two sleeps per read).  So a wake
+ * reaps the CQEs already there, after draining the eventfd, which takes
+ * its pending event out of the poller (epoll reports an edge-triggered
+ * fd only if it is still ready); a CQE posted after the drain signals it
+ * again.  One load when the CQ is empty.
+ */
+void weft__uring_reap_own(struct weft__worker *w)
+{
+	struct weft__ring *r = w->ring;
+	if (!r)
+		return;
+	/* io_uring_cq_ready without the CQ lock: the head another reaper
+	 * advances (a release store, liburing's) read atomically too; a CQE
+	 * it misses comes with its eventfd's next edge */
+	unsigned tail = __atomic_load_n(r->ring.cq.ktail, __ATOMIC_ACQUIRE);
+	if (tail == __atomic_load_n(r->ring.cq.khead, __ATOMIC_RELAXED))
+		return;
+	weft__eventfd_drain(r->evfd);
+	reap(r);
+}
+
 /* Submits what r's SQ holds (r->sq held) until the kernel has consumed it:
  * an SQE whose tail the kernel has seen cannot be taken back, so a refusal
  * for want of memory (EAGAIN) or for a completion backlog (EBUSY) reaps
  * and tries again. */
 static void submit_all(struct weft__ring *r)
 {
+	if (at_load_uint(&r->queued))	/* relaxed: sq orders it */
+		at_store_uint(&r->queued, 0);
 	while (io_uring_sq_ready(&r->ring) > 0) {
 		int n = io_uring_submit(&r->ring);
 		count(&r->enters, 1);
@@ -328,13 +383,17 @@ static struct io_uring_sqe *get_sqe(struct weft__ring *r)
 	return sqe;
 }
 
-int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,
-			  off_t off)
+/* Puts op's SQE on the calling worker's ring, submitted at once (files)
+ * or left for the worker's next flush (sockets: `queued`): 0, or -ENOSYS
+ * (no ring) or -EAGAIN (no SQE). */
+static int submit(struct weft__uring_op *op, int fd, enum weft__uring_kind kind, void *p, size_t len,
+		  off_t off)
 {
 	struct weft__worker *w = weft__worker_self();
 	struct weft__ring *r = w ? w->ring : NULL;
 	if (!r)
 		return -ENOSYS;
+	bool write = kind == WEFT__URING_WRITE || kind == WEFT__URING_SEND;
 	op->ring = r;
 	op->done = NULL;
 	op->res = 0;
@@ -343,17 +402,57 @@ int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p
 	weft__lock_acquire(&r->sq);
 	struct io_uring_sqe *sqe = get_sqe(r);
 	if (sqe) {
-		if (write)
-			io_uring_prep_write(sqe, fd, p, n, (uint64_t)off);
-		else
+		if (kind == WEFT__URING_READ)
 			io_uring_prep_read(sqe, fd, p, n, (uint64_t)off);
+		else if (kind == WEFT__URING_WRITE)
+			io_uring_prep_write(sqe, fd, p, n, (uint64_t)off);
+		else if (kind == WEFT__URING_RECV)
+			io_uring_prep_recv(sqe, fd, p, n, 0);
+		else
+			io_uring_prep_send(sqe, fd, p, n, MSG_NOSIGNAL);
 		io_uring_sqe_set_data(sqe, op);
 		san_kernel_handoff(op);
 		count(&r->sqes, 1);
-		submit_all(r);
+		if (kind == WEFT__URING_READ || kind == WEFT__URING_WRITE)
+			submit_all(r);
+		else
+			at_store_uint(&r->queued, 1);	/* relaxed: see weft__uring_flush */
 	}
 	weft__lock_release(&r->sq);
 	return sqe ? 0 : -EAGAIN;
+}
+
+int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,
+			  off_t off)
+{
+	return submit(op, fd, write ? WEFT__URING_WRITE : WEFT__URING_READ, p, len, off);
+}
+
+int weft__uring_queue_sock(struct weft__uring_op *op, int fd, bool send, void *p, size_t len)
+{
+	return submit(op, fd, send ? WEFT__URING_SEND : WEFT__URING_RECV, p, len, 0);
+}
+
+/*
+ * Submits what w's coroutines queued since the last flush, in one
+ * io_uring_enter.  The owner calls it at every pass of its loop (worker.c:
+ * when it runs dry, at its fairness turns, before it sleeps); the monitor
+ * calls it for a worker stuck in a long coroutine, which would otherwise
+ * leave its parked readers' SQEs unsubmitted.  `queued` is read relaxed
+ * outside the lock: a queue by w's own coroutines happens before w's next
+ * look on w's thread; one the monitor misses is there for the owner's
+ * next pass (and the monitor's next period) under the lock.  A cancel
+ * submits the queue too (submit_all), so an op's cancel never precedes
+ * the op.
+ */
+void weft__uring_flush(struct weft__worker *w)
+{
+	struct weft__ring *r = w->ring;
+	if (!r || !at_load_uint(&r->queued))
+		return;
+	weft__lock_acquire(&r->sq);
+	submit_all(r);
+	weft__lock_release(&r->sq);
 }
 
 void weft__uring_cancel(struct weft__uring_op *op)
@@ -389,11 +488,27 @@ void weft__uring_reap(unsigned index)
 	(void)index;
 }
 
+void weft__uring_reap_own(struct weft__worker *w)
+{
+	(void)w;
+}
+
 int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,
 			  off_t off)
 {
 	(void)op, (void)fd, (void)write, (void)p, (void)len, (void)off;
 	return -ENOSYS;
+}
+
+int weft__uring_queue_sock(struct weft__uring_op *op, int fd, bool send, void *p, size_t len)
+{
+	(void)op, (void)fd, (void)send, (void)p, (void)len;
+	return -ENOSYS;
+}
+
+void weft__uring_flush(struct weft__worker *w)
+{
+	(void)w;
 }
 
 void weft__uring_cancel(struct weft__uring_op *op)

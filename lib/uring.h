@@ -21,12 +21,22 @@ struct weft__ring;
  * every opcode needed supported) and takes epoll where the probe fails;
  * uring fails where it does: -errno (ENOSYS for a build without liburing or
  * a kernel without an opcode, else the setup's errno) after one stderr
- * line saying why.  0 on success.
+ * line saying why.  0 on success.  sockets: $WEFT_URING_SOCKETS (see
+ * weft__uring_sockets).
  */
-int weft__uring_select(int asked);
+int weft__uring_select(int asked, bool sockets);
 
 /* The backend in use: WEFT_IO_EPOLL or WEFT_IO_URING. */
 int weft__uring_backend(void);
+
+/* Whether stream sockets' reads and writes that would wait go through the
+ * workers' rings: only when WEFT_URING_SOCKETS=1 and WEFT_IO=uring were
+ * asked for (they cost more CPU per message than readiness, measured:
+ * docs/notes/2026-12-07-uring-sockets.md) and a completion wakes its
+ * ring's owner only
+ * (weft__loop_ring_wakes_owner; docs/design.md, "The io_uring
+ * backend"). */
+bool weft__uring_sockets(void);
 
 /* Sets up w's ring under the uring backend (w->ring; NULL under epoll) and
  * has its worker's poller watch its eventfd: 0 or -errno, after one stderr
@@ -38,6 +48,10 @@ void weft__uring_ring_fini(struct weft__worker *w);
 /* The poller's event for the ring of worker `index`: completes the
  * operations whose CQEs arrived (any thread; uring.c). */
 void weft__uring_reap(unsigned index);
+
+/* After w's sleep: reaps w's ring if CQEs wait there, which its eventfd
+ * announced to the poller but this wake did not carry (w only). */
+void weft__uring_reap_own(struct weft__worker *w);
 
 /*
  * One read or write in flight on a ring.  It lives with its caller (a
@@ -52,6 +66,9 @@ struct weft__uring_op {
 	void *in;		/* a read's buffer (NULL: a write) */
 };
 
+/* What an SQE of weft's does. */
+enum weft__uring_kind { WEFT__URING_READ, WEFT__URING_WRITE, WEFT__URING_RECV, WEFT__URING_SEND };
+
 /* The most one SQE moves (its length is 32 bits); the caller loops. */
 #define WEFT__URING_MAX_LEN (1u << 30)
 
@@ -62,8 +79,17 @@ struct weft__uring_op {
  * SQ is full), op is not in flight. */
 int weft__uring_submit_rw(struct weft__uring_op *op, int fd, bool write, void *p, size_t len,
 			  off_t off);
-/* Asks op's ring to cancel op (IORING_OP_ASYNC_CANCEL), from any thread;
- * op's own CQE still comes, and the caller waits for it. */
+/* Queues recv(fd, p, len, 0) (send: send(fd, p, len, MSG_NOSIGNAL)) on the
+ * calling worker's ring, for its worker's next flush: 0, the CQE will
+ * complete op; or -ENOSYS or -EAGAIN as weft__uring_submit_rw. */
+int weft__uring_queue_sock(struct weft__uring_op *op, int fd, bool send, void *p, size_t len);
+
+/* Submits the SQEs queued on w's ring, if any (any thread). */
+void weft__uring_flush(struct weft__worker *w);
+
+/* Asks op's ring to cancel op (IORING_OP_ASYNC_CANCEL), from any thread,
+ * submitting whatever is queued before it (op, if still queued); op's own
+ * CQE still comes, and the caller waits for it. */
 void weft__uring_cancel(struct weft__uring_op *op);
 
 /* What the workers' rings did, summed over them (weft_stats, version 6):

@@ -533,6 +533,8 @@ static void *worker_main(void *arg)
 	for (;;) {
 		struct weft_co *co = find_local(w);
 		bool busy = false;
+		if (!co)	/* ran dry: the pass's socket SQEs go in one enter */
+			weft__uring_flush(w);
 		if (!co && weft__loop_harvest_more(w))
 			continue;
 		if (!co && weft__idle_may_spin(w))

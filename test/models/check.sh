@@ -150,6 +150,11 @@ runs=(
 	"posturn.pml|bug|-DBUG_ABANDON_DROPS||a waiter handed the turn as its deadline fired keeps it"
 	"posturn.pml|bug|-DBUG_CLOSE_HANDS||the close hands the turn to every waiter"
 	"posturn.pml|bug|-DBUG_GIVE_CLEARS||give hands the turn on and clears busy"
+	"uring_sock.pml|ok|||socket SQEs queued, flushed by the pass, the monitor, or a cancel"
+	"uring_sock.pml|ok|-DNO_DATA||a RECV only its deadline's cancel ends"
+	"uring_sock.pml|bug|-DBUG_NO_MONITOR_FLUSH||the monitor leaves a stuck worker's SQEs queued"
+	"uring_sock.pml|bug|-DBUG_UNLOCKED_FLUSH||the monitor clears queued outside the SQ lock"
+	"uring_sock.pml|bug|-DNO_DATA -DBUG_CANCEL_FIRST||the cancel goes in ahead of the queued RECV"
 )
 
 one_run() {	# index

@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * uring_sock.pml -- the deferred submission of socket SQEs (lib/uring.c,
+ * weft__uring_queue_sock, weft__uring_flush, submit_all; lib/worker.c and
+ * lib/loop.c, the passes' flushes; lib/monitor.c, the flush of a stuck
+ * worker; lib/io.c, away_stop's cancel) under WEFT_IO=uring.
+ *
+ * Two coroutines on worker 0 each queue a RECV on its ring (under the SQ
+ * lock: the SQE, then `queued`) and park on its completion.  Nothing is
+ * submitted then: worker 0 submits its SQ at its next pass (a flush: under
+ * the lock, submit_all, which clears `queued` and hands the kernel every
+ * SQE in order), unless it is stuck in a long coroutine, when the monitor
+ * flushes it (it may be wrong about stuck: the worker comes back, queues
+ * the second RECV and is stuck again while the monitor flushes).  The
+ * first coroutine's deadline may fire: it then submits an ASYNC_CANCEL on
+ * the ring (under the lock, after whatever is queued: submit_all) and
+ * waits for its RECV's CQE.  Data comes for each RECV once the kernel has
+ * it; the kernel completes a RECV with data, or with -ECANCELED for a
+ * cancel that finds it in flight; a cancel that finds nothing (its RECV
+ * not yet submitted) does nothing.
+ *
+ * What is checked
+ *  - every coroutine's wait ends (a RECV left unsubmitted, or one whose
+ *    cancel went in before it, leaves its coroutine parked: an invalid
+ *    end state);
+ *  - a coroutine returns only after its RECV's CQE.
+ *
+ * Seeded bugs (spin -D...)
+ *  -DBUG_NO_MONITOR_FLUSH  the monitor does not flush a stuck worker: the
+ *                        RECVs queued before it got stuck stay in the SQ.
+ *  -DBUG_UNLOCKED_FLUSH  the monitor's flush submits what it saw and clears
+ *                        `queued` without the lock: a RECV queued between
+ *                        the two is left with `queued` clear, and nobody
+ *                        flushes it.
+ *  -DBUG_CANCEL_FIRST    the cancel goes to the kernel ahead of the SQEs
+ *                        queued (a synchronous cancel, or one submitted
+ *                        without submit_all): it finds no RECV, and the
+ *                        RECV, submitted later, waits for data that the
+ *                        deadline's caller (-DNO_DATA) never gets.
+ *  -DNO_DATA             no data comes for the first RECV: only its
+ *                        deadline's cancel ends it (the deadline fires).
+ */
+
+#define NONE	0
+#define QUEUED	1	/* its SQE is in the SQ, not submitted */
+#define KERNEL	2	/* submitted: armed, waiting for data */
+#define DONE	3	/* its CQE came (reaped) */
+
+byte op[2];		/* each RECV's state */
+byte sq[3];		/* the SQ, in order: 1 + op index, or 10 + op index for a cancel */
+byte sqn;		/* entries in sq */
+bit queued;		/* the ring's `queued` flag */
+bit lock;		/* the SQ lock */
+bit stuck;		/* worker 0 runs a long coroutine */
+
+inline acquire() { atomic { lock == 0 -> lock = 1 } }
+inline release() { lock = 0 }
+
+/* The kernel takes one SQE: a RECV is armed; a cancel completes its RECV
+ * with -ECANCELED if the RECV is armed, else finds nothing. */
+inline kernel_take(e)
+{
+	if
+	:: e < 10 -> op[e - 1] = KERNEL
+	:: else -> if
+		   :: op[e - 10] == KERNEL -> op[e - 10] = DONE
+		   :: else -> skip
+		   fi
+	fi
+}
+
+/* submit_all (the lock held): every SQE, in order, and `queued` cleared. */
+inline submit_all()
+{
+	queued = 0;
+	atomic {
+		byte i = 0;
+		do
+		:: i < sqn -> kernel_take(sq[i]); i++
+		:: else -> break
+		od;
+		sqn = 0
+	}
+}
+
+inline queue_recv(k)
+{
+	acquire();
+	sq[sqn] = 1 + k; sqn++;
+	op[k] = QUEUED;
+	queued = 1;
+	release()
+}
+
+inline flush()
+{
+	if
+	:: queued -> acquire(); submit_all(); release()
+	:: else -> skip
+	fi
+}
+
+/* The kernel: data for each RECV armed (not for RECV 0 under NO_DATA). */
+active proctype kernel()
+{
+	do
+	:: atomic { op[1] == KERNEL -> op[1] = DONE }
+#ifndef NO_DATA
+	:: atomic { op[0] == KERNEL -> op[0] = DONE }
+#endif
+	:: atomic { op[0] == DONE && op[1] == DONE -> break }
+	od
+}
+
+/* Coroutine 0: queues its RECV, parks; its deadline may fire (under
+ * NO_DATA it does): the cancel, then the wait for the RECV's CQE. */
+active proctype reader0()
+{
+	queue_recv(0);
+	if
+	:: op[0] == DONE
+	:: true ->	/* the deadline */
+		acquire();
+#ifdef BUG_CANCEL_FIRST
+		atomic { kernel_take(10) };
+#else
+		sq[sqn] = 10; sqn++;
+#endif
+		submit_all();
+		release();
+		op[0] == DONE
+	fi;
+	assert(op[0] == DONE)
+}
+
+/* Worker 0: runs coroutine 0 (queued above), then either passes (a flush)
+ * or gets stuck; back, it runs coroutine 1, which queues the second RECV,
+ * and may be stuck again before its next pass. */
+active proctype worker()
+{
+	op[0] != NONE;
+	if
+	:: flush()
+	:: stuck = 1; stuck = 0	/* a long coroutine, then back */
+	fi;
+	queue_recv(1);
+	if
+	:: flush()
+	:: stuck = 1	/* stuck for good: the monitor must flush */
+	fi;
+	op[1] == DONE && (op[0] == DONE);
+	stuck = 0
+}
+
+/* The monitor: flushes worker 0 while it is stuck with SQEs queued (a
+ * period with nothing queued changes nothing, so is not modelled). */
+active proctype monitor()
+{
+	do
+#ifndef BUG_NO_MONITOR_FLUSH
+	:: stuck && queued ->
+#ifdef BUG_UNLOCKED_FLUSH
+		byte n;
+		atomic { n = sqn };
+		atomic {
+			byte i = 0;
+			do
+			:: i < n -> kernel_take(sq[i]); i++
+			:: else -> break
+			od;
+			/* what came after the snapshot moves to the front */
+			byte j = 0;
+			do
+			:: n + j < sqn -> sq[j] = sq[n + j]; j++
+			:: else -> break
+			od;
+			sqn = j
+		};
+		queued = 0
+#else
+		acquire(); submit_all(); release()
+#endif
+#endif
+	:: op[0] == DONE && op[1] == DONE -> break
+	od
+}
