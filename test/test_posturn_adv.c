@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/* Adversarial scenes against the position turn (lib/io.c, pos_take,
+ * ring_offset, file_away) under WEFT_IO=uring: weft_read and weft_write at
+ * the file position go to the ring at the offset weft read with lseek, and
+ * weft moves the position by what the transfer moved.  weft.h promises
+ * that weft's calls at the position of one file are atomic with each other
+ * (as read(2) and write(2) are); each scene here shows a weft call, or a
+ * state of the fd, that the turn does not cover.  Each test that fails
+ * says so in its header (the defect it shows). */
+#include "harness.h"
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#include "uring_test.h"
+
+enum { BLOCK = 4096, BLOCKS = 256 };
+
+/* A temporary file of `blocks` blocks, block i holding i in its first
+ * word, synced, dropped from the page cache and reopened O_DIRECT (its
+ * transfers then all go to the ring); unlinked.  -1 where the file system
+ * refuses O_DIRECT. */
+static int direct_file(unsigned blocks, int extra)
+{
+	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char path[4096];
+	snprintf(path, sizeof path, "%s/weft-posturn-XXXXXX", dir);
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	unlink(path);
+	_Alignas(BLOCK) unsigned char b[BLOCK];
+	for (unsigned i = 0; i < blocks; i++) {
+		memset(b, 0, sizeof b);
+		memcpy(b, &i, sizeof i);
+		CHECK(pwrite(fd, b, BLOCK, (off_t)i * BLOCK) == BLOCK);
+	}
+	CHECK(fsync(fd) == 0);
+	CHECK(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+	char self[64];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+	int again = open(self, O_RDWR | O_CLOEXEC | O_DIRECT | extra);
+	close(fd);
+	return again;
+}
+
+static void need_direct(void)
+{
+	int probe = direct_file(1, 0);
+	if (probe < 0)
+		cr_skip_test("the file system of $TMPDIR (or /tmp) refuses O_DIRECT");
+	close(probe);
+}
+
+/* ---- weft_read (the ring, under the turn) and weft_readv (readv(2) on
+ * the worker, no turn) on one fd: every block is read once.
+ *
+ * FAILS under WEFT_IO=uring (defect: weft_readv, weft_writev and
+ * weft_sendfile's in_fd at the position take no turn, lib/net.c; weft.h
+ * says weft's calls at the position are atomic with each other and names
+ * only another fd or a plain read(2)/write(2)/lseek(2) as exceptions).
+ * The ring's reader reads the position with lseek, a readv moves it, the
+ * ring's read lands at the old offset and its lseek(at + res) puts the
+ * position back: blocks read twice, the readv's advance undone. */
+
+struct mixed {
+	int fd;
+	atomic_uint seen[BLOCKS];
+	atomic_int left;
+	bool vec;	/* this reader's calls: weft_readv */
+};
+
+struct mixed_reader {
+	struct mixed *m;
+	bool vec;
+};
+
+static void mixed_read(void *arg)
+{
+	struct mixed_reader *r = arg;
+	_Alignas(BLOCK) unsigned char buf[BLOCK];
+	for (;;) {
+		struct iovec iov = { buf, sizeof buf };
+		ssize_t n = r->vec ? weft_readv(r->m->fd, &iov, 1, -1) : weft_read(r->m->fd, buf, sizeof buf, -1);
+		CHECK(n >= 0);
+		if (n == 0)
+			break;
+		CHECK(n == BLOCK);
+		unsigned i;
+		memcpy(&i, buf, sizeof i);
+		CHECK(i < BLOCKS);
+		atomic_fetch_add(&r->m->seen[i], 1);
+		weft_yield();
+	}
+	atomic_fetch_sub(&r->m->left, 1);
+}
+
+static void mixed_main(void *unused)
+{
+	(void)unused;
+	for (int round = 0; round < 20; round++) {
+		static struct mixed m;
+		memset(&m, 0, sizeof m);
+		m.fd = direct_file(BLOCKS, 0);
+		CHECK(m.fd >= 0);
+		atomic_store(&m.left, 4);
+		struct mixed_reader rs[4];
+		weft_co *c[4];
+		for (int k = 0; k < 4; k++) {
+			rs[k] = (struct mixed_reader){ &m, k & 1 };
+			c[k] = go(mixed_read, &rs[k]);
+		}
+		for (int k = 0; k < 4; k++)
+			join(c[k]);
+		unsigned twice = 0, never = 0;
+		for (unsigned i = 0; i < BLOCKS; i++) {
+			unsigned s = atomic_load(&m.seen[i]);
+			twice += s > 1;
+			never += s == 0;
+		}
+		if (twice || never)
+			fprintf(stderr, "round %d: %u blocks read twice or more, %u never (of %d)\n", round,
+				twice, never, BLOCKS);
+		CHECK(twice == 0 && never == 0);
+		CHECK(weft_close(m.fd) == 0);
+	}
+}
+
+Test(posturn_adv, weft_read_and_weft_readv_at_the_position_read_every_block_once, .timeout = 120)
+{
+	need_direct();
+	run_uring(2, mixed_main, NULL);
+}
+
+/* ---- weft_write (the ring, under the turn) and weft_writev (writev(2)
+ * on the worker, no turn) appending blocks to one fd at its position:
+ * every block lands, none overwritten.
+ *
+ * FAILS under WEFT_IO=uring, the same defect as above (lib/net.c,
+ * weft_writev takes no turn): a ring write at the lseek'd offset
+ * overwrites the writev's block and its lseek moves the position back. */
+
+struct writers {
+	int fd;
+	atomic_uint next;	/* the tag of the next block written */
+};
+
+struct writer {
+	struct writers *s;
+	bool vec;
+};
+
+enum { WRITES = 64 };
+
+static void mixed_write(void *arg)
+{
+	struct writer *w = arg;
+	_Alignas(BLOCK) unsigned char buf[BLOCK];
+	for (int k = 0; k < WRITES; k++) {
+		memset(buf, 0, sizeof buf);
+		unsigned tag = atomic_fetch_add(&w->s->next, 1) + 1;
+		memcpy(buf, &tag, sizeof tag);
+		struct iovec iov = { buf, sizeof buf };
+		ssize_t n = w->vec ? weft_writev(w->s->fd, &iov, 1, -1) : weft_write(w->s->fd, buf, sizeof buf, -1);
+		CHECK(n == BLOCK);
+		weft_yield();
+	}
+}
+
+static void writers_main(void *unused)
+{
+	(void)unused;
+	for (int round = 0; round < 10; round++) {
+		struct writers s = { .fd = direct_file(0, 0) };
+		CHECK(s.fd >= 0);
+		struct writer ws[4];
+		weft_co *c[4];
+		for (int k = 0; k < 4; k++) {
+			ws[k] = (struct writer){ &s, k & 1 };
+			c[k] = go(mixed_write, &ws[k]);
+		}
+		for (int k = 0; k < 4; k++)
+			join(c[k]);
+		off_t pos = lseek(s.fd, 0, SEEK_CUR);
+		struct stat st;
+		CHECK(fstat(s.fd, &st) == 0);
+		if (st.st_size != 4 * WRITES * BLOCK || pos != st.st_size)
+			fprintf(stderr, "round %d: file %lld bytes, position %lld, want %d for both\n", round,
+				(long long)st.st_size, (long long)pos, 4 * WRITES * BLOCK);
+		CHECK(st.st_size == 4 * WRITES * BLOCK && pos == st.st_size);
+		CHECK(weft_close(s.fd) == 0);
+	}
+}
+
+Test(posturn_adv, weft_write_and_weft_writev_at_the_position_overwrite_nothing, .timeout = 120)
+{
+	need_direct();
+	run_uring(2, writers_main, NULL);
+}
+
+/* ---- O_APPEND set with fcntl(F_SETFL) after the fd's first weft call:
+ * a weft_write leaves the position at the end of the file, as write(2)
+ * does.
+ *
+ * FAILS under WEFT_IO=uring (defect: FD_APPEND is read once, at
+ * registration, lib/loop.c register_fd; ring_offset, lib/io.c, then sends
+ * the write to the ring at the lseek'd offset, the kernel appends it all
+ * the same (IOCB_APPEND), and file_away's lseek(at + res) puts the
+ * position in the middle of the file, not at its end). */
+
+static void append_main(void *unused)
+{
+	(void)unused;
+	int fd = direct_file(4, 0);
+	CHECK(fd >= 0);
+	_Alignas(BLOCK) unsigned char buf[BLOCK];
+	CHECK(weft_read(fd, buf, BLOCK, -1) == BLOCK);	/* registered, position 1 block */
+	int fl = fcntl(fd, F_GETFL);
+	CHECK(fl >= 0 && fcntl(fd, F_SETFL, fl | O_APPEND) == 0);
+	memset(buf, 0xab, sizeof buf);
+	CHECK(weft_write(fd, buf, BLOCK, -1) == BLOCK);
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0);
+	off_t pos = lseek(fd, 0, SEEK_CUR);
+	if (st.st_size != 5 * BLOCK || pos != st.st_size)
+		fprintf(stderr, "O_APPEND by fcntl: file %lld bytes, position %lld, want %d for both\n",
+			(long long)st.st_size, (long long)pos, 5 * BLOCK);
+	CHECK(st.st_size == 5 * BLOCK);
+	CHECK(pos == st.st_size);
+	CHECK(weft_close(fd) == 0);
+}
+
+Test(posturn_adv, o_append_set_by_fcntl_after_registration_keeps_the_position_at_the_end, .timeout = 60)
+{
+	need_direct();
+	run_uring(1, append_main, NULL);
+}
+
+/* ---- The controls: the same scenes under WEFT_IO=epoll, where the
+ * kernel's position lock orders every call, pass (the failures above are
+ * the uring backend's). */
+
+static void run_epoll(unsigned workers, void (*fn)(void *))
+{
+	cr_assert_eq(weft_main(fn, NULL, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_EPOLL)), 0,
+		     "errno %d", errno);
+}
+
+Test(posturn_adv, control_epoll_read_and_readv, .timeout = 120)
+{
+	need_direct();
+	run_epoll(2, mixed_main);
+}
+
+Test(posturn_adv, control_epoll_write_and_writev, .timeout = 120)
+{
+	need_direct();
+	run_epoll(2, writers_main);
+}
+
+Test(posturn_adv, control_epoll_o_append_by_fcntl, .timeout = 60)
+{
+	need_direct();
+	run_epoll(1, append_main);
+}
