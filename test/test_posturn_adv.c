@@ -264,3 +264,121 @@ Test(posturn_adv, control_epoll_o_append_by_fcntl, .timeout = 60)
 	need_direct();
 	run_epoll(1, append_main);
 }
+
+/* ---- The turn held long (a pipe the file path takes for an O_DIRECT
+ * file: lseek says ESPIPE, so the holder's read waits on a helper for
+ * data): waiters queued behind it end by their deadline, a weft_cancel or
+ * a weft_interrupt, the others get the turn one by one as bytes come, and
+ * a weft_close ends the waiters left (ECANCELED) without a hang; looped,
+ * on two workers, so the waiters resume wherever they are stolen to.
+ * (A check of the turn's queue: passes on filering.) */
+
+enum { TURN_WAITERS = 8, TURN_ROUNDS = 100 };
+
+struct turn_scene {
+	int fd;
+	atomic_int ok, timedout, cancelled, interrupted, other;
+};
+
+struct turn_waiter {
+	struct turn_scene *s;
+	int kind;	/* 0 deadline, 1 cancel, 2 interrupt, 3 none */
+};
+
+static void turn_wait(void *arg)
+{
+	struct turn_waiter *t = arg;
+	char c;
+	int64_t deadline = t->kind == 0 ? weft_now() + 5 * MS : -1;
+	ssize_t n = weft_read(t->s->fd, &c, 1, deadline);
+	int e = errno;
+	if (n == 1)
+		atomic_fetch_add(&t->s->ok, 1);
+	else if (n < 0 && e == ETIMEDOUT)
+		atomic_fetch_add(&t->s->timedout, 1);
+	else if (n < 0 && e == ECANCELED)
+		atomic_fetch_add(&t->s->cancelled, 1);
+	else if (n < 0 && e == EINTR)
+		atomic_fetch_add(&t->s->interrupted, 1);
+	else
+		atomic_fetch_add(&t->s->other, 1);
+}
+
+static int turn_done(struct turn_scene *s)
+{
+	return atomic_load(&s->ok) + atomic_load(&s->timedout) + atomic_load(&s->cancelled) +
+	       atomic_load(&s->interrupted) + atomic_load(&s->other);
+}
+
+static void turn_yield_until(struct turn_scene *s, int n)
+{
+	int64_t give_up = weft_now() + slack(20000 * MS);
+	while (turn_done(s) < n) {
+		CHECK(weft_now() < give_up);	/* a waiter never came back: the turn is lost */
+		weft_yield();
+	}
+}
+
+static void turn_closer(void *arg)
+{
+	CHECK(weft_close(*(int *)arg) == 0);
+}
+
+static void turn_main(void *unused)
+{
+	(void)unused;
+	for (int round = 0; round < TURN_ROUNDS; round++) {
+		int p[2];
+		ring_pipe(p);
+		struct turn_scene s = { .fd = p[0] };
+		struct turn_waiter hw = { &s, 3 }, tw[TURN_WAITERS];
+		uint64_t parks = stats_now().total.parks;
+		weft_co *h = go(turn_wait, &hw), *c[TURN_WAITERS];
+		wait_parks(parks, 1);	/* the holder waits for data */
+		for (int k = 0; k < TURN_WAITERS; k++) {
+			tw[k] = (struct turn_waiter){ &s, k % 4 };
+			c[k] = go(turn_wait, &tw[k]);
+		}
+		wait_parks(parks, 1 + TURN_WAITERS);	/* all queued for the turn */
+		for (int k = 0; k < TURN_WAITERS; k++) {
+			if (tw[k].kind == 1)
+				weft_cancel(c[k]);
+			if (tw[k].kind == 2)
+				weft_interrupt(c[k]);
+		}
+		turn_yield_until(&s, 3 * TURN_WAITERS / 4);
+		int live = TURN_WAITERS / 4;
+		char bytes[1 + TURN_WAITERS] = { 0 };
+		if (round & 1) {	/* hand the turn on to every live waiter */
+			CHECK(write(p[1], bytes, (size_t)(1 + live)) == 1 + live);
+			turn_yield_until(&s, TURN_WAITERS + 1);
+			CHECK(atomic_load(&s.ok) == 1 + live);
+			CHECK(weft_close(p[0]) == 0);
+		} else {	/* close with them queued: ECANCELED, the holder's byte stands */
+			weft_co *cl = go(turn_closer, &p[0]);
+			turn_yield_until(&s, TURN_WAITERS);
+			CHECK(write(p[1], bytes, 1) == 1);
+			join(cl);
+			turn_yield_until(&s, TURN_WAITERS + 1);
+			CHECK(atomic_load(&s.ok) == 1);
+			CHECK(atomic_load(&s.cancelled) == 2 * TURN_WAITERS / 4);
+		}
+		if (atomic_load(&s.other) || atomic_load(&s.timedout) != TURN_WAITERS / 4 ||
+		    atomic_load(&s.interrupted) != TURN_WAITERS / 4)
+			fprintf(stderr, "round %d: ok %d timedout %d cancelled %d interrupted %d other %d\n",
+				round, atomic_load(&s.ok), atomic_load(&s.timedout), atomic_load(&s.cancelled),
+				atomic_load(&s.interrupted), atomic_load(&s.other));
+		CHECK(atomic_load(&s.other) == 0);
+		CHECK(atomic_load(&s.timedout) == TURN_WAITERS / 4);
+		CHECK(atomic_load(&s.interrupted) == TURN_WAITERS / 4);
+		join(h);
+		for (int k = 0; k < TURN_WAITERS; k++)
+			join(c[k]);
+		close(p[1]);
+	}
+}
+
+Test(posturn_adv, waiters_for_a_held_turn_end_by_deadline_cancel_interrupt_and_close, .timeout = 300)
+{
+	run_uring(2, turn_main, NULL);
+}
