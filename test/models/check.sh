@@ -150,6 +150,9 @@ runs=(
 	"posturn.pml|bug|-DBUG_ABANDON_DROPS||a waiter handed the turn as its deadline fired keeps it"
 	"posturn.pml|bug|-DBUG_CLOSE_HANDS||the close hands the turn to every waiter"
 	"posturn.pml|bug|-DBUG_GIVE_CLEARS||give hands the turn on and clears busy"
+	"pospath.pml|ok|||two weft_read callers at the position, through the turn"
+	"pospath.pml|finding|-DVEC||weft_readv takes no turn: a block read twice (open defect)"
+	"pospath.pml|ok|-DVEC -DVEC_TURN||weft_readv through the turn too (the fix)"
 )
 
 one_run() {	# index
