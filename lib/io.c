@@ -46,7 +46,10 @@
 static const int64_t BACKOFF_MIN_NS = 1000 * 1000;
 static const int64_t BACKOFF_MAX_NS = 100 * 1000 * 1000;
 
-enum { LEAVE_TURNS = FD_WAKE_TURN(WEFT_IN | WEFT_OUT) };	/* the turn bits of leave */
+enum {
+	LEAVE_TURNS = FD_WAKE_TURN(WEFT_IN | WEFT_OUT),	/* the turn bits of leave */
+	LEAVE_POS = 0x80,	/* leave: give back the fd's position turn (pos_enter) */
+};
 
 /* Drops a reference taken in io_begin. */
 static inline void ref_drop(struct weft__fd *e)
@@ -145,8 +148,12 @@ static inline void io_moved(struct weft__io *io, ssize_t n)
  * not end in EAGAIN, so what woke it may not be used up, and the next
  * waiter gets to try (fdtable.c).  A call that took readiness without the
  * turn wakes a waiter that parked in the slot meanwhile (weft__fd_nudge). */
+static void pos_give(struct weft__io *io);
+
 static __attribute__((noinline)) void io_leave(struct weft__io *io)
 {
+	if (io->leave & LEAVE_POS)
+		pos_give(io);
 	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
 		if (io->leave & FD_WAKE_TURN(bit))
 			weft__fd_pass(io->e, d);
@@ -239,7 +246,7 @@ static inline __attribute__((always_inline)) int io_publish(struct weft__io *io,
 		p->queued |= r == FD_IN_QUEUE ? bit : 0;
 		p->ready |= r == FD_TOOK_READY ? bit : 0;
 	}
-	io->leave &= (unsigned char)(LEAVE_TURNS & ~FD_WAKE_TURN(p->parked));
+	io->leave &= (unsigned char)((LEAVE_TURNS | LEAVE_POS) & ~FD_WAKE_TURN(p->parked));
 	return 0;
 }
 
@@ -540,8 +547,6 @@ static void close_files(struct weft__fd *e)
  * test/models/posturn.pml checks the turn.
  */
 
-static void pos_give(struct weft__io *io);
-
 /* Takes io's fd's position turn: 0, else ETIMEDOUT, ECANCELED (a cancel,
  * or a close of the fd) or EINTR, the turn not taken.  The close check
  * and the queueing are under one hold of qlock, which close_files takes
@@ -585,6 +590,21 @@ static void pos_give(struct weft__io *io)
 	weft__wakes_run(&ws);
 }
 
+/* A call on a file that is not on the file path (weft_readv, weft_writev,
+ * weft_sendfile's out_fd: one syscall at the position per attempt) takes
+ * the position turn under the uring backend, as file_call does, so that it
+ * never runs beside a ring's transfer at the position; io_end gives it back
+ * (LEAVE_POS).  0, else pos_take's error. */
+static __attribute__((noinline)) int pos_enter(struct weft__io *io, int64_t deadline)
+{
+	if (weft__uring_backend() != WEFT_IO_URING)
+		return 0;
+	int e = pos_take(io, deadline);
+	if (e == 0)
+		io->leave |= LEAVE_POS;
+	return e;
+}
+
 /*
  * Parks until *done completes, the deadline passes, or a weft_cancel, a
  * weft_interrupt or a weft_close of the fd ends the wait: 0 (complete,
@@ -623,16 +643,25 @@ static int file_park(struct weft__io *io, void **done, int64_t deadline)
 	return 0;
 }
 
+/* Whether fd's open file has O_APPEND now: read at each write that would
+ * go to a ring, since fcntl(F_SETFL) may set it at any time (true when
+ * fcntl fails: the pool is right either way). */
+static bool appends(int fd)
+{
+	int fl = weft__sys_fcntl(fd, F_GETFL, 0);
+	return fl < 0 || (fl & O_APPEND);
+}
+
 /* The offset of f's transfer on a ring: f's own; for one at the file
  * position, under the position turn, the position (lseek), which
  * file_away moves on by what the transfer moved; -1 for the pool: a
  * transfer at the position without the turn, or an O_APPEND write (it
  * lands at the end of the file, where the position must follow it). */
-static off_t ring_offset(const struct weft__io *io, const struct file_op *f)
+static off_t ring_offset(const struct file_op *f)
 {
 	if (f->off >= 0)
 		return f->off;
-	if (!f->turn || (f->write && (io->e->flags & FD_APPEND)))
+	if (!f->turn || (f->write && appends(f->fd)))
 		return -1;
 	return lseek(f->fd, 0, SEEK_CUR);	/* -1 (a device without one): the pool */
 }
@@ -641,7 +670,7 @@ static off_t ring_offset(const struct weft__io *io, const struct file_op *f)
 static ssize_t file_away(struct weft__io *io, struct file_op *f, int64_t deadline)
 {
 	struct file_away a;
-	off_t at = ring_offset(io, f);
+	off_t at = ring_offset(f);
 	int e = away_start(&a, f, at);
 	if (e < 0)
 		return e;
@@ -734,6 +763,14 @@ static __attribute__((noinline)) ssize_t file_call(struct weft__io *io, struct w
 	return io_return(io, n, 0);
 }
 
+/* How a call on a file (FD_FILE) goes on: -1, on the file path (op is a
+ * buf_op: file_call); else 0, with the position turn if it needs one
+ * (pos_enter), or pos_enter's error. */
+static int file_enter(struct weft__io *io, struct weft__io_op *op, int64_t deadline)
+{
+	return op->file ? -1 : pos_enter(io, deadline);
+}
+
 /* The one-attempt loop (io.h).  A read (asked > 0) may park first after a
  * short read (park_if_drained) and marks the next one; any other call that
  * took readiness for WEFT_IN clears the mark, since the edge it consumed
@@ -759,13 +796,16 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 	struct weft__io io;
 	if (io_open(&io, fd, op, deadline) != 0)
 		return -1;
-	if (op->file && (io.e->flags & FD_FILE))
+	int e = (io.e->flags & FD_FILE) ? file_enter(&io, op, deadline) : 0;
+	if (e > 0)
+		return io_return(&io, -1, e);
+	if (e < 0)
 		return file_call(&io, op, false, deadline);
 	/* pread(2)'s answer on a socket, before any wait (park_if_drained) */
 	if (attempt == pread_attempt && op->socket)
 		return io_return(&io, -1, ESPIPE);
 	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
-	int e = hint ? park_if_drained(&io, deadline) : 0;
+	e = hint ? park_if_drained(&io, deadline) : 0;
 	if (e)
 		return io_return(&io, -1, e);
 	for (;;) {
@@ -829,13 +869,15 @@ IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, 
 		return -1;
 	if (op->len > SSIZE_MAX)
 		return io_return(&io, -1, EINVAL);
-	if (op->file && (io.e->flags & FD_FILE))
+	int e = (io.e->flags & FD_FILE) ? file_enter(&io, op, deadline) : 0;
+	if (e > 0)
+		return io_return(&io, -1, e);
+	if (e < 0)
 		return file_call(&io, op, true, deadline);
 	op->done = 0;
 	while (op->done < op->len) {
 		op->asked = 0;
 		ssize_t n = attempt(op, fd);
-		int e;
 		if (n > 0) {
 			op->done += (size_t)n;
 			/* a short send filled the socket buffer: wait for room
