@@ -530,11 +530,18 @@ static void close_files(struct weft__fd *e)
  * (test_file_adv's two_interrupted_readers), and an O_DIRECT read that
  * completes asynchronously need not advance it at all (seen on Linux
  * 6.18: readers one at a time read the same blocks again).  So under the
- * uring backend a weft_read or weft_write on a file takes its fd's turn
- * for the whole call (its RWF_NOWAIT tries at the position, under the
- * kernel's lock, included: they would race a ring's transfer), and a
- * transfer that goes to the ring goes at the position read with lseek,
- * which file_away moves on by what the transfer moved (ring_offset).  One
+ * uring backend every weft call that moves a file's position takes its
+ * fd's turn for the whole call: weft_read and weft_write (file_call: its
+ * RWF_NOWAIT tries at the position, under the kernel's lock, included:
+ * they would race a ring's transfer), weft_readv, weft_writev and
+ * weft_sendfile's out_fd (pos_enter: a readv(2) at the position beside a
+ * ring's transfer reads its block again, and the ring side's lseek moves
+ * the position back), and weft_sendfile's in_fd with a NULL offset
+ * (weft__io_pos_hold).  A transfer that goes to the ring goes at the
+ * position read with lseek, which file_away moves on by what the transfer
+ * moved (ring_offset); an O_APPEND write goes to the pool, the flag read
+ * when the write would go to the ring (fcntl(F_SETFL) may set it after
+ * the fd was registered).  One
  * call at a time per fd; the others queue, oldest first, on the fd's
  * pos_queue (waitq.h), where a deadline, weft_cancel, weft_interrupt or
  * weft_close ends their wait.  A turn given back goes to the oldest
@@ -603,6 +610,23 @@ static __attribute__((noinline)) int pos_enter(struct weft__io *io, int64_t dead
 	if (e == 0)
 		io->leave |= LEAVE_POS;
 	return e;
+}
+
+int weft__io_pos_hold(struct weft__io *io, int fd, int64_t deadline)
+{
+	io->e = NULL;
+	if (weft__uring_backend() != WEFT_IO_URING)
+		return 0;
+	if (io_begin(io, fd, deadline) != 0)
+		return -1;
+	int e = (io->e->flags & FD_FILE) ? pos_enter(io, deadline) : 0;
+	return e ? (int)io_return(io, -1, e) : 0;
+}
+
+void weft__io_pos_drop(struct weft__io *io)
+{
+	if (io->e)
+		io_end(io);
 }
 
 /*

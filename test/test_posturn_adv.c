@@ -5,12 +5,13 @@
  * weft moves the position by what the transfer moved.  weft.h promises
  * that weft's calls at the position of one file are atomic with each other
  * (as read(2) and write(2) are); each scene here shows a weft call, or a
- * state of the fd, that the turn does not cover.  Each test that fails
- * says so in its header (the defect it shows). */
+ * state of the fd, that the turn once did not cover; each header says
+ * how its scene failed before the fix (branch posfix). */
 #include "harness.h"
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 
@@ -56,8 +57,8 @@ static void need_direct(void)
 /* ---- weft_read (the ring, under the turn) and weft_readv (readv(2) on
  * the worker, no turn) on one fd: every block is read once.
  *
- * FAILS under WEFT_IO=uring (defect: weft_readv, weft_writev and
- * weft_sendfile's in_fd at the position take no turn, lib/net.c; weft.h
+ * Failed under WEFT_IO=uring while weft_readv, weft_writev and
+ * weft_sendfile's in_fd at the position took no turn (lib/net.c; weft.h
  * says weft's calls at the position are atomic with each other and names
  * only another fd or a plain read(2)/write(2)/lseek(2) as exceptions).
  * The ring's reader reads the position with lseek, a readv moves it, the
@@ -68,21 +69,50 @@ struct mixed {
 	int fd;
 	atomic_uint seen[BLOCKS];
 	atomic_int left;
-	bool vec;	/* this reader's calls: weft_readv */
 };
+
+/* How a reader reads a block at the position. */
+enum how { BY_READ, BY_READV, BY_SENDFILE };
+static const enum how by_readv = BY_READV, by_sendfile = BY_SENDFILE;
 
 struct mixed_reader {
 	struct mixed *m;
-	bool vec;
+	enum how how;
+	int sv[2];	/* BY_SENDFILE: the block goes through sv[0] to sv[1] */
 };
+
+/* A block sent with weft_sendfile from the position through a socket
+ * pair and read back: its length, 0 at end of file. */
+static ssize_t sendfile_block(struct mixed_reader *r, unsigned char *buf)
+{
+	ssize_t n = weft_sendfile(r->sv[0], r->m->fd, NULL, BLOCK, -1);
+	for (ssize_t got = 0; n > 0 && got < n;) {
+		ssize_t k = weft_read(r->sv[1], buf + got, (size_t)(n - got), -1);
+		CHECK(k > 0);
+		got += k;
+	}
+	return n;
+}
+
+static ssize_t mixed_block(struct mixed_reader *r, unsigned char *buf)
+{
+	struct iovec iov = { buf, BLOCK };
+	switch (r->how) {
+	case BY_READV:
+		return weft_readv(r->m->fd, &iov, 1, -1);
+	case BY_SENDFILE:
+		return sendfile_block(r, buf);
+	default:
+		return weft_read(r->m->fd, buf, BLOCK, -1);
+	}
+}
 
 static void mixed_read(void *arg)
 {
 	struct mixed_reader *r = arg;
 	_Alignas(BLOCK) unsigned char buf[BLOCK];
 	for (;;) {
-		struct iovec iov = { buf, sizeof buf };
-		ssize_t n = r->vec ? weft_readv(r->m->fd, &iov, 1, -1) : weft_read(r->m->fd, buf, sizeof buf, -1);
+		ssize_t n = mixed_block(r, buf);
 		CHECK(n >= 0);
 		if (n == 0)
 			break;
@@ -96,9 +126,10 @@ static void mixed_read(void *arg)
 	atomic_fetch_sub(&r->m->left, 1);
 }
 
-static void mixed_main(void *unused)
+/* Two weft_read readers and two readers by *how_arg at one fd. */
+static void mixed_main(void *how_arg)
 {
-	(void)unused;
+	enum how other = *(const enum how *)how_arg;
 	for (int round = 0; round < 20; round++) {
 		static struct mixed m;
 		memset(&m, 0, sizeof m);
@@ -108,11 +139,16 @@ static void mixed_main(void *unused)
 		struct mixed_reader rs[4];
 		weft_co *c[4];
 		for (int k = 0; k < 4; k++) {
-			rs[k] = (struct mixed_reader){ &m, k & 1 };
+			rs[k] = (struct mixed_reader){ &m, k & 1 ? other : BY_READ, { -1, -1 } };
+			if (rs[k].how == BY_SENDFILE)
+				CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rs[k].sv) == 0);
 			c[k] = go(mixed_read, &rs[k]);
 		}
-		for (int k = 0; k < 4; k++)
+		for (int k = 0; k < 4; k++) {
 			join(c[k]);
+			if (rs[k].how == BY_SENDFILE)
+				CHECK(weft_close(rs[k].sv[0]) == 0 && weft_close(rs[k].sv[1]) == 0);
+		}
 		unsigned twice = 0, never = 0;
 		for (unsigned i = 0; i < BLOCKS; i++) {
 			unsigned s = atomic_load(&m.seen[i]);
@@ -130,15 +166,24 @@ static void mixed_main(void *unused)
 Test(posturn_adv, weft_read_and_weft_readv_at_the_position_read_every_block_once, .timeout = 120)
 {
 	need_direct();
-	run_uring(2, mixed_main, NULL);
+	run_uring(2, mixed_main, (void *)&by_readv);
+}
+
+/* ---- The same with weft_sendfile from the position (a NULL offset)
+ * beside weft_read under WEFT_IO=uring: failed before weft_sendfile held
+ * in_fd's position turn (blocks sent twice). */
+Test(posturn_adv, weft_read_and_weft_sendfile_at_the_position_read_every_block_once, .timeout = 120)
+{
+	need_direct();
+	run_uring(2, mixed_main, (void *)&by_sendfile);
 }
 
 /* ---- weft_write (the ring, under the turn) and weft_writev (writev(2)
  * on the worker, no turn) appending blocks to one fd at its position:
  * every block lands, none overwritten.
  *
- * FAILS under WEFT_IO=uring, the same defect as above (lib/net.c,
- * weft_writev takes no turn): a ring write at the lseek'd offset
+ * Failed under WEFT_IO=uring for the same reason (weft_writev took no
+ * turn): a ring write at the lseek'd offset
  * overwrites the writev's block and its lseek moves the position back. */
 
 struct writers {
@@ -203,11 +248,11 @@ Test(posturn_adv, weft_write_and_weft_writev_at_the_position_overwrite_nothing, 
  * a weft_write leaves the position at the end of the file, as write(2)
  * does.
  *
- * FAILS under WEFT_IO=uring (defect: FD_APPEND is read once, at
- * registration, lib/loop.c register_fd; ring_offset, lib/io.c, then sends
+ * Failed under WEFT_IO=uring while FD_APPEND was read once, at
+ * registration (lib/loop.c register_fd): ring_offset, lib/io.c, then sends
  * the write to the ring at the lseek'd offset, the kernel appends it all
  * the same (IOCB_APPEND), and file_away's lseek(at + res) puts the
- * position in the middle of the file, not at its end). */
+ * position in the middle of the file, not at its end. */
 
 static void append_main(void *unused)
 {
@@ -241,28 +286,33 @@ Test(posturn_adv, o_append_set_by_fcntl_after_registration_keeps_the_position_at
  * kernel's position lock orders every call, pass (the failures above are
  * the uring backend's). */
 
-static void run_epoll(unsigned workers, void (*fn)(void *))
+static void run_epoll(unsigned workers, void (*fn)(void *), void *arg)
 {
-	cr_assert_eq(weft_main(fn, NULL, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_EPOLL)), 0,
+	cr_assert_eq(weft_main(fn, arg, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_EPOLL)), 0,
 		     "errno %d", errno);
 }
 
 Test(posturn_adv, control_epoll_read_and_readv, .timeout = 120)
 {
 	need_direct();
-	run_epoll(2, mixed_main);
+	run_epoll(2, mixed_main, (void *)&by_readv);
 }
+
+/* No control for weft_sendfile: sendfile(2) with a NULL offset takes no
+ * position lock (the kernel's do_sendfile reads f_pos and stores it back
+ * unlocked), so under WEFT_IO=epoll it races read(2) as the plain calls
+ * do (weft.h, weft_sendfile). */
 
 Test(posturn_adv, control_epoll_write_and_writev, .timeout = 120)
 {
 	need_direct();
-	run_epoll(2, writers_main);
+	run_epoll(2, writers_main, NULL);
 }
 
 Test(posturn_adv, control_epoll_o_append_by_fcntl, .timeout = 60)
 {
 	need_direct();
-	run_epoll(1, append_main);
+	run_epoll(1, append_main, NULL);
 }
 
 /* ---- The turn held long (a pipe the file path takes for an O_DIRECT
