@@ -151,8 +151,8 @@ runs=(
 	"posturn.pml|bug|-DBUG_CLOSE_HANDS||the close hands the turn to every waiter"
 	"posturn.pml|bug|-DBUG_GIVE_CLEARS||give hands the turn on and clears busy"
 	"pospath.pml|ok|||two weft_read callers at the position, through the turn"
-	"pospath.pml|finding|-DVEC||weft_readv takes no turn: a block read twice (open defect)"
-	"pospath.pml|ok|-DVEC -DVEC_TURN||weft_readv through the turn too (the fix)"
+	"pospath.pml|bug|-DVEC||weft_readv without the turn: a block read twice"
+	"pospath.pml|ok|-DVEC -DVEC_TURN||weft_readv through the turn too (pos_enter)"
 )
 
 one_run() {	# index

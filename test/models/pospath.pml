@@ -13,16 +13,17 @@
  *          1); give the turn.  Three steps, none atomic with the others.
  *   vec reader (weft_readv, lib/net.c: readv(2) on the worker): under
  *          the kernel's position lock, one atomic step: read block pos,
- *          pos++.  It takes no turn (what the code does).
+ *          pos++; with VEC_TURN inside the turn (io.c's pos_enter, what
+ *          the code does; weft_writev and weft_sendfile's in_fd alike).
  *
  * Configurations
  *  default        two ring readers: passes (the turn orders them).
- *  -DVEC          a ring reader beside a vec reader (weft_readv takes no
- *                 turn): spin finds a block read twice (a finding: the
- *                 defect test_posturn_adv's
+ *  -DVEC          seeded bug: a ring reader beside a vec reader that takes
+ *                 no turn (the code before pos_enter): spin finds a block
+ *                 read twice, as test_posturn_adv's
  *                 weft_read_and_weft_readv_at_the_position_read_every_
- *                 block_once shows).
- *  -DVEC -DVEC_TURN  the vec reader takes the turn too: passes (a fix).
+ *                 block_once did in C.
+ *  -DVEC -DVEC_TURN  the vec reader takes the turn too (the code): passes.
  */
 
 #define BLOCKS 3
