@@ -820,16 +820,18 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 	struct weft__io io;
 	if (io_open(&io, fd, op, deadline) != 0)
 		return -1;
-	int e = (io.e->flags & FD_FILE) ? file_enter(&io, op, deadline) : 0;
-	if (e > 0)
-		return io_return(&io, -1, e);
-	if (e < 0)
-		return file_call(&io, op, false, deadline);
+	if (io.e->flags & FD_FILE) {
+		int e = file_enter(&io, op, deadline);
+		if (e < 0)
+			return file_call(&io, op, false, deadline);
+		if (e)
+			return io_return(&io, -1, e);
+	}
 	/* pread(2)'s answer on a socket, before any wait (park_if_drained) */
 	if (attempt == pread_attempt && op->socket)
 		return io_return(&io, -1, ESPIPE);
 	bool reads = events == WEFT_IN, hint = reads && op->asked > 0;
-	e = hint ? park_if_drained(&io, deadline) : 0;
+	int e = hint ? park_if_drained(&io, deadline) : 0;
 	if (e)
 		return io_return(&io, -1, e);
 	for (;;) {
@@ -893,15 +895,18 @@ IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, 
 		return -1;
 	if (op->len > SSIZE_MAX)
 		return io_return(&io, -1, EINVAL);
-	int e = (io.e->flags & FD_FILE) ? file_enter(&io, op, deadline) : 0;
-	if (e > 0)
-		return io_return(&io, -1, e);
-	if (e < 0)
-		return file_call(&io, op, true, deadline);
+	if (io.e->flags & FD_FILE) {
+		int e = file_enter(&io, op, deadline);
+		if (e < 0)
+			return file_call(&io, op, true, deadline);
+		if (e)
+			return io_return(&io, -1, e);
+	}
 	op->done = 0;
 	while (op->done < op->len) {
 		op->asked = 0;
 		ssize_t n = attempt(op, fd);
+		int e;
 		if (n > 0) {
 			op->done += (size_t)n;
 			/* a short send filled the socket buffer: wait for room
