@@ -508,15 +508,19 @@ WEFT_EXPORT int weft_wait(int fd, int events, int64_t deadline);
  * pending for the next wait).  Errors: those of read(2), ETIMEDOUT,
  * ECANCELED.
  *
- * The file position: weft_read and weft_write calls at the position of one
- * file are atomic with each other, as read(2) and write(2) are: each moves
- * its whole range, and two never read the same bytes.  Under WEFT_IO=epoll
- * the kernel's position lock does it.  Under WEFT_IO=uring weft does it per
- * fd number: one such call at a time per fd (the others wait their turn,
- * which their deadline, weft_cancel, weft_interrupt or a weft_close of fd
- * ends), and a transfer that goes to the ring reads the position (lseek),
- * transfers at that offset and moves the position by what it moved (an
- * O_APPEND write goes to a helper instead).  Another fd for the same open
+ * The file position: weft_read, weft_write, weft_readv and weft_writev
+ * calls at the position of one file are atomic with each other, as read(2)
+ * and write(2) are: each moves its whole range, and two never read the
+ * same bytes.  Under WEFT_IO=epoll the kernel's position lock does it.
+ * Under WEFT_IO=uring weft does it per fd number: one such call at a time
+ * per fd, weft_sendfile from the position (a NULL offset) included (the
+ * others wait their turn, which their deadline, weft_cancel,
+ * weft_interrupt or a weft_close of fd ends), and a transfer that goes to
+ * the ring reads the position (lseek), transfers at that offset and moves
+ * the position by what it moved.  A write to a file whose status flags
+ * have O_APPEND when the write is made (set at open or later with
+ * fcntl(F_SETFL)) goes to a helper instead, and leaves the position at
+ * the end of the file, as write(2) does.  Another fd for the same open
  * file (dup(2), a fork, /proc/self/fd) or a plain read(2), write(2) or
  * lseek(2) on it meanwhile is not ordered with such a transfer: the two may
  * use the same position.  Share a position through one fd, or use
@@ -771,7 +775,11 @@ WEFT_EXPORT ssize_t weft_sendmsg(int fd, const struct msghdr *msg, int flags, in
  * fewer only when in_fd ends first.  offset as sendfile(2): NULL reads from
  * in_fd's file position and advances it; otherwise reads from *offset,
  * leaves the position alone and sets *offset past the last byte sent (also
- * on an error).  in_fd is not waited on: a regular file (or another fd
+ * on an error).  With a NULL offset, under WEFT_IO=uring the call holds
+ * in_fd's position turn (weft_read): it is atomic with weft's other calls
+ * at in_fd's position; under WEFT_IO=epoll it is as sendfile(2), which
+ * takes no position lock, and may read the bytes a weft_read at in_fd's
+ * position reads meanwhile.  in_fd is not waited on: a regular file (or another fd
  * sendfile(2) reads without blocking).  Never raises SIGPIPE (the workers
  * block it): a closed peer is EPIPE.  Errors: those of sendfile(2)
  * (EBADF, EINVAL for count above SSIZE_MAX), ETIMEDOUT, ECANCELED; some

@@ -131,8 +131,6 @@ enum {
 				 * weft_read and weft_write never block on it (io.c) */
 	FD_DIRECT = 16,		/* FD_FILE opened O_DIRECT: RWF_NOWAIT would still
 				 * wait for the device, so every transfer offloads */
-	FD_APPEND = 32,		/* FD_FILE opened O_APPEND: a write lands at the end
-				 * whatever its offset (io.c, the position turn) */
 };
 
 /* Whether e's fd is in a loop (the check before weft__loop_register, inline

@@ -46,7 +46,10 @@
 static const int64_t BACKOFF_MIN_NS = 1000 * 1000;
 static const int64_t BACKOFF_MAX_NS = 100 * 1000 * 1000;
 
-enum { LEAVE_TURNS = FD_WAKE_TURN(WEFT_IN | WEFT_OUT) };	/* the turn bits of leave */
+enum {
+	LEAVE_TURNS = FD_WAKE_TURN(WEFT_IN | WEFT_OUT),	/* the turn bits of leave */
+	LEAVE_POS = 0x80,	/* leave: give back the fd's position turn (pos_enter) */
+};
 
 /* Drops a reference taken in io_begin. */
 static inline void ref_drop(struct weft__fd *e)
@@ -145,8 +148,12 @@ static inline void io_moved(struct weft__io *io, ssize_t n)
  * not end in EAGAIN, so what woke it may not be used up, and the next
  * waiter gets to try (fdtable.c).  A call that took readiness without the
  * turn wakes a waiter that parked in the slot meanwhile (weft__fd_nudge). */
+static void pos_give(struct weft__io *io);
+
 static __attribute__((noinline)) void io_leave(struct weft__io *io)
 {
+	if (io->leave & LEAVE_POS)
+		pos_give(io);
 	for (int bit = WEFT_IN, d = FD_SLOT_IN; bit <= WEFT_OUT; bit <<= 1, d++) {
 		if (io->leave & FD_WAKE_TURN(bit))
 			weft__fd_pass(io->e, d);
@@ -239,7 +246,7 @@ static inline __attribute__((always_inline)) int io_publish(struct weft__io *io,
 		p->queued |= r == FD_IN_QUEUE ? bit : 0;
 		p->ready |= r == FD_TOOK_READY ? bit : 0;
 	}
-	io->leave &= (unsigned char)(LEAVE_TURNS & ~FD_WAKE_TURN(p->parked));
+	io->leave &= (unsigned char)((LEAVE_TURNS | LEAVE_POS) & ~FD_WAKE_TURN(p->parked));
 	return 0;
 }
 
@@ -536,11 +543,18 @@ static void close_files(struct weft__fd *e)
  * (test_file_adv's two_interrupted_readers), and an O_DIRECT read that
  * completes asynchronously need not advance it at all (seen on Linux
  * 6.18: readers one at a time read the same blocks again).  So under the
- * uring backend a weft_read or weft_write on a file takes its fd's turn
- * for the whole call (its RWF_NOWAIT tries at the position, under the
- * kernel's lock, included: they would race a ring's transfer), and a
- * transfer that goes to the ring goes at the position read with lseek,
- * which file_away moves on by what the transfer moved (ring_offset).  One
+ * uring backend every weft call that moves a file's position takes its
+ * fd's turn for the whole call: weft_read and weft_write (file_call: its
+ * RWF_NOWAIT tries at the position, under the kernel's lock, included:
+ * they would race a ring's transfer), weft_readv, weft_writev and
+ * weft_sendfile's out_fd (pos_enter: a readv(2) at the position beside a
+ * ring's transfer reads its block again, and the ring side's lseek moves
+ * the position back), and weft_sendfile's in_fd with a NULL offset
+ * (weft__io_pos_hold).  A transfer that goes to the ring goes at the
+ * position read with lseek, which file_away moves on by what the transfer
+ * moved (ring_offset); an O_APPEND write goes to the pool, the flag read
+ * when the write would go to the ring (fcntl(F_SETFL) may set it after
+ * the fd was registered).  One
  * call at a time per fd; the others queue, oldest first, on the fd's
  * pos_queue (waitq.h), where a deadline, weft_cancel, weft_interrupt or
  * weft_close ends their wait.  A turn given back goes to the oldest
@@ -552,8 +566,6 @@ static void close_files(struct weft__fd *e)
  * the kernel's position lock serialises them all, and no turn is taken.
  * test/models/posturn.pml checks the turn.
  */
-
-static void pos_give(struct weft__io *io);
 
 /* Takes io's fd's position turn: 0, else ETIMEDOUT, ECANCELED (a cancel,
  * or a close of the fd) or EINTR, the turn not taken.  The close check
@@ -598,6 +610,38 @@ static void pos_give(struct weft__io *io)
 	weft__wakes_run(&ws);
 }
 
+/* A call on a file that is not on the file path (weft_readv, weft_writev,
+ * weft_sendfile's out_fd: one syscall at the position per attempt) takes
+ * the position turn under the uring backend, as file_call does, so that it
+ * never runs beside a ring's transfer at the position; io_end gives it back
+ * (LEAVE_POS).  0, else pos_take's error. */
+static __attribute__((noinline)) int pos_enter(struct weft__io *io, int64_t deadline)
+{
+	if (weft__uring_backend() != WEFT_IO_URING)
+		return 0;
+	int e = pos_take(io, deadline);
+	if (e == 0)
+		io->leave |= LEAVE_POS;
+	return e;
+}
+
+int weft__io_pos_hold(struct weft__io *io, int fd, int64_t deadline)
+{
+	io->e = NULL;
+	if (weft__uring_backend() != WEFT_IO_URING)
+		return 0;
+	if (io_begin(io, fd, deadline) != 0)
+		return -1;
+	int e = (io->e->flags & FD_FILE) ? pos_enter(io, deadline) : 0;
+	return e ? (int)io_return(io, -1, e) : 0;
+}
+
+void weft__io_pos_drop(struct weft__io *io)
+{
+	if (io->e)
+		io_end(io);
+}
+
 /*
  * Parks until *done completes, the deadline passes, or a weft_cancel, a
  * weft_interrupt or a weft_close of the fd ends the wait: 0 (complete,
@@ -637,16 +681,25 @@ static int file_park(struct weft__io *io, void **done, int64_t deadline, int cau
 	return 0;
 }
 
+/* Whether fd's open file has O_APPEND now: read at each write that would
+ * go to a ring, since fcntl(F_SETFL) may set it at any time (true when
+ * fcntl fails: the pool is right either way). */
+static bool appends(int fd)
+{
+	int fl = weft__sys_fcntl(fd, F_GETFL, 0);
+	return fl < 0 || (fl & O_APPEND);
+}
+
 /* The offset of f's transfer on a ring: f's own; for one at the file
  * position, under the position turn, the position (lseek), which
  * file_away moves on by what the transfer moved; -1 for the pool: a
  * transfer at the position without the turn, or an O_APPEND write (it
  * lands at the end of the file, where the position must follow it). */
-static off_t ring_offset(const struct weft__io *io, const struct file_op *f)
+static off_t ring_offset(const struct file_op *f)
 {
 	if (f->off >= 0)
 		return f->off;
-	if (!f->turn || (f->write && (io->e->flags & FD_APPEND)))
+	if (!f->turn || (f->write && appends(f->fd)))
 		return -1;
 	return lseek(f->fd, 0, SEEK_CUR);	/* -1 (a device without one): the pool */
 }
@@ -668,7 +721,7 @@ static int away_wait(struct weft__io *io, struct file_away *a, int64_t deadline)
 static ssize_t file_away(struct weft__io *io, struct file_op *f, int64_t deadline)
 {
 	struct file_away a;
-	off_t at = ring_offset(io, f);
+	off_t at = ring_offset(f);
 	int e = away_start(&a, f, at);
 	if (e < 0)
 		return e;
@@ -833,6 +886,14 @@ static int write_wait(struct weft__io *io, struct weft__io_op *op, int err, int6
 	return 0;
 }
 
+/* How a call on a file (FD_FILE) goes on: -1, on the file path (op is a
+ * buf_op: file_call); else 0, with the position turn if it needs one
+ * (pos_enter), or pos_enter's error. */
+static int file_enter(struct weft__io *io, struct weft__io_op *op, int64_t deadline)
+{
+	return op->file ? -1 : pos_enter(io, deadline);
+}
+
 /* The one-attempt loop (io.h).  A read (asked > 0) may park first after a
  * short read (park_if_drained) and marks the next one; any other call that
  * took readiness for WEFT_IN clears the mark, since the edge it consumed
@@ -858,8 +919,13 @@ IO_LOOP io_call(int fd, int events, weft__io_attempt *attempt, struct weft__io_o
 	struct weft__io io;
 	if (io_open(&io, fd, op, deadline) != 0)
 		return -1;
-	if (op->file && (io.e->flags & FD_FILE))
-		return file_call(&io, op, false, deadline);
+	if (io.e->flags & FD_FILE) {
+		int e = file_enter(&io, op, deadline);
+		if (e < 0)
+			return file_call(&io, op, false, deadline);
+		if (e)
+			return io_return(&io, -1, e);
+	}
 	/* pread(2)'s answer on a socket, before any wait (park_if_drained) */
 	if (attempt == pread_attempt && op->socket)
 		return io_return(&io, -1, ESPIPE);
@@ -941,8 +1007,13 @@ IO_LOOP io_write_all(int fd, weft__io_attempt *attempt, struct weft__io_op *op, 
 		return -1;
 	if (op->len > SSIZE_MAX)
 		return io_return(&io, -1, EINVAL);
-	if (op->file && (io.e->flags & FD_FILE))
-		return file_call(&io, op, true, deadline);
+	if (io.e->flags & FD_FILE) {
+		int e = file_enter(&io, op, deadline);
+		if (e < 0)
+			return file_call(&io, op, true, deadline);
+		if (e)
+			return io_return(&io, -1, e);
+	}
 	op->done = 0;
 	while (op->done < op->len) {
 		op->asked = 0;

@@ -86,6 +86,15 @@ ssize_t weft__io_call(int fd, int events, struct weft__io_op *op, int64_t deadli
  * (op->done bytes) has been written. */
 ssize_t weft__io_write_all(int fd, struct weft__io_op *op, int64_t deadline);
 
+/* A call that moves another fd's file position (weft_sendfile's in_fd with
+ * a NULL offset) holds that fd's position turn, as a call on the fd itself
+ * would (io.c, pos_enter): under the uring backend, a call begun on fd
+ * (its reference, which weft_close waits for) and, for a file, its turn.
+ * weft__io_pos_hold: 0, or -1 with errno (io_begin's, or the turn's
+ * ETIMEDOUT, ECANCELED, EINTR); weft__io_pos_drop after a 0 ends it. */
+int weft__io_pos_hold(struct weft__io *io, int fd, int64_t deadline);
+void weft__io_pos_drop(struct weft__io *io);
+
 /*
  * An fd case of weft_chan_select (chan.c): a call in flight on fd for one
  * direction, whose waiter is the select's, parked beside its channel

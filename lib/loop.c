@@ -220,8 +220,7 @@ static int register_fd(struct weft__worker *w, struct weft__fd *e, int fd)
 		int fl = weft__sys_fcntl(fd, F_GETFL, 0);
 		if (fl < 0)
 			return -errno;
-		e->flags = FD_FILE | FD_NO_POLL | ((fl & O_DIRECT) ? FD_DIRECT : 0) |
-			   ((fl & O_APPEND) ? FD_APPEND : 0);
+		e->flags = FD_FILE | FD_NO_POLL | ((fl & O_DIRECT) ? FD_DIRECT : 0);
 		return 0;
 	}
 	if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {

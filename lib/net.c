@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -276,8 +277,19 @@ static ssize_t sendfile_attempt(struct weft__io_op *op, int fd)
 	return weft__sys_sendfile(fd, f->in_fd, f->offset, left < SENDFILE_MAX ? left : SENDFILE_MAX);
 }
 
+/* With a NULL offset the transfer moves in_fd's position: it holds in_fd's
+ * position turn throughout (io.h), unless in_fd is out_fd, whose call
+ * holds it already. */
 ssize_t weft_sendfile(int out_fd, int in_fd, off_t *offset, size_t count, int64_t deadline)
 {
+	struct weft__io in;
+	bool hold = !offset && in_fd != out_fd;
+	if (hold && weft__io_pos_hold(&in, in_fd, deadline) != 0)
+		return -1;
 	struct file_op f = { { .attempt = sendfile_attempt, .len = count }, in_fd, offset };
-	return weft__io_write_all(out_fd, &f.op, deadline);
+	ssize_t n = weft__io_write_all(out_fd, &f.op, deadline);
+	int e = n < 0 ? weft__err_get() : 0;
+	if (hold)
+		weft__io_pos_drop(&in);
+	return n < 0 ? weft__err_fail(e) : n;
 }

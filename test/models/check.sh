@@ -155,6 +155,9 @@ runs=(
 	"uring_sock.pml|bug|-DBUG_NO_MONITOR_FLUSH||the monitor leaves a stuck worker's SQEs queued"
 	"uring_sock.pml|bug|-DBUG_UNLOCKED_FLUSH||the monitor clears queued outside the SQ lock"
 	"uring_sock.pml|bug|-DNO_DATA -DBUG_CANCEL_FIRST||the cancel goes in ahead of the queued RECV"
+	"pospath.pml|ok|||two weft_read callers at the position, through the turn"
+	"pospath.pml|bug|-DVEC||weft_readv without the turn: a block read twice"
+	"pospath.pml|ok|-DVEC -DVEC_TURN||weft_readv through the turn too (pos_enter)"
 )
 
 one_run() {	# index
