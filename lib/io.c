@@ -891,7 +891,9 @@ static int write_wait(struct weft__io *io, struct weft__io_op *op, int err, int6
  * (pos_enter), or pos_enter's error. */
 static int file_enter(struct weft__io *io, struct weft__io_op *op, int64_t deadline)
 {
-	return op->file ? -1 : pos_enter(io, deadline);
+	if (op->file)
+		return -1;
+	return op->pos_held ? 0 : pos_enter(io, deadline);
 }
 
 /* The one-attempt loop (io.h).  A read (asked > 0) may park first after a

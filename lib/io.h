@@ -73,6 +73,8 @@ struct weft__io_op {
 	bool file;	/* the op is io.c's buf_op, which a regular file or block
 			 * device serves through the file path (never blocking
 			 * the worker) instead of the attempts */
+	bool pos_held;	/* the caller holds fd's position turn already
+			 * (weft__io_pos_hold): the call takes none */
 };
 
 /* Runs op->attempt until it succeeds once; events is WEFT_IN or WEFT_OUT,

@@ -279,17 +279,28 @@ static ssize_t sendfile_attempt(struct weft__io_op *op, int fd)
 
 /* With a NULL offset the transfer moves in_fd's position: it holds in_fd's
  * position turn throughout (io.h), unless in_fd is out_fd, whose call
- * holds it already. */
+ * holds it already.  out_fd's turn (a file's) is then taken first when its
+ * number is the lower: two sendfiles crossing between two files take their
+ * turns in one order, never each holding the one the other waits for. */
 ssize_t weft_sendfile(int out_fd, int in_fd, off_t *offset, size_t count, int64_t deadline)
 {
-	struct weft__io in;
-	bool hold = !offset && in_fd != out_fd;
-	if (hold && weft__io_pos_hold(&in, in_fd, deadline) != 0)
+	struct weft__io in, out;
+	bool hold = !offset && in_fd != out_fd, out_first = hold && out_fd < in_fd;
+	if (out_first && weft__io_pos_hold(&out, out_fd, deadline) != 0)
 		return -1;
-	struct file_op f = { { .attempt = sendfile_attempt, .len = count }, in_fd, offset };
+	if (hold && weft__io_pos_hold(&in, in_fd, deadline) != 0) {
+		int e = weft__err_get();
+		if (out_first)
+			weft__io_pos_drop(&out);
+		return weft__err_fail(e);
+	}
+	struct file_op f = { { .attempt = sendfile_attempt, .len = count, .pos_held = out_first },
+			     in_fd, offset };
 	ssize_t n = weft__io_write_all(out_fd, &f.op, deadline);
 	int e = n < 0 ? weft__err_get() : 0;
 	if (hold)
 		weft__io_pos_drop(&in);
+	if (out_first)
+		weft__io_pos_drop(&out);
 	return n < 0 ? weft__err_fail(e) : n;
 }

@@ -493,3 +493,58 @@ Test(posturn_adv, a_reader_whose_ring_reads_race_deadlines_and_interrupts_reads_
 	need_direct();
 	run_uring(2, racing_main, NULL);
 }
+
+/* ---- Two weft_sendfiles crossing between two files, each at in_fd's
+ * position: each holds its in_fd's turn and takes its out_fd's, so
+ * without one order for the two turns one held A waiting for B while the
+ * other held B waiting for A, for good (no deadline).  Both go on now: the
+ * lower fd's turn is taken first. */
+
+enum { CROSS_ROUNDS = 3000, CROSS_BYTES = 512 };
+
+struct cross {
+	int from, to;
+};
+
+static int cached_file(size_t bytes)
+{
+	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char path[4096];
+	snprintf(path, sizeof path, "%s/weft-posturn-XXXXXX", dir);
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	unlink(path);
+	CHECK(ftruncate(fd, (off_t)bytes) == 0);
+	return fd;
+}
+
+static void cross_send(void *arg)
+{
+	struct cross *c = arg;
+	for (int i = 0; i < CROSS_ROUNDS; i++) {
+		ssize_t n = weft_sendfile(c->to, c->from, NULL, CROSS_BYTES, -1);
+		CHECK(n >= 0);
+		if (i % 64 == 0)
+			weft_yield();
+	}
+}
+
+static void cross_main(void *unused)
+{
+	(void)unused;
+	int a = cached_file((size_t)CROSS_ROUNDS * CROSS_BYTES * 2);
+	int b = cached_file((size_t)CROSS_ROUNDS * CROSS_BYTES * 2);
+	struct cross c[4] = { { a, b }, { b, a }, { a, b }, { b, a } };
+	weft_co *co[4];
+	for (int i = 0; i < 4; i++)
+		co[i] = go(cross_send, &c[i]);
+	for (int i = 0; i < 4; i++)
+		join(co[i]);
+	CHECK(weft_close(a) == 0);
+	CHECK(weft_close(b) == 0);
+}
+
+Test(posturn_adv, crossing_sendfiles_between_two_files_both_go_on, .timeout = 120)
+{
+	run_uring(2, cross_main, NULL);
+}
