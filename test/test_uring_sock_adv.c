@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/* Adversarial scenes for stream sockets through the workers' rings
+ * (lib/io.c, "sockets on rings"; lib/uring.c) under WEFT_IO=uring and
+ * WEFT_URING_SOCKETS=1.  Each test says what it shows; those that fail on
+ * branch sockring say so in their comment (they are defect reports, not
+ * regressions of a fix). */
+#include "harness.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "uring_test.h"
+#include "worker.h"	/* white-box: which worker runs a coroutine */
+
+enum { LEN = 64 };
+
+/* weft_main on `workers` workers (the worker poller: sockets go to the
+ * rings only there, or with one worker), uring, sockets on the rings as
+ * `sockets` says. */
+static void run_sock(unsigned workers, bool sockets, void (*fn)(void *), void *arg)
+{
+	CHECK(setenv("WEFT_URING_SOCKETS", sockets ? "1" : "0", 1) == 0);
+	int poller = workers > 1 ? WEFT_POLLER_WORKER : 0;
+	int r = weft_main(fn, arg, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_URING, .poller = poller));
+	if (r != 0 && (errno == ENOSYS || errno == EPERM))
+		cr_skip_test("io_uring cannot be had here (errno %d)", errno);
+	cr_assert_eq(r, 0, "errno %d", errno);
+}
+
+struct reader {
+	int fd;
+	char buf[LEN];
+	ssize_t n;
+	int err;
+	struct weft__worker *worker;	/* where it queued its RECV */
+	atomic_bool done;
+};
+
+static void reader_main(void *arg)
+{
+	struct reader *r = arg;
+	r->worker = weft__worker_self();
+	r->n = weft_read(r->fd, r->buf, sizeof r->buf, -1);
+	r->err = errno;
+	atomic_store(&r->done, true);
+}
+
+/* ---- a worker in an uninterruptible wait holds back the CQEs of the
+ * RECVs it submitted.
+ *
+ * FAILS on sockring (HIGH: a reader stalls for as long as another
+ * coroutine's system call lasts; readiness does not).  The kernel posts a
+ * RECV's CQE through task work on the thread that submitted it (the
+ * worker's flush: lib/uring.c, weft__uring_flush); a thread in a killable
+ * or uninterruptible sleep (here vfork(2)'s wait for its child; also
+ * posix_spawn, a page fault on NFS, a disk in D state) does not run task
+ * work, so the CQE, its eventfd signal and the reader's wake all wait for
+ * the system call to end.  The monitor adopts the stuck worker, but its
+ * flush (lib/monitor.c:255) and rescue only cover what is queued or ready
+ * in the poller, not completions owed by the stuck thread.  Under
+ * readiness (the control below) the monitor's rescue harvests the stuck
+ * worker's epfd and the reader goes on on the other worker at once.
+ *
+ * The vforked child shares the memory: it feeds the socket and waits (up
+ * to 5 s, only to end the scene) for the reader to be done, and exits 1
+ * if it never was. */
+
+struct vscene {
+	int sv[2];
+	struct reader r;
+};
+
+static int child_waits_for_reader(struct vscene *s)
+{
+	if (write(s->sv[1], "abc", 3) != 3)
+		return 2;
+	for (int i = 0; i < 5000 && !atomic_load(&s->r.done); i++)
+		usleep(1000);
+	return atomic_load(&s->r.done) ? 0 : 1;
+}
+
+static void vfork_main(void *arg)
+{
+	bool *stalled = arg;
+	for (int tries = 0; tries < 50; tries++) {
+		struct vscene s = { .r = { .fd = -1 } };
+		CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s.sv) == 0);
+		s.r.fd = s.sv[0];
+		char c;
+		CHECK(weft_read(s.sv[0], &c, 1, 0) == -1 && errno == ETIMEDOUT);	/* registered */
+		uint64_t parks = stats_now().total.parks;
+		weft_co *co = go(reader_main, &s.r);
+		wait_parks(parks, 1);
+		/* let the reader's worker run dry: its own flush submits the RECV */
+		CHECK(weft_sleep(weft_now() + 20 * MS) == 0);
+		if (weft__worker_self() != s.r.worker || atomic_load(&s.r.done)) {
+			CHECK(write(s.sv[1], "x", 1) == 1);	/* not the scene: again */
+			join(co);
+			CHECK(weft_close(s.sv[0]) == 0 && weft_close(s.sv[1]) == 0);
+			continue;
+		}
+		pid_t pid = vfork();
+		if (pid == 0)
+			_exit(child_waits_for_reader(&s));
+		CHECK(pid > 0);
+		int st = 0;
+		CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
+		*stalled = WEXITSTATUS(st) != 0;
+		join(co);
+		CHECK(s.r.n == 3 && memcmp(s.r.buf, "abc", 3) == 0);
+		CHECK(weft_close(s.sv[0]) == 0 && weft_close(s.sv[1]) == 0);
+		return;
+	}
+	cr_skip_test("the reader never shared the vforking coroutine's worker");
+}
+
+Test(uring_sock_adv, control_readiness_reader_goes_on_while_its_worker_is_in_vfork, .timeout = 60)
+{
+	bool stalled = true;
+	run_sock(2, false, vfork_main, &stalled);
+	cr_assert(!stalled, "readiness: the reader stalled behind its worker's vfork");
+}
+
+Test(uring_sock_adv, ring_reader_goes_on_while_its_worker_is_in_vfork, .timeout = 60)
+{
+	bool stalled = true;
+	run_sock(2, true, vfork_main, &stalled);
+	cr_assert(!stalled, "ring: the RECV's CQE waited 5 s for the vfork of the worker that submitted it "
+			    "(its task work never ran), the monitor's rescue did not help");
+}
