@@ -91,6 +91,13 @@ struct vrun {
 static void vfork_main(void *arg)
 {
 	struct vrun *v = arg;
+#ifdef WEFT_TEST_TSAN
+	bool forks = true;
+#else
+	bool forks = RUNNING_ON_VALGRIND;
+#endif
+	if (forks)	/* the child would not share the reader's memory */
+		cr_skip_test("vfork(2) is a fork(2) under valgrind and TSan");
 	for (int tries = 0; tries < 50; tries++) {
 		struct vscene s = { .r = { .fd = -1, .deadline = v->feed ? -1 : weft_now() + 200 * MS },
 				    .feed = v->feed };
