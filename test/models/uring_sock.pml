@@ -49,6 +49,8 @@
  *                        the monitor's flush does not save a RECV the
  *                        stuck worker submitted itself
  *                        (test_uring_sock_adv, *_while_its_worker_is_in_vfork).
+ *                        A documented known gap, registered as a finding
+ *                        (README.md, "Findings"; docs/design.md, "Where").
  */
 
 #define NONE	0
