@@ -51,7 +51,7 @@ static void reader_main(void *arg)
 /* ---- a worker in an uninterruptible wait holds back the CQEs of the
  * RECVs it submitted.
  *
- * A known gap (docs/design.md, "Where"; weft.h): a reader stalls for as
+ * A known gap (docs/design.md, "The io_uring backend"; weft.h): a reader stalls for as
  * long as another coroutine's system call lasts; readiness does not.  The
  * ring tests SKIP with the gap's reason where they see the stall, and pass
  * where they do not (a kernel that posts the CQE otherwise, or a fix);

@@ -50,7 +50,7 @@
  *                        stuck worker submitted itself
  *                        (test_uring_sock_adv, *_while_its_worker_is_in_vfork).
  *                        A documented known gap, registered as a finding
- *                        (README.md, "Findings"; docs/design.md, "Where").
+ *                        (README.md, "Findings"; docs/design.md, the known gap).
  */
 
 #define NONE	0
