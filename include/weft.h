@@ -33,7 +33,14 @@
  * it never restarts (epoll_wait, epoll_pwait, io_getevents, sigtimedwait,
  * semtimedop, ...: signal(7)) may fail with EINTR.  Retry it as for a
  * signal (with the time left, if it has a timeout).  weft's own calls never
- * fail so (close(2)'s EINTR is weft_close's success: see there).
+ * fail so (close(2)'s EINTR is weft_close's success: see there).  The
+ * other way round, a known gap: that completion is work the kernel runs on
+ * the submitting worker, which an uninterruptible or killable system call
+ * (vfork, posix_spawn, fsync, a disk in D state, a major page fault) holds
+ * until it ends, so a worker blocked in an uninterruptible system call
+ * delays completions of the ring ops it submitted (file transfers, and
+ * stream sockets under WEFT_URING_SOCKETS=1), and the deadlines, cancels
+ * and closes that wait for them; run such calls with weft_offload.
  */
 #ifndef WEFT_H
 #define WEFT_H
@@ -470,7 +477,9 @@ WEFT_EXPORT int64_t weft_now(void);
  * otherwise (a page not cached, an O_DIRECT file, writeback throttling)
  * park the coroutine while a helper of the offload pool does the transfer,
  * or, under WEFT_IO=uring, the worker's io_uring (see weft_pread for what
- * a deadline or cancel does to it; weft_read for the file position).  A file
+ * a deadline or cancel does to it; weft_read for the file position; and
+ * the top of this file for a worker blocked in an uninterruptible system
+ * call, which delays completions of the ring ops it submitted).  A file
  * system that cannot answer RWF_NOWAIT (EOPNOTSUPP: procfs and sysfs
  * reads, buffered writes on ext4 and others) costs what it did without
  * weft: the fd remembers it for that direction, and those transfers are

@@ -1921,8 +1921,20 @@ static void turns_main(void *arg)
 		CHECK(weft_close(r[i].fd) == 0 && close(peer[i]) == 0);
 }
 
+/* With sockets on the rings (WEFT_IO=uring, WEFT_URING_SOCKETS=1, here on
+ * one worker) the readers wait on RECVs, not readiness: their wakes come
+ * from reaps, and a reap drains the whole CQ (it must: the eventfd is an
+ * edge), so there are no batches to count. */
+static bool sockets_on_rings(void)
+{
+	const char *io = getenv("WEFT_IO"), *sockets = getenv("WEFT_URING_SOCKETS");
+	return io && strcmp(io, "uring") == 0 && sockets && strcmp(sockets, "1") == 0;
+}
+
 Test(io, a_worker_harvests_a_batch_at_a_time_and_not_at_turns, .timeout = 120)
 {
+	if (sockets_on_rings())
+		cr_skip_test("sockets on the rings: a reap takes the whole CQ, not a harvest's batch");
 	raise_fd_limit();
 	struct harvests h = { 0, 0 };
 	run(1, turns_main, &h);

@@ -158,6 +158,7 @@ runs=(
 	"pospath.pml|ok|||two weft_read callers at the position, through the turn"
 	"pospath.pml|bug|-DVEC||weft_readv without the turn: a block read twice"
 	"pospath.pml|ok|-DVEC -DVEC_TURN||weft_readv through the turn too (pos_enter)"
+	"uring_sock.pml|finding|-DTASK_WORK||a worker in an uninterruptible wait holds its RECVs' CQEs (known gap)"
 )
 
 one_run() {	# index
