@@ -577,7 +577,11 @@ top:
 		:: spinning ->
 			d_step { spinning = 0; v = nr_spinning; nr_spinning-- };
 			if
+#ifdef FINDING_NO_STOP_WAKE
+			:: false -> skip	/* the last spinner never wakes another */
+#else
 			:: v == 1 && nr_idle != 0 -> any_work(found, v); v = found
+#endif
 			:: else -> v = 0
 			fi;
 			if
