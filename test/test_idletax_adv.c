@@ -15,6 +15,7 @@
 
 #include "atomic.h"
 #include "coro_test.h"
+#include "monitor.h"
 #include "worker.h"
 
 static const unsigned worker_counts[] = { 2, 4, 8 };
@@ -298,4 +299,71 @@ Test(idletax_adv, every_worker_needed_at_once, .timeout = 300)
 	static const unsigned counts[] = { 2, 3, 4, 6, 8 };
 	for (unsigned c = 0; c < sizeof counts / sizeof counts[0]; c++)
 		run(counts[c], bar_root, (void *)(uintptr_t)scaled(counts[c] > 4 ? 30 : 100, 10, 2));
+}
+
+/* ------------------------------- the last child waits for the monitor */
+
+/*
+ * FAILS on idletax (ece22dd on): a parallel-for whose root stays on its
+ * CPU.  The root spawns K children (K-1 displaced to its deque, the last
+ * in its runnext slot) and then is stuck (a plain nanosleep loop: a
+ * worker that runs no other coroutine, without taking a CPU from the 2 of
+ * the test machine) until every child has started.  The spinner that
+ * steals the last deque item is the last spinner, and
+ * weft__idle_stop_spinning (idle.c) looks for work in sight *without the
+ * runnext slots*: it wakes nobody, so the last child waits for the
+ * monitor's stuck sample (weft__schedule_stuck, 1 ms ticks or more)
+ * instead of the thief that the old unconditional wake brought at once.
+ * The event compared, no clock: whether the monitor woke at all between
+ * the spawns and the last child's start.  With the runnext slots looked
+ * at again (work_in_sight(true) in weft__idle_stop_spinning) 10-33% of
+ * rounds see no monitor wakeup (the thief comes in ~0.1 ms, the monitor
+ * wakes every 1 ms or more); on idletax none (only the monitor's sample
+ * gets the slot run).  Fails as: "N workers: the last child started only
+ * after a monitor wakeup in 200 of 200 rounds".
+ */
+#define PF_ROUNDS 200
+static atomic_uint pf_started;
+static unsigned pf_kids, pf_quick;
+
+static void pf_child(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&pf_started, 1);
+	nanosleep(&(struct timespec){ .tv_nsec = 2 * MS }, NULL);	/* its share, stuck */
+}
+
+static void pf_root(void *arg)
+{
+	(void)arg;
+	weft_co *co[64];
+	pf_kids = weft__rt.nworkers - 1;
+	for (unsigned r = 0; r < PF_ROUNDS; r++) {
+		atomic_store(&pf_started, 0);
+		uint64_t mon = weft__monitor_wakeups();
+		for (unsigned i = 0; i < pf_kids; i++)
+			co[i] = go(pf_child, NULL);
+		/* its own share: stuck until every child started */
+		while (atomic_load(&pf_started) < pf_kids)
+			nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 }, NULL);
+		pf_quick += weft__monitor_wakeups() == mon;
+		for (unsigned i = 0; i < pf_kids; i++)
+			join(co[i]);
+		weft_sleep(weft_now() + MS / 2);	/* every worker idle again */
+	}
+}
+
+Test(idletax_adv, parallel_for_last_child_waits_for_the_monitor, .timeout = 120)
+{
+	static const unsigned counts[] = { 3, 4, 8 };
+	for (unsigned c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+		pf_quick = 0;
+		run(counts[c], pf_root, NULL);
+		fprintf(stderr, "%u workers: all children started with no monitor wakeup in %u of %u rounds\n",
+			counts[c], pf_quick, PF_ROUNDS);
+		cr_expect_geq(pf_quick, 5,
+			      "%u workers: the last child started only after a monitor wakeup in "
+			      "%u of %u rounds (a thief should have been woken for it)",
+			      counts[c], PF_ROUNDS - pf_quick, PF_ROUNDS);
+	}
 }

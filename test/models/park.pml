@@ -63,6 +63,9 @@
  *                     any work in sight, also while a spinner is counted: a
  *                     refused worker retracts, is refused again, parks,
  *                     retracts... on the idle lock (assertion (3)).
+ *  -DFINDING_NO_STOP_WAKE  stop_spinning never wakes another worker (invariant
+ *                     (2) dropped): spin reports no error (adv-idletax), so no
+ *                     seeded change of that wake is checked by this model.
  *  -DBUG_NO_FINISH_LEFT  (with -DSETTER_CO) a coroutine resumed by a direct
  *                     switch skips its predecessor's after_left: the setter,
  *                     which exits straight into the waiter it woke, is never
