@@ -17,28 +17,10 @@
 
 /* ------------------------------------------------------ idle and waking */
 
-/* spin_fills of a spinner nobody woke (weft__idle_stop_spinning) */
-static const uint64_t SPIN_UNWOKEN = UINT64_MAX;
-
-/* How many coroutines went to the workers' runnext slots so far, near
- * enough: every spawn and every wake of a parked coroutine on a worker
- * fills its slot (the pinned and batched ones aside).  The counters have
- * one writer each and are read racily (weft__count). */
-static uint64_t slot_fills(void)
-{
-	uint64_t n = 0;
-	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
-		struct weft__worker *v = &weft__rt.workers[i];
-		n += at_load_64(&v->c.spawned) + at_load_64(&v->c.wakeups);
-	}
-	return n;
-}
-
 /* Pops one idle worker and wakes it as a spinner; false if none is idle. */
 static bool wake_idle_worker(void)
 {
 	struct weft__worker *w = NULL;
-	uint64_t fills = slot_fills();	/* before the lock: see weft__idle_stop_spinning */
 	pthread_mutex_lock(&weft__rt.idle_lock);
 	unsigned n = at_load_uint(&weft__rt.nr_idle);
 	WEFT__ASSERT(n <= weft__rt.nworkers);
@@ -47,7 +29,6 @@ static bool wake_idle_worker(void)
 		WEFT__ASSERT(at_load_uint(&w->sleeping));	/* listed: announced itself */
 		at_store_uint(&weft__rt.nr_idle, n - 1);
 		at_store_uint(&w->sleeping, 0);
-		at_store_64(&w->woken_fills, fills);
 		at_store_uint(&w->woken_spinning, 1);
 		at_faa_uint(&weft__rt.nr_spinning, 1);
 	}
@@ -123,7 +104,6 @@ bool weft__idle_may_spin(struct weft__worker *w)
 		return false;
 	at_faa_uint(&weft__rt.nr_spinning, 1);
 	w->spinning = true;
-	w->spin_fills = SPIN_UNWOKEN;
 	return true;
 }
 
@@ -212,34 +192,26 @@ bool weft__idle_any_work(void)
  * publisher's push, fence and load of nr_spinning, so a publisher that
  * skipped its wake because this spinner counted has its work seen here).
  *
- * A runnext slot counts only when nobody filled a slot since the wake
- * that made this worker a spinner, and no thief has graced its owner in
- * the owner's current dispatch (steal.c).  A slot whose owner goes on
- * filling slots (a spawn loop, a ping-pong) is run by its owner next, or
- * the next fill displaces it to the deque, which notifies (queue.c); a
- * producer that stays graced is one whose slot thieves already take
- * without a nap, and on 2 CPUs a preempted producer fills nothing for a
- * while, which the first test alone takes for a stopped one.  Woken
- * for every slot, a producer slower than its thieves (8 workers on 2
- * CPUs, spawns that fault in fresh stacks) made every steal wake a
- * sleeper: the thief ran its one coroutine, came back refused by
+ * A runnext slot counts only when no thief has graced its owner in the
+ * owner's current dispatch (steal.c: a thief that napped and saw the owner
+ * dispatch nothing marks it, and until it dispatches again the next
+ * thieves take its slot without a nap).  A graced owner that keeps its
+ * slot filled is a producer in a long dispatch (a spawn loop): its next
+ * spawn displaces the slot's coroutine to the deque, which notifies
+ * (queue.c), and the spinners that come take the slot anyway.  Woken for
+ * such a slot at every steal, a producer slower than its thieves (8
+ * workers on 2 CPUs, spawns that fault in fresh stacks) made every steal
+ * wake a sleeper: the thief ran its one coroutine, came back refused by
  * weft__idle_may_spin (the woken one spinning) and slept, the woken one
  * stole the next item and woke the next sleeper, a wake and a sleep per
- * item (docs/notes/2026-12-07-parked-switches.md).  But a slot whose
- * owner stopped filling when it woke us (a parallel-for's root that
- * spawned its children and computes its own share) gets no other notify
- * than the monitor's stuck sample (a tick, 1 ms or more): the woken
- * thieves wake each other down the children, as the old unconditional
- * wake did (test_idletax_adv, parallel_for_*).  A spinner that was not
- * woken (weft__idle_may_spin) has no such mark and leaves the slots out.
- * Both tests read counters racily: a heuristic whose misses cost a wait
- * for the monitor (as before), or one wake too many; the monitor stays
- * the backstop for a stuck owner's slot.
+ * item (docs/notes/2026-12-07-parked-switches.md).  An owner nobody graced
+ * yet (a parallel-for's root that spawned its children and computes its
+ * own share) would otherwise get no notify for its slot but the monitor's
+ * stuck sample, a tick (1 ms or more) later: the woken thieves wake each
+ * other down its children (test_idletax_adv, parallel_for_*;
+ * test/models/stopwake.pml).  The loads are racy: a miss costs the wait
+ * for the monitor, or one wake too many.
  */
-/* A runnext slot whose owner no thief has graced in its current dispatch
- * (steal.c: a graced owner's slot is taken by the next spinner without a
- * nap, and an owner that stays graced is a producer that goes on filling
- * it). */
 static bool ungraced_slot_in_sight(void)
 {
 	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
@@ -251,12 +223,6 @@ static bool ungraced_slot_in_sight(void)
 	return false;
 }
 
-static bool slots_in_sight(const struct weft__worker *w)
-{
-	return w->spin_fills != SPIN_UNWOKEN && slot_fills() == w->spin_fills &&
-	       ungraced_slot_in_sight();
-}
-
 void weft__idle_stop_spinning(struct weft__worker *w)
 {
 	if (!w->spinning)
@@ -265,7 +231,7 @@ void weft__idle_stop_spinning(struct weft__worker *w)
 	/* nobody idle: nobody to wake, and one who goes idle later re-checks
 	 * (idle_park), so the scan of every worker's queues is skipped */
 	if (at_fas_uint(&weft__rt.nr_spinning, 1) == 1 && at_load_uint(&weft__rt.nr_idle) != 0 &&
-	    (work_in_sight(false) || slots_in_sight(w)))
+	    (work_in_sight(false) || ungraced_slot_in_sight()))
 		weft__idle_notify();
 }
 
@@ -318,7 +284,6 @@ void weft__idle_park(struct weft__worker *w)
 	if (at_load_uint(&w->woken_spinning)) {
 		at_store_uint(&w->woken_spinning, 0);
 		w->spinning = true;	/* the waker counted us as a spinner */
-		w->spin_fills = at_load_64(&w->woken_fills);
 	}
 }
 

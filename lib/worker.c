@@ -77,7 +77,7 @@
  *   (2) a spinner that stops spinning because it found work wakes another
  *       idle worker if it was the last spinner and work is still in sight
  *       after it stopped counting, since there may be more: a runnext slot
- *       only when its owner looks stopped, not filling slots
+ *       only when no thief has graced its owner in its current dispatch
  *       (idle.c, weft__idle_stop_spinning).
  * Publishing work (weft__schedule):  push (a swap into a lone runnext
  * slot stops here, see (1)); StoreLoad fence; if nr_spinning is 0

@@ -76,7 +76,6 @@ struct weft__worker {
 	unsigned kicked;		/* atomic: the wake-up token (weft__loop_wake) */
 	unsigned sleeping;		/* atomic: 1 while announced idle */
 	unsigned woken_spinning;	/* atomic: the waker made it a spinner */
-	uint64_t woken_fills;		/* atomic: the slot fills at that wake (idle.c) */
 	unsigned turn_asked;		/* atomic: the monitor asks for a fairness turn */
 	unsigned nfds;			/* atomic: fds registered in epfd (worker poller) */
 	uint64_t graced;		/* atomic: c.dispatches + 1 when a thief's runnext
@@ -132,7 +131,6 @@ struct weft__worker {
 	bool spinning;
 	bool idle_short;		/* its last idle period was short (idle.c) */
 	int64_t idle_since;		/* when it last found no work; 0 while busy */
-	uint64_t spin_fills;		/* woken_fills of its current spin, or SPIN_UNWOKEN (idle.c) */
 	uint64_t id_next, id_end;	/* a block of coroutine ids */
 	void *altstack;			/* sigaltstack for the overflow handler */
 	stack_t old_altstack;		/* the thread's own, restored at exit */
