@@ -356,14 +356,21 @@ static void pf_root(void *arg)
 Test(idletax_adv, parallel_for_last_child_waits_for_the_monitor, .timeout = 120)
 {
 	static const unsigned counts[] = { 3, 4, 8 };
+	/* Under valgrind or a sanitizer the chain of woken thieves down the
+	 * children outlasts a monitor tick, whatever wakes them */
+	bool checked = !RUNNING_ON_VALGRIND && !SANITIZED;
 	for (unsigned c = 0; c < sizeof counts / sizeof counts[0]; c++) {
 		pf_quick = 0;
 		run(counts[c], pf_root, NULL);
 		fprintf(stderr, "%u workers: all children started with no monitor wakeup in %u of %u rounds\n",
 			counts[c], pf_quick, PF_ROUNDS);
+		if (!checked)
+			continue;
 		cr_assert_geq(pf_quick, 5,
 			      "%u workers: the last child started only after a monitor wakeup in "
 			      "%u of %u rounds (a thief should have been woken for it)",
 			      counts[c], PF_ROUNDS - pf_quick, PF_ROUNDS);
 	}
+	if (!checked)
+		cr_skip_test("the scenes ran; the monitor's wakeups are not judged under valgrind or a sanitizer");
 }

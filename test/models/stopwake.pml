@@ -20,22 +20,21 @@
  * property is that no monitor is needed.
  *
  * Sequentially consistent, each step atomic: the Dekker fences of notify,
- * park and stop_spinning are park.pml's.  The slot test of stop_spinning:
- * the thief was woken (not a spinner of its own) and nobody filled a slot
- * since its wake (the fill count in the waker's snapshot); the graced test
- * is left out (no thief graces the owner before the slot is taken).
+ * park and stop_spinning are park.pml's.  The slot test of stop_spinning
+ * (no thief has graced the owner in its current dispatch) is `graced`: set
+ * by the thief that takes the slot (steal_runnext marks a stuck owner after
+ * its nap, before its CAS), never cleared (the owner never dispatches
+ * again).
  *
- *   -DNFILL=n  coroutines spawned (default 2), NT = NFILL thieves
+ *   -DNFILL=n  coroutines spawned (default 2, at most 3), NT = NFILL thieves
  *   -DFINDING_NO_STOP_WAKE  stop_spinning never wakes another worker
  *   -DBUG_IGNORE_RUNNEXT    stop_spinning ignores runnext slots (idletax's
  *                           work_in_sight(false))
- *
- * With NFILL=3 the good order fails too (a heuristic's miss, left to the
- * monitor): the first woken thief stops while only the slot is in sight
- * and wakes the second, then the owner's last spawn displaces the slot's
- * to the deque (no wake: a spinner counts); the second takes it, sees the
- * slot filled after its wake and wakes nobody.  check.sh runs it as a
- * finding.
+ *   -DBUG_SLOT_FILLS        the slot counts only if nobody filled a slot
+ *                           since this thief's wake (a rule tried before the
+ *                           graced test): with NFILL=3 the owner's last
+ *                           spawn after the second thief's wake makes it
+ *                           wake nobody for the slot
  */
 #ifndef NFILL
 #define NFILL 2
@@ -46,6 +45,7 @@
 byte dq;		/* deque length */
 bit slot;		/* the owner's runnext slot */
 byte fills;		/* slot fills so far (c.spawned + c.wakeups) */
+bit graced;		/* the owner graced by a thief (steal.c) */
 bit owner_stuck;
 byte nr_idle, nr_spinning;
 bit listed[NT];		/* on the idle stack (sleeping) */
@@ -106,7 +106,7 @@ steal:
 	atomic {
 		if
 		:: dq > 0 -> dq--; got = 1
-		:: dq == 0 && slot -> slot = 0; got = 1
+		:: dq == 0 && slot -> graced = 1; slot = 0; got = 1
 		:: else -> got = 0
 		fi
 	};
@@ -118,8 +118,10 @@ steal:
 			nr_spinning--;
 #if defined(BUG_IGNORE_RUNNEXT)
 			slots = 0;
-#else
+#elif defined(BUG_SLOT_FILLS)
 			slots = slot && spin_fills != UNWOKEN && spin_fills == fills;
+#else
+			slots = slot && !graced;
 #endif
 			slots = (old == 1 && nr_idle > 0 && (dq > 0 || slots))
 		};
