@@ -187,20 +187,42 @@ bool weft__idle_any_work(void)
 
 /*
  * Invariant (2): a spinner that found work.  The last one wakes another
- * idle worker only if work is still in sight after it stopped counting
- * (the FAS, a full fence, then the loads: Dekker's pattern against a
+ * idle worker if work is still in sight after it stopped counting (the
+ * FAS, a full fence, then the loads: Dekker's pattern against a
  * publisher's push, fence and load of nr_spinning, so a publisher that
  * skipped its wake because this spinner counted has its work seen here).
- * A runnext slot is not looked at: its owner is awake and runs it next,
- * and a lone slot wakes nobody when published either (queue.c; the
- * monitor notifies for a stuck owner's).  Without the check, a producer
- * slower than its thieves (8 workers on 2 CPUs, spawns that fault in
- * fresh stacks) made every steal wake a sleeper: the thief ran its one
- * coroutine, came back refused by weft__idle_may_spin (the woken one
- * spinning) and slept, the woken one stole the next item and woke the
- * next sleeper, a wake and a sleep per item
- * (docs/notes/2026-12-07-parked-switches.md).
+ *
+ * A runnext slot counts only when no thief has graced its owner in the
+ * owner's current dispatch (steal.c: a thief that napped and saw the owner
+ * dispatch nothing marks it, and until it dispatches again the next
+ * thieves take its slot without a nap).  A graced owner that keeps its
+ * slot filled is a producer in a long dispatch (a spawn loop): its next
+ * spawn displaces the slot's coroutine to the deque, which notifies
+ * (queue.c), and the spinners that come take the slot anyway.  Woken for
+ * such a slot at every steal, a producer slower than its thieves (8
+ * workers on 2 CPUs, spawns that fault in fresh stacks) made every steal
+ * wake a sleeper: the thief ran its one coroutine, came back refused by
+ * weft__idle_may_spin (the woken one spinning) and slept, the woken one
+ * stole the next item and woke the next sleeper, a wake and a sleep per
+ * item (docs/notes/2026-12-07-parked-switches.md).  An owner nobody graced
+ * yet (a parallel-for's root that spawned its children and computes its
+ * own share) would otherwise get no notify for its slot but the monitor's
+ * stuck sample, a tick (1 ms or more) later: the woken thieves wake each
+ * other down its children (test_idletax_adv, parallel_for_*;
+ * test/models/stopwake.pml).  The loads are racy: a miss costs the wait
+ * for the monitor, or one wake too many.
  */
+static bool ungraced_slot_in_sight(void)
+{
+	for (unsigned i = 0; i < weft__rt.nworkers; i++) {
+		struct weft__worker *v = &weft__rt.workers[i];
+		if (at_load_ptr((void **)&v->runnext) &&
+		    at_load_64(&v->graced) != at_load_64(&v->c.dispatches) + 1)
+			return true;
+	}
+	return false;
+}
+
 void weft__idle_stop_spinning(struct weft__worker *w)
 {
 	if (!w->spinning)
@@ -209,7 +231,7 @@ void weft__idle_stop_spinning(struct weft__worker *w)
 	/* nobody idle: nobody to wake, and one who goes idle later re-checks
 	 * (idle_park), so the scan of every worker's queues is skipped */
 	if (at_fas_uint(&weft__rt.nr_spinning, 1) == 1 && at_load_uint(&weft__rt.nr_idle) != 0 &&
-	    work_in_sight(false))
+	    (work_in_sight(false) || ungraced_slot_in_sight()))
 		weft__idle_notify();
 }
 

@@ -75,9 +75,10 @@
  *       alone in the publisher's runnext slot, which its worker runs next;
  *       the monitor notifies for it if the worker gets stuck); and
  *   (2) a spinner that stops spinning because it found work wakes another
- *       idle worker if it was the last spinner and work other than a
- *       runnext slot is still in sight after it stopped counting, since
- *       there may be more (idle.c, weft__idle_stop_spinning).
+ *       idle worker if it was the last spinner and work is still in sight
+ *       after it stopped counting, since there may be more: a runnext slot
+ *       only when no thief has graced its owner in its current dispatch
+ *       (idle.c, weft__idle_stop_spinning).
  * Publishing work (weft__schedule):  push (a swap into a lone runnext
  * slot stops here, see (1)); StoreLoad fence; if nr_spinning is 0
  * and nr_idle > 0, pop one idle worker, count it as a spinner on its behalf

@@ -51,6 +51,15 @@ runs=(
 	"park.pml|bug|-DBUG_EARLY_QUEUE||waker queues a PARKING coroutine"
 	"park.pml|bug|-DSETTER_CO -DBUG_NO_FINISH_LEFT||successor skips the predecessor's finish"
 	"park.pml|bug|-DNW=3 -DSETTER_CO -DMAX_RETRACTS=8 -DBUG_REFUSED_LOOP|-O2|3 workers: refused worker retracts on a spinner's work"
+	# park.pml cannot see invariant (2)'s wake (its slot is the deque's
+	# newest item, its owner never stuck): spin finds nothing without it.
+	# stopwake.pml checks that wake.
+	"park.pml|ok|-DFINDING_NO_STOP_WAKE||blind spot: the last spinner never wakes another (see stopwake.pml)"
+	"stopwake.pml|ok|||parallel-for: a stuck owner's 2 spawns, its slot run by a woken thief"
+	"stopwake.pml|bug|-DFINDING_NO_STOP_WAKE||the last spinner that found work never wakes another"
+	"stopwake.pml|bug|-DBUG_IGNORE_RUNNEXT||the last spinner ignores runnext slots (idletax)"
+	"stopwake.pml|ok|-DNFILL=3||parallel-for: 3 spawns, 3 thieves"
+	"stopwake.pml|bug|-DNFILL=3 -DBUG_SLOT_FILLS||the slot counts only if no slot was filled since the wake"
 	"timerwatch.pml|ok|-DNW=2|-O2 -DCOLLAPSE|2 workers: one timed sleeper for every heap"
 	"timerwatch.pml|bug|-DNW=2 -DBUG_TRUST_SCAN||a sleeper trusts a scan under way"
 	"timerwatch.pml|bug|-DNW=2 -DBUG_NO_TAKEOVER||sleeps untimed with a deadline before the watcher's"

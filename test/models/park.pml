@@ -63,6 +63,10 @@
  *                     any work in sight, also while a spinner is counted: a
  *                     refused worker retracts, is refused again, parks,
  *                     retracts... on the idle lock (assertion (3)).
+ *  -DFINDING_NO_STOP_WAKE  stop_spinning never wakes another worker (invariant
+ *                     (2) dropped): spin reports no error, so no change of
+ *                     that wake is checked by this model (check.sh runs it
+ *                     as `ok`, the blind spot); stopwake.pml checks it.
  *  -DBUG_NO_FINISH_LEFT  (with -DSETTER_CO) a coroutine resumed by a direct
  *                     switch skips its predecessor's after_left: the setter,
  *                     which exits straight into the waiter it woke, is never
@@ -169,10 +173,12 @@
  *                             outcome of theirs is a path explored).
  *  stop_spinning              FAA -1 (returns old); old == 1 and a load
  *                             of nr_idle != 0 -> any_work
- *                             (work_in_sight without the runnext slots: the
- *                             abstract queue holds the slot too, so the
- *                             model looks at it; a lone slot is published
- *                             with no notify either) -> notify_work if found.
+ *                             (work_in_sight, and a runnext slot only when its
+ *                             owner looks stopped: the abstract queue holds
+ *                             the slot too, so the model looks at it; a lone
+ *                             slot is published with no notify either; the
+ *                             slot rule is stopwake.pml's) -> notify_work if
+ *                             found.
  *                             This wake is for parallelism, not for the
  *                             invariant: the spinner itself looks at every
  *                             queue again before it sleeps, so no seeded
@@ -577,7 +583,11 @@ top:
 		:: spinning ->
 			d_step { spinning = 0; v = nr_spinning; nr_spinning-- };
 			if
+#ifdef FINDING_NO_STOP_WAKE
+			:: false -> skip	/* the last spinner never wakes another */
+#else
 			:: v == 1 && nr_idle != 0 -> any_work(found, v); v = found
+#endif
 			:: else -> v = 0
 			fi;
 			if
