@@ -1,18 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * idletax_pfor.c — a CPU-bound parallel-for against the last spinner's
- * wake (idle.c, weft__idle_stop_spinning, since ece22dd): a root spawns
- * K children (K-1 displaced to its deque, the last in its runnext slot)
- * and then computes its own share without yielding (here: blocks in plain
- * nanosleep calls, a stuck worker that leaves the CPUs to the others).  The last spinner
- * that steals the last deque item sees only the runnext slot and wakes
- * nobody, so the last child waits for the monitor's stuck sample (a tick
- * of 1 ms or more) instead of a thief woken at once: work that waits for
- * an unrelated event.  Prints the median and p90 of the last child's
- * start delay over ROUNDS rounds; compare against the build before the
- * change (ece22dd^).  Not a test: a measurement (wall clock).
+ * pfor_delay.c — a CPU-bound parallel-for against the last spinner's wake
+ * (idle.c, weft__idle_stop_spinning): a root spawns K children (K-1
+ * displaced to its deque, the last in its runnext slot) and then computes
+ * its own share without yielding (here: blocks in plain nanosleep calls, a
+ * stuck worker that leaves the CPUs to the others).  The last child should
+ * start on a thief woken for it, not wait for the monitor's stuck sample
+ * (a tick of 1 ms or more).  Prints the median and p90 of the last child's
+ * start delay over ROUNDS rounds.  Not a test: a measurement (wall clock);
+ * the test is idletax_adv's parallel_for scene.
  *
- * Usage: idletax_pfor [workers] [rounds]
+ * Usage: pfor_delay [workers] [rounds]
  */
 #include <stdatomic.h>
 #include <stdint.h>
