@@ -194,8 +194,7 @@ bool weft__idle_any_work(void)
  *
  * A runnext slot counts only when no thief has graced its owner in the
  * owner's current dispatch (steal.c: a thief that napped and saw the owner
- * dispatch nothing marks it, and until it dispatches again the next
- * thieves take its slot without a nap).  A graced owner that keeps its
+ * dispatch nothing marks it until it dispatches again).  A graced owner that keeps its
  * slot filled is a producer in a long dispatch (a spawn loop): its next
  * spawn displaces the slot's coroutine to the deque, which notifies
  * (queue.c), and the spinners that come take the slot anyway.  Woken for

@@ -80,13 +80,13 @@ static struct weft_co *steal_queued(struct weft__worker *v)
  * reads nothing through it before.  What v queued during the grace is
  * taken first, with a batch (steal_more): a producer that keeps its slot
  * full (a spawn loop) pushes the one it displaces to its deque, so the
- * grace is paid once for those, not once per slot.  And a grace is paid
- * once per stretch of v's: one that saw v dispatch nothing marks v
- * (graced), and until v dispatches again the next thieves take its slot
- * without a nap of their own; each nap was a voluntary context switch,
- * thousands of them behind one spawning coroutine at 8 workers
- * (docs/notes/2026-12-07-parked-switches.md).  A victim that dispatches
- * (a ping-pong) is graced at every look, as before. */
+ * grace is paid once for those, not once per slot.  A grace that saw v
+ * dispatch nothing marks v (graced) until v dispatches again, for the
+ * last spinner's wake (idle.c).  Every thief still naps: the nap is also
+ * what spaces a spinner's looks, and thieves that took a graced slot at
+ * once looked again at once, several steal attempts per stolen coroutine
+ * behind a spawning coroutine at 8 workers
+ * (sched::idle_workers_try_few_steals). */
 static struct weft_co *steal_runnext(struct weft__worker *v, bool last, bool *left_alone)
 {
 	if (!at_load_ptr((void **)&v->runnext))
@@ -96,17 +96,15 @@ static struct weft_co *steal_runnext(struct weft__worker *v, bool last, bool *le
 		return NULL;
 	}
 	uint64_t dispatched = at_load_64(&v->c.dispatches);
-	struct weft_co *co;
-	if (at_load_64(&v->graced) != dispatched + 1) {
-		runnext_grace();
-		if ((co = steal_queued(v)))
-			return co;
-		if (at_load_64(&v->c.dispatches) != dispatched) {
-			*left_alone = true;
-			return NULL;
-		}
-		at_store_64(&v->graced, dispatched + 1);
+	runnext_grace();
+	struct weft_co *co = steal_queued(v);
+	if (co)
+		return co;
+	if (at_load_64(&v->c.dispatches) != dispatched) {
+		*left_alone = true;
+		return NULL;
 	}
+	at_store_64(&v->graced, dispatched + 1);
 	co = at_load_ptr((void **)&v->runnext);
 	return co && at_cas_ptr((void **)&v->runnext, co, NULL) ? co : NULL;
 }
