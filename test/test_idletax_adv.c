@@ -364,7 +364,12 @@ Test(idletax_adv, parallel_for_last_child_waits_for_the_monitor, .timeout = 120)
 		run(counts[c], pf_root, NULL);
 		fprintf(stderr, "%u workers: all children started with no monitor wakeup in %u of %u rounds\n",
 			counts[c], pf_quick, PF_ROUNDS);
-		if (!checked)
+		/* Judged at 3 and 4 workers: one or two woken thieves between
+		 * the spawns and the last child.  At 8 (on 2 CPUs) the chain is
+		 * seven thieves, each napping its runnext grace (steal.c), and
+		 * it races the monitor's tick whatever the wake rule: printed,
+		 * not judged. */
+		if (!checked || counts[c] > 4)
 			continue;
 		cr_assert_geq(pf_quick, 5,
 			      "%u workers: the last child started only after a monitor wakeup in "
