@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from .fmt import fmt_mr, fmt_ratio, fmt_sig
+from .fmt import fmt_mr, fmt_ratio, fmt_sig, target_cell
 from .peers import Ctx, Peer, Skip
 from .progress import Progress
 from .runs import interleave, run_cmd
@@ -221,16 +221,6 @@ def summarize_file(fb: FileBench, runs: Dict[str, List[dict]],
                              "ratio": x,
                              "met": None if x is None else x >= bound})
     return s
-
-
-def target_cell(ts: List[dict]) -> str:
-    if not ts:
-        return "—"
-    return "; ".join(
-        f"{t['what']}: " + ("not measured" if t["met"] is None else
-                            f"{t['ratio']:.2f}, " +
-                            ("met" if t["met"] else "**not met**"))
-        for t in ts)
 
 
 def file_table_rows(summary: List[dict]):

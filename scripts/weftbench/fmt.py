@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Numbers as the tables show them."""
 
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 
 def fmt_num(x: float) -> str:
@@ -36,3 +36,14 @@ def fmt_ratio(mr: Optional[dict]) -> str:
     if mr.get("n", 2) == 1:
         return f"{mr['median']:.2f}"
     return f"{mr['median']:.2f} ({mr['min']:.2f}–{mr['max']:.2f})"
+
+
+def target_cell(ts: List[dict]) -> str:
+    """A row's targets in a table cell: each as what, ratio, met or not."""
+    if not ts:
+        return "—"
+    return "; ".join(
+        f"{t['what']}: " + ("not measured" if t["met"] is None else
+                            f"{t['ratio']:.2f}, " +
+                            ("met" if t["met"] else "**not met**"))
+        for t in ts)

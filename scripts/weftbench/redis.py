@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from .benches import REDIS_BENCHES, REDIS_MODES, RedisBench
-from .fmt import fmt_mr, fmt_num, fmt_ratio
+from .fmt import fmt_mr, fmt_num, fmt_ratio, target_cell
 from .peers import Ctx, Skip
 from .procs import free_port, log_tail, server_running
 from .progress import Progress
@@ -153,16 +153,6 @@ def targets_of(s: dict) -> List[dict]:
                             f"{'>=' if at_least else '<='} {bound:g}",
                     "ratio": x, "met": met})
     return out
-
-
-def target_cell(ts: List[dict]) -> str:
-    if not ts:
-        return "—"
-    return "; ".join(
-        f"{t['what']}: " + ("not measured" if t["met"] is None else
-                            f"{t['ratio']:.2f}, " +
-                            ("met" if t["met"] else "**not met**"))
-        for t in ts)
 
 
 def redis_table_rows(summary: List[dict]):
