@@ -418,4 +418,17 @@ static inline char *run_child_after(void (*setup)(void), void (*fn)(void *), int
 	return buf;
 }
 
+/* A new empty file in $TMPDIR (else /tmp) named weft-<tag>-XXXXXX, opened
+ * read-write and unlinked at once: its fd. */
+static inline int unlinked_temp_file(const char *tag)
+{
+	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char path[4096];
+	snprintf(path, sizeof path, "%s/weft-%s-XXXXXX", dir, tag);
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	unlink(path);
+	return fd;
+}
+
 #endif

@@ -21,12 +21,7 @@ enum { BLOCK = 4096 };
  * allows; unlinked at once.  flags: open(2)'s extra flags (O_DIRECT). */
 static int temp_file(size_t size, int flags)
 {
-	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	char path[4096];
-	snprintf(path, sizeof path, "%s/weft-file-XXXXXX", dir);
-	int fd = mkstemp(path);
-	CHECK(fd >= 0);
-	unlink(path);
+	int fd = unlinked_temp_file("file");
 	char *chunk = malloc(1 << 16);
 	CHECK(chunk);
 	for (size_t at = 0; at < size; at += 1 << 16) {

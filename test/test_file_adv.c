@@ -21,12 +21,7 @@ static unsigned char byte_at(size_t i)
  * page cache; unlinked.  flags: open(2)'s extra flags (O_DIRECT). */
 static int temp_file(size_t size, int flags)
 {
-	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	char path[4096];
-	snprintf(path, sizeof path, "%s/weft-adv-XXXXXX", dir);
-	int fd = mkstemp(path);
-	CHECK(fd >= 0);
-	unlink(path);
+	int fd = unlinked_temp_file("adv");
 	unsigned char *b = malloc(size);
 	CHECK(b);
 	for (size_t i = 0; i < size; i++)

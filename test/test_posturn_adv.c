@@ -25,12 +25,7 @@ enum { BLOCK = 4096, BLOCKS = 256 };
  * refuses O_DIRECT. */
 static int direct_file(unsigned blocks, int extra)
 {
-	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	char path[4096];
-	snprintf(path, sizeof path, "%s/weft-posturn-XXXXXX", dir);
-	int fd = mkstemp(path);
-	CHECK(fd >= 0);
-	unlink(path);
+	int fd = unlinked_temp_file("posturn");
 	_Alignas(BLOCK) unsigned char b[BLOCK];
 	for (unsigned i = 0; i < blocks; i++) {
 		memset(b, 0, sizeof b);
@@ -508,12 +503,7 @@ struct cross {
 
 static int cached_file(size_t bytes)
 {
-	const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-	char path[4096];
-	snprintf(path, sizeof path, "%s/weft-posturn-XXXXXX", dir);
-	int fd = mkstemp(path);
-	CHECK(fd >= 0);
-	unlink(path);
+	int fd = unlinked_temp_file("posturn");
 	CHECK(ftruncate(fd, (off_t)bytes) == 0);
 	return fd;
 }
