@@ -21,19 +21,6 @@
 
 enum { LEN = 64, MARK = 0xa5 };
 
-/* run_uring, with the worker poller where there are several workers:
- * sockets go to the rings only where a completion wakes its ring's owner
- * alone (lib/loop.c, weft__loop_ring_wakes_owner). */
-static void run_sock(unsigned workers, void (*fn)(void *), void *arg)
-{
-	CHECK(setenv("WEFT_URING_SOCKETS", "1", 1) == 0);	/* off by default */
-	int poller = workers > 1 ? WEFT_POLLER_WORKER : 0;
-	int r = weft_main(fn, arg, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_URING, .poller = poller));
-	if (r != 0 && (errno == ENOSYS || errno == EPERM))
-		cr_skip_test("io_uring cannot be had here (errno %d)", errno);
-	cr_assert_eq(r, 0, "errno %d", errno);
-}
-
 struct reader {
 	int fd;
 	int64_t deadline;
@@ -116,8 +103,8 @@ static void data_main(void *unused)
 
 Test(uring_sock, a_read_parked_on_the_ring_gets_data, .timeout = 120)
 {
-	run_sock(1, data_main, NULL);
-	run_sock(2, data_main, NULL);
+	run_uring_sockets(1, true, data_main, NULL);
+	run_uring_sockets(2, true, data_main, NULL);
 }
 
 /* ---- a write that fills the socket goes on through the ring (SEND) and
@@ -159,8 +146,8 @@ static void write_main(void *unused)
 
 Test(uring_sock, a_write_past_the_socket_buffer_moves_every_byte, .timeout = 120)
 {
-	run_sock(1, write_main, NULL);
-	run_sock(2, write_main, NULL);
+	run_uring_sockets(1, true, write_main, NULL);
+	run_uring_sockets(2, true, write_main, NULL);
 }
 
 /* ---- a deadline, weft_cancel and weft_close each end a read in flight on
@@ -201,8 +188,8 @@ static void end_main(void *arg)
 
 static void run_end(enum how how)
 {
-	run_sock(1, end_main, &how);
-	run_sock(2, end_main, &how);
+	run_uring_sockets(1, true, end_main, &how);
+	run_uring_sockets(2, true, end_main, &how);
 }
 
 Test(uring_sock, a_deadline_ends_a_read_on_the_ring, .timeout = 120)
@@ -238,8 +225,8 @@ static void eof_main(void *unused)
 
 Test(uring_sock, the_peers_hangup_ends_a_read_on_the_ring, .timeout = 120)
 {
-	run_sock(1, eof_main, NULL);
-	run_sock(2, eof_main, NULL);
+	run_uring_sockets(1, true, eof_main, NULL);
+	run_uring_sockets(2, true, eof_main, NULL);
 }
 
 /* ---- a worker stuck in a long coroutine right after a reader queued its
@@ -309,7 +296,7 @@ static void stuck_main(void *unused)
 Test(uring_sock, a_stuck_workers_queued_recv_is_submitted_by_the_monitor, .timeout = 120)
 {
 	for (int i = 0; i < 5; i++)
-		run_sock(2, stuck_main, NULL);
+		run_uring_sockets(2, true, stuck_main, NULL);
 }
 
 /* ---- thousands of reads in flight on as many sockets, ended by their
@@ -395,8 +382,8 @@ static void storm_main(void *arg)
 Test(uring_sock, thousands_of_socket_reads_cancelled_and_timed_out, .timeout = 300)
 {
 	for (unsigned seed = 0; seed < 4; seed++) {
-		run_sock(1, storm_main, &seed);
-		run_sock(2, storm_main, &seed);
+		run_uring_sockets(1, true, storm_main, &seed);
+		run_uring_sockets(2, true, storm_main, &seed);
 	}
 }
 
@@ -424,9 +411,6 @@ static void shared_main(void *unused)
 Test(uring_sock, the_shared_poller_with_two_workers_keeps_sockets_on_readiness)
 {
 	CHECK(setenv("WEFT_URING_SOCKETS", "1", 1) == 0);
-	int r = weft_main(shared_main, NULL,
-			  &WEFT_CONFIG(.workers = 2, .io = WEFT_IO_URING, .poller = WEFT_POLLER_SHARED));
-	if (r != 0 && (errno == ENOSYS || errno == EPERM))
-		cr_skip_test("io_uring cannot be had here (errno %d)", errno);
-	cr_assert_eq(r, 0, "errno %d", errno);
+	run_uring_config(shared_main, NULL,
+			 &WEFT_CONFIG(.workers = 2, .io = WEFT_IO_URING, .poller = WEFT_POLLER_SHARED));
 }

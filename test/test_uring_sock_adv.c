@@ -16,19 +16,6 @@
 
 enum { LEN = 64 };
 
-/* weft_main on `workers` workers (the worker poller: sockets go to the
- * rings only there, or with one worker), uring, sockets on the rings as
- * `sockets` says. */
-static void run_sock(unsigned workers, bool sockets, void (*fn)(void *), void *arg)
-{
-	CHECK(setenv("WEFT_URING_SOCKETS", sockets ? "1" : "0", 1) == 0);
-	int poller = workers > 1 ? WEFT_POLLER_WORKER : 0;
-	int r = weft_main(fn, arg, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_URING, .poller = poller));
-	if (r != 0 && (errno == ENOSYS || errno == EPERM))
-		cr_skip_test("io_uring cannot be had here (errno %d)", errno);
-	cr_assert_eq(r, 0, "errno %d", errno);
-}
-
 struct reader {
 	int fd;
 	int64_t deadline;
@@ -145,14 +132,14 @@ static void vfork_main(void *arg)
 Test(uring_sock_adv, control_readiness_reader_goes_on_while_its_worker_is_in_vfork, .timeout = 60)
 {
 	struct vrun v = { .feed = true, .stalled = true };
-	run_sock(2, false, vfork_main, &v);
+	run_uring_sockets(2, false, vfork_main, &v);
 	cr_assert(!v.stalled, "readiness: the reader stalled behind its worker's vfork");
 }
 
 Test(uring_sock_adv, ring_reader_goes_on_while_its_worker_is_in_vfork, .timeout = 60)
 {
 	struct vrun v = { .feed = true, .stalled = true };
-	run_sock(2, true, vfork_main, &v);
+	run_uring_sockets(2, true, vfork_main, &v);
 	if (v.stalled)	/* the RECV's CQE waited 5 s for its submitter's vfork */
 		cr_skip_test(GAP);
 }
@@ -167,14 +154,14 @@ Test(uring_sock_adv, ring_reader_goes_on_while_its_worker_is_in_vfork, .timeout 
 Test(uring_sock_adv, control_readiness_deadline_ends_a_read_while_its_worker_is_in_vfork, .timeout = 60)
 {
 	struct vrun v = { .feed = false, .stalled = true };
-	run_sock(2, false, vfork_main, &v);
+	run_uring_sockets(2, false, vfork_main, &v);
 	cr_assert(!v.stalled, "readiness: the deadline waited for the worker's vfork");
 }
 
 Test(uring_sock_adv, ring_deadline_ends_a_read_while_its_worker_is_in_vfork, .timeout = 60)
 {
 	struct vrun v = { .feed = false, .stalled = true };
-	run_sock(2, true, vfork_main, &v);
+	run_uring_sockets(2, true, vfork_main, &v);
 	if (v.stalled)	/* a 200 ms deadline returned after the 5 s vfork */
 		cr_skip_test(GAP);
 }
@@ -254,7 +241,7 @@ Test(uring_sock_adv, ring_file_read_goes_on_while_its_worker_is_in_vfork, .timeo
 	cr_skip_test("vfork(2) is a fork(2) under valgrind and TSan");
 #endif
 	int stalls = 0;
-	run_sock(2, false, file_vfork_main, &stalls);
+	run_uring_sockets(2, false, file_vfork_main, &stalls);
 	if (stalls)	/* the read's CQE waited 5 s for its submitter's vfork */
 		cr_skip_test(GAP);
 }

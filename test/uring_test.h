@@ -12,14 +12,32 @@
 #include "coro_test.h"
 #include "fdtable.h"	/* white-box: the fd's flags */
 
-/* weft_main(fn, arg) on `workers` workers with the uring backend; skips
+/* weft_main(fn, arg, cfg) for a cfg that asks for the uring backend; skips
  * where io_uring cannot be had. */
-static inline void run_uring(unsigned workers, void (*fn)(void *), void *arg)
+static inline void run_uring_config(void (*fn)(void *), void *arg, const weft_config *cfg)
 {
-	int r = weft_main(fn, arg, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_URING));
+	int r = weft_main(fn, arg, cfg);
 	if (r != 0 && (errno == ENOSYS || errno == EPERM))
 		cr_skip_test("io_uring cannot be had here (errno %d)", errno);
 	cr_assert_eq(r, 0, "errno %d", errno);
+}
+
+/* weft_main(fn, arg) on `workers` workers with the uring backend. */
+static inline void run_uring(unsigned workers, void (*fn)(void *), void *arg)
+{
+	run_uring_config(fn, arg, &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_URING));
+}
+
+/* run_uring with sockets on the rings or not ($WEFT_URING_SOCKETS, off by
+ * default), and the worker poller where there are several workers:
+ * sockets go to the rings only where a completion wakes its ring's owner
+ * alone (lib/loop.c, weft__loop_ring_wakes_owner). */
+static inline void run_uring_sockets(unsigned workers, bool sockets, void (*fn)(void *), void *arg)
+{
+	CHECK(setenv("WEFT_URING_SOCKETS", sockets ? "1" : "0", 1) == 0);
+	int poller = workers > 1 ? WEFT_POLLER_WORKER : 0;
+	run_uring_config(fn, arg,
+			 &WEFT_CONFIG(.workers = workers, .io = WEFT_IO_URING, .poller = poller));
 }
 
 /* Makes the file path take fd, registered, for an O_DIRECT file: its
