@@ -507,12 +507,14 @@ static int away_cause(const struct file_away *a)
  * cancel interrupted), false if its result stands. */
 static bool away_stop(struct file_away *a)
 {
-	if (!a->ring && weft__offload_withdraw(&a->call))
+	if (a->ring) {
+		weft__uring_stop(&a->op, away_cause(a));
+		return a->op.res == -ECANCELED || a->op.res == -EINTR;
+	}
+	if (weft__offload_withdraw(&a->call))
 		return true;
-	if (a->ring)
-		weft__uring_cancel(&a->op);
-	weft__completion_wait(away_done(a), false, -1, away_cause(a));
-	return a->ring && (a->op.res == -ECANCELED || a->op.res == -EINTR);
+	weft__completion_wait(&a->call.done, false, -1, away_cause(a));
+	return false;
 }
 
 /* A file_park's entry on its fd's `files`. */

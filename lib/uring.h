@@ -87,10 +87,13 @@ int weft__uring_queue_sock(struct weft__uring_op *op, int fd, bool send, void *p
 /* Submits the SQEs queued on w's ring, if any (any thread). */
 void weft__uring_flush(struct weft__worker *w);
 
-/* Asks op's ring to cancel op (IORING_OP_ASYNC_CANCEL), from any thread,
- * submitting whatever is queued before it (op, if still queued); op's own
- * CQE still comes, and the caller waits for it. */
-void weft__uring_cancel(struct weft__uring_op *op);
+/* Stops op, in flight: cancels it on its ring (IORING_OP_ASYNC_CANCEL),
+ * from whichever thread the caller is on, after whatever is queued before
+ * it, and waits (not cancellable; counted as `cause`, weft_stats' parked_by)
+ * until its own CQE has come, cancelling it again while it does not (a
+ * cancel can miss: uring.c).  op->res is then the CQE's: -ECANCELED, or
+ * -EINTR, if the cancel stopped it. */
+void weft__uring_stop(struct weft__uring_op *op, unsigned cause);
 
 /* What the workers' rings did, summed over them (weft_stats, version 6):
  * SQEs submitted (transfers and cancels), io_uring_submit calls (each one

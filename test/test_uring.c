@@ -162,7 +162,8 @@ Test(uring, a_wait_for_the_position_turn_ends_on_a_deadline_cancel_interrupt_or_
 
 /* ---- weft_stats' ring counts (version 6) match a known scene: N reads
  * on a ring, each one SQE, one submission and one CQE; then one read that
- * its deadline ends: its SQE and its cancel's, two CQEs, one cancel. */
+ * its deadline ends: its SQE and its cancel's (or cancels': a cancel can
+ * miss), a CQE for each. */
 
 enum { COUNTED_READS = 50 };
 
@@ -195,12 +196,13 @@ static void counts_main(void *unused)
 	char c;
 	CHECK(weft_pread(p[0], &c, 1, 0, weft_now() + 10 * MS) == -1 && errno == ETIMEDOUT);
 	weft_stats d;
-	do {	/* the cancel's own CQE may come after the read's */
+	do {	/* a cancel's own CQE may come after the read's */
 		weft_yield();
 		d = stats_now();
-	} while (d.ring_cqes - b.ring_cqes < 2);
-	CHECK(d.ring_sqes - b.ring_sqes == 2 && d.ring_cancels - b.ring_cancels == 1);
-	CHECK(d.ring_cqes - b.ring_cqes == 2);
+	} while (d.ring_cqes - b.ring_cqes < d.ring_sqes - b.ring_sqes);
+	/* one cancel, or more where the kernel missed the first (uring.c) */
+	CHECK(d.ring_cancels - b.ring_cancels >= 1);
+	CHECK(d.ring_sqes - b.ring_sqes == 1 + (d.ring_cancels - b.ring_cancels));
 	CHECK(weft_close(p[0]) == 0 && weft_close(p[1]) == 0);
 }
 

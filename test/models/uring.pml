@@ -21,7 +21,12 @@
  * its word; the caller reads that copy.  Two workers, each with a ring:
  * the read is on worker 0's; the caller may resume on either worker after
  * its park (a migration), and its cancel goes to the operation's ring
- * (op->ring), which alone knows the operation.
+ * (op->ring), which alone knows the operation.  A cancel can miss its
+ * operation (uring.c, weft__uring_stop: one caught between its poll's
+ * wake and its retry is not found, and arms its poll again), so the
+ * caller's wait for the CQE has a deadline, and each time it passes the
+ * cancel goes again.  The cancel runs inline in the submission, as
+ * io_uring_enter runs IORING_OP_ASYNC_CANCEL.
  *
  * What is checked
  *  - the caller never returns before the operation's CQE (the kernel's
@@ -37,6 +42,12 @@
  *                        data may come or not; the close comes.
  *  -DNO_DATA             no data comes: only a cancel ends the read (the
  *                        pipe of test_uring.c).
+ *  -DMISS                the kernel may miss a cancel, up to MISSES times
+ *                        (an operation in transit is found by a later
+ *                        cancel); the caller's wait for the CQE may time
+ *                        out as often (the model's bound on the real,
+ *                        unbounded, retries: a retry that does not cancel
+ *                        again then ends in an invalid end state).
  *  -DBUG_NO_CQE_WAIT     after the cancel's submission the caller returns
  *                        its reason without waiting for the operation's
  *                        CQE: it returns before the CQE (the kernel may
@@ -51,6 +62,11 @@
  *                        the result: the caller reads a result not yet
  *                        stored (bytes lost), or the reaper writes into an
  *                        operation whose caller has returned.
+ *  -DBUG_ONE_CANCEL      (with MISS) one cancel and a wait for the CQE
+ *                        without a deadline, as before the storm's hang
+ *                        (test_uring.c): a missed cancel strands the read.
+ *  -DBUG_NO_RECANCEL     (with MISS) the wait for the CQE times out but
+ *                        waits again without a new cancel.
  *  -DBUG_CANCEL_CUR      the cancel goes to the ring of the worker the
  *                        caller resumed on: after a migration that ring
  *                        knows no such operation, nothing cancels the read
@@ -66,8 +82,9 @@
  *                   lock).
  *  e->gen           closed (the closer's seq_cst bump).
  *  e->refs          returned (the caller's reference, dropped on return).
- *  the SQ/CQ        submitted, cancel_req[ring], cqe, cqe_res (the CQE's
- *                   res); op_res is op->res, the reaper's copy.
+ *  the SQ/CQ        submitted, cqe, cqe_res (the CQE's res); op_res is
+ *                   op->res, the reaper's copy; misses, the cancels the
+ *                   kernel missed.
  *  the worker       cur: the caller's worker (weft__worker_self), 0 at the
  *                   submission; the operation's ring is 0 (op->ring).
  */
@@ -92,7 +109,12 @@ byte listed_gen;	/* the gen of the waiter listed */
 bool closed;		/* the close's gen bump */
 bool returned;		/* the caller returned (its buffer and reference gone) */
 bool submitted;		/* the read's SQE is in the ring */
-bool cancel_req[2];	/* an ASYNC_CANCEL's SQE is in ring i */
+#ifdef MISS
+#define MISSES 2
+#else
+#define MISSES 0
+#endif
+byte misses;		/* the cancels the kernel missed */
 bool cqe;		/* the read's CQE was posted (on ring 0) */
 byte cqe_res;		/* its result: DATA or CANCELED */
 byte op_res;		/* the operation's copy (op->res), the reaper's store */
@@ -114,26 +136,61 @@ inline arm() {
 	atomic { gen++; wst = ARMED }
 }
 
-/* weft__completion_wait(done, false, -1): a wait for the CQE that a
- * stray cancel wake does not end. */
-inline wait_complete() {
+/* An IORING_OP_ASYNC_CANCEL on `ring`, run inline by its submission: on
+ * the operation's ring (0) before its CQE it stops the operation
+ * (-ECANCELED), or, with MISS, misses it (the operation waits on). */
+inline cancel_on(ring) {
+	atomic {
+		if
+		:: ring != 0 || cqe -> skip
+		:: else ->
+			if
+			:: misses < MISSES -> misses++
+			:: true -> assert(!returned); cqe_res = CANCELED; cqe = true
+			fi
+		fi
+	}
+}
+
+/* weft__uring_stop: the cancel, then weft__completion_wait(done, false,
+ * deadline) until the CQE came (a stray cancel or interrupt wake does not
+ * end it), the cancel again each time the deadline passes. */
+inline stop(ring) {
+	cancel_on(ring);
 	do
 	:: done == SET -> break
 	:: atomic { done == 0 -> arm(); done = gen }
+		if
+		:: (wst == WOKEN)
+#ifndef BUG_ONE_CANCEL
+		:: tries < MISSES -> wake(gen, TIMEDOUT)	/* its deadline */
+#endif
+		fi;
 		(wst == WOKEN);
+		timed = wres == TIMEDOUT;
 		atomic {
 			if
-			:: done == gen -> done = 0	/* taken back: a stray wake */
+			:: done == gen -> done = 0	/* taken back */
 			:: else -> skip
 			fi
 		}
-		(done == SET || done == 0)
+		(done == SET || done == 0);
+		if
+		:: done == 0 && timed ->
+			tries++;
+#ifndef BUG_NO_RECANCEL
+			cancel_on(ring)
+#else
+			skip
+#endif
+		:: else -> skip
+		fi
 	od
 }
 
 active proctype caller() {
-	byte r, mygen;
-	bool complete = false;
+	byte r, mygen, tries = 0;
+	bool complete = false, timed;
 	submitted = true;
 	/* file_park */
 	arm();
@@ -182,17 +239,17 @@ active proctype caller() {
 	:: cur = 0
 	:: cur = 1
 	fi;
-	/* away_stop: weft__uring_cancel */
-#ifdef BUG_CANCEL_CUR
-	cancel_req[cur] = true;
-#else
-	cancel_req[0] = true;	/* op->ring */
-#endif
+	/* away_stop: weft__uring_stop */
 #ifdef BUG_NO_CQE_WAIT
+	cancel_on(0);
 	result = r;
 	goto out;	/* as if the cancel had surely stopped it */
 #endif
-	wait_complete();
+#ifdef BUG_CANCEL_CUR
+	stop(cur);
+#else
+	stop(0);	/* op->ring */
+#endif
 	if
 #ifdef BUG_REASON_WINS
 	:: true -> result = r; goto out
@@ -210,23 +267,19 @@ out:
 	}
 }
 
-/* The kernel: one CQE, with data if data comes first, else -ECANCELED
- * once a cancel is in on the operation's ring (ring 0: a cancel on ring 1
- * finds nothing, its own CQE carries no operation); the data write lands
- * in the caller's buffer. */
+/* The kernel's data: one CQE, with data if data comes before a cancel
+ * stopped the read (cancel_on posts that CQE); the data write lands in
+ * the caller's buffer. */
 active proctype kernel() {
-	bool data_comes;
 	(submitted);
 #ifndef NO_DATA
-	if
-	:: data_comes = true
-	:: data_comes = false
-	fi;
+	atomic {
+		if
+		:: !cqe -> assert(!returned); cqe_res = DATA; cqe = true
+		:: true -> skip	/* no data comes */
+		fi
+	}
 #endif
-	if
-	:: data_comes -> atomic { assert(!returned); cqe_res = DATA; cqe = true }
-	:: cancel_req[0] -> atomic { cqe_res = CANCELED; cqe = true }
-	fi
 }
 
 /* The reaper (whoever harvests ring 0's eventfd): stores the CQE's
