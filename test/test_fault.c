@@ -12,6 +12,8 @@
 
 #include "coro_test.h"
 #include "fault.h"
+#include "uring_test.h"	/* white-box: a pipe read on a ring */
+#include "worker.h"	/* white-box: the worker's timer heap */
 
 /* Retries an allocation while it fails with ENOMEM, counting the failures. */
 #define RETRY(var, expr, failures)                              \
@@ -667,4 +669,72 @@ static void reader_window(void *unused)
 Test(fault, a_write_unlock_finding_only_abandoned_readers_admits_the_writer)
 {
 	run(1, reader_window, NULL);
+}
+
+/* ---- adv-cmiss (b4afdb1, weft__uring_stop): the stop of a ring read
+ * waits for the read's CQE with a deadline, whose timer needs room in the
+ * worker's heap.  A heap that cannot grow (ENOMEM) wakes that wait at once
+ * (co_wait's weft__timer_add failure); it is not cancellable, so
+ * weft__completion_wait takes it for a stray wake and waits again, and
+ * again: the coroutine spins without ever switching out, its one worker
+ * never reaps the ring (the cancel's CQE and the read's are there), and
+ * nothing else does (the monitor adopts stuck workers only where there are
+ * several).  Before b4afdb1 that wait had no deadline and no timer.  Fails
+ * by Criterion's timeout (the call never returns). */
+
+static void long_sleeper(void *unused)
+{
+	(void)unused;
+	weft_sleep(weft_now() + 3600 * (int64_t)1000000000);
+}
+
+struct stop_reader {
+	int fd;
+	ssize_t n;
+	int err;
+};
+
+static void stop_reader_main(void *arg)
+{
+	struct stop_reader *r = arg;
+	char c;
+	r->n = weft_pread(r->fd, &c, 1, 0, -1);	/* no deadline: no timer of its own */
+	r->err = errno;
+}
+
+static void stop_without_heap_room(void *unused)
+{
+	(void)unused;
+	CHECK(stats_now().io_backend == WEFT_IO_URING);
+	int p[2];
+	ring_pipe(p);
+	struct stop_reader r = { .fd = p[0] };
+	uint64_t parks = stats_now().total.parks;
+	weft_co *rc = go(stop_reader_main, &r);
+	wait_parks(parks, 1);
+	/* fill the one worker's timer heap to its capacity */
+	struct weft__timers *t = &weft__rt.workers[0].timers;
+	weft_co *sl[1024];
+	unsigned nsl = 0;
+	do {
+		CHECK(nsl < sizeof sl / sizeof *sl);
+		parks = stats_now().total.parks;
+		sl[nsl++] = go(long_sleeper, NULL);
+		wait_parks(parks, 1);
+	} while (__atomic_load_n(&t->n, __ATOMIC_RELAXED) < __atomic_load_n(&t->cap, __ATOMIC_RELAXED));
+	weft__fault_every(1);	/* the heap cannot grow */
+	CHECK(weft_cancel(rc) == 0);
+	join(rc);	/* hangs here: the reader spins in weft__uring_stop */
+	weft__fault_every(0);
+	CHECK(r.n == -1 && r.err == ECANCELED);
+	for (unsigned i = 0; i < nsl; i++) {
+		CHECK(weft_cancel(sl[i]) == 0);
+		join(sl[i]);
+	}
+	CHECK(weft_close(p[0]) == 0 && weft_close(p[1]) == 0);
+}
+
+Test(fault, a_ring_reads_stop_without_room_for_its_timer_still_returns, .timeout = 30)
+{
+	run_uring(1, stop_without_heap_room, NULL);
 }
