@@ -67,6 +67,22 @@
  *                        (test_uring.c): a missed cancel strands the read.
  *  -DBUG_NO_RECANCEL     (with MISS) the wait for the CQE times out but
  *                        waits again without a new cancel.
+ *  -DONE_WORKER          (adv-cmiss) one worker: the caller never moves, and
+ *                        the reaper (that worker's loop harvesting the
+ *                        ring's eventfd; the monitor adopts a stuck worker
+ *                        only where there are several) and the timer run
+ *                        only while the caller is switched out (parked)
+ *                        or gone.
+ *  -DTIMER_NOMEM         (adv-cmiss, with ONE_WORKER) the worker's timer
+ *                        heap cannot grow: a wait with a deadline is woken
+ *                        at once (co_wait's weft__timer_add failure,
+ *                        ENOMEM) and never switches out.  stop's wait is
+ *                        not cancellable, so weft__completion_wait takes
+ *                        that for a stray wake and arms again, forever;
+ *                        the spin is modelled as a wait for SET that
+ *                        never parks.  The code (b4afdb1) ends in an
+ *                        invalid end state; with BUG_ONE_CANCEL (the code
+ *                        before it: no deadline, no timer) it passes.
  *  -DBUG_CANCEL_CUR      the cancel goes to the ring of the worker the
  *                        caller resumed on: after a migration that ring
  *                        knows no such operation, nothing cancels the read
@@ -97,6 +113,8 @@
 #define CANCELED 2
 #define DATA 3
 
+#define NOMEM 4
+
 #define SET 200
 #define CLAIMED 100
 
@@ -122,6 +140,14 @@ byte cur;		/* the caller's worker */
 bool first_armed;	/* the first wait's timer is in the heap */
 byte first_gen;
 byte result;		/* what the call returned */
+
+#ifdef ONE_WORKER
+/* the worker's loop runs (reaps, fires timers) only while the caller is
+ * switched out, or gone */
+#define LOOP_RUNS (wst == ARMED || returned)
+#else
+#define LOOP_RUNS true
+#endif
 
 inline wake(g, r) {
 	atomic {
@@ -159,6 +185,14 @@ inline stop(ring) {
 	cancel_on(ring);
 	do
 	:: done == SET -> break
+#if defined(TIMER_NOMEM) && !defined(BUG_ONE_CANCEL)
+	:: atomic { done == 0 -> arm(); done = gen; wake(gen, NOMEM) }
+		/* woken before it switched out; retract, and the stray wake
+		 * arms again at once, as long as done is not SET: a spin that
+		 * never lets the loop run */
+		atomic { done == gen -> done = 0 };
+		(done == SET)
+#else
 	:: atomic { done == 0 -> arm(); done = gen }
 		if
 		:: (wst == WOKEN)
@@ -185,6 +219,7 @@ inline stop(ring) {
 #endif
 		:: else -> skip
 		fi
+#endif
 	od
 }
 
@@ -235,10 +270,14 @@ active proctype caller() {
 	:: else -> skip
 	fi;
 	/* resumed on either worker */
+#ifdef ONE_WORKER
+	cur = 0;
+#else
 	if
 	:: cur = 0
 	:: cur = 1
 	fi;
+#endif
 	/* away_stop: weft__uring_stop */
 #ifdef BUG_NO_CQE_WAIT
 	cancel_on(0);
@@ -291,13 +330,13 @@ inline store_res() {
 
 active proctype reaper() {
 	byte j;
-	(cqe);
+	(cqe && LOOP_RUNS);
 #ifndef BUG_STORE_AFTER
 	store_res();
 #endif
 	do
-	:: atomic { done == 0 -> done = SET; break }
-	:: atomic { done > 0 && done < CLAIMED -> j = done; done = j + CLAIMED }
+	:: atomic { LOOP_RUNS && done == 0 -> done = SET; break }
+	:: atomic { LOOP_RUNS && done > 0 && done < CLAIMED -> j = done; done = j + CLAIMED }
 		wake(j, OK);
 		done = SET;
 		break
@@ -310,7 +349,7 @@ active proctype reaper() {
 /* The deadline: fires on the first wait, or never. */
 active proctype timer() {
 	if
-	:: (first_armed) -> wake(first_gen, TIMEDOUT)
+	:: (first_armed && LOOP_RUNS) -> wake(first_gen, TIMEDOUT)
 	:: true -> skip
 	fi
 }
