@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 
+#include "park.h"	/* white-box: an op's completion */
+#include "uring.h"	/* white-box: an op submitted, then stopped */
 #include "uring_test.h"
 
 enum { TRICKLE_READERS = 600, TRICKLE_ROUNDS = 3, MARK = 0xa5 };
@@ -125,4 +127,78 @@ Test(uring_cmiss_adv, reads_cancelled_while_single_bytes_trickle_in, .timeout = 
 		run_uring(2, trickle_main, NULL);
 		run_uring(1, trickle_main, NULL);
 	}
+}
+
+/* ---- ring_cancels counts a cancel that did not miss (docs/tuning.md:
+ * "one per deadline, cancel, interrupt or close that ended a transfer's
+ * wait, and one more each time the kernel missed the transfer").  A pipe
+ * read that nobody feeds sits with its poll armed: the first cancel finds
+ * it (the kernel cannot miss it).  The one worker, its ring's owner and
+ * only reaper (the monitor adopts stuck workers only where there are
+ * several), runs a long coroutine (200 ms of spin, a scene length, not a
+ * bound on anything), so the read's -ECANCELED CQE waits in the CQ past
+ * weft__uring_stop's 10, 20, 40 ... ms deadlines, and each one sends
+ * another cancel, counted as a miss.  FAILS NOW: "one stop of a
+ * poll-armed read: 5 cancels" (or so), not 1. */
+
+struct owner_spin {
+	int fd;
+	char buf[1];
+	struct weft__uring_op op;
+	uint64_t sent;	/* the cancels the stop sent */
+	atomic_bool submitted;
+	atomic_bool stopping;
+	atomic_bool stopped;
+};
+
+static void submit_and_spin(void *arg)
+{
+	struct owner_spin *s = arg;
+	CHECK(weft__uring_submit_rw(&s->op, s->fd, false, s->buf, 1, 0) == 0);
+	atomic_store(&s->submitted, true);
+	while (!atomic_load(&s->stopping))
+		;	/* never yields: its worker, the ring's owner, is stuck */
+	int64_t until = weft_now() + 200 * MS;
+	while (weft_now() < until)
+		;	/* a long coroutine while the stop waits for the CQE */
+}
+
+/* A plain thread stops the read (weft__uring_stop runs from any thread,
+ * as from a coroutine on another worker). */
+static void *stopper(void *arg)
+{
+	struct owner_spin *s = arg;
+	while (!atomic_load(&s->submitted))
+		sched_yield();
+	uint64_t cancels = stats_now().ring_cancels;
+	atomic_store(&s->stopping, true);
+	weft__uring_stop(&s->op, WEFT_PARK_OFFLOAD);
+	s->sent = stats_now().ring_cancels - cancels;
+	atomic_store(&s->stopped, true);
+	return NULL;
+}
+
+static void unreaped_main(void *unused)
+{
+	(void)unused;
+	CHECK(stats_now().io_backend == WEFT_IO_URING);
+	int p[2];
+	CHECK(pipe2(p, O_CLOEXEC) == 0);	/* never fed: the read stays poll-armed */
+	struct owner_spin s = { .fd = p[0] };
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, stopper, &s) == 0);
+	join(go(submit_and_spin, &s));
+	while (!atomic_load(&s.stopped))
+		weft_yield();	/* the worker must run its loop to reap */
+	CHECK(pthread_join(th, NULL) == 0);
+	CHECK(s.op.res == -ECANCELED);
+	if (s.sent != 1)
+		fprintf(stderr, "one stop of a poll-armed read: %llu cancels\n", (unsigned long long)s.sent);
+	CHECK(s.sent == 1);
+	CHECK(close(p[0]) == 0 && close(p[1]) == 0);
+}
+
+Test(uring_cmiss_adv, a_cancel_that_found_its_read_counts_once_while_its_cqe_waits_for_a_reaper, .timeout = 60)
+{
+	run_uring(1, unreaped_main, NULL);
 }
