@@ -158,6 +158,9 @@ runs=(
 	"uring.pml|ok|-DNO_DATA -DMISS||a read only a cancel ends, the kernel missing cancels"
 	"uring.pml|bug|-DNO_DATA -DMISS -DBUG_ONE_CANCEL||one cancel, missed: the read waits for good (the storm's hang)"
 	"uring.pml|bug|-DNO_DATA -DMISS -DBUG_NO_RECANCEL||the wait times out but no new cancel goes"
+	# adv-cmiss: the stop's deadline passes also where no cancel missed
+	"uring.pml|ok|-DNO_DATA -DSLOW_REAP||the CQE slow to be reaped: re-cancels that find nothing"
+	"uring.pml|ok|-DMISS -DSLOW_REAP||misses and slow reaps, data racing"
 	# adv-cmiss: one worker, whose loop reaps only while the caller is parked
 	"uring.pml|ok|-DONE_WORKER||one worker: its loop reaps and fires timers only while the caller is parked"
 	"uring.pml|ok|-DNO_DATA -DMISS -DONE_WORKER||one worker, the kernel missing cancels"

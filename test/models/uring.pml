@@ -67,6 +67,12 @@
  *                        (test_uring.c): a missed cancel strands the read.
  *  -DBUG_NO_RECANCEL     (with MISS) the wait for the CQE times out but
  *                        waits again without a new cancel.
+ *  -DSLOW_REAP           (adv-cmiss) stop's deadline may also pass where
+ *                        no cancel missed (the CQE is slow to be reaped:
+ *                        a busy or stuck reaper), SLOW more times: each
+ *                        sends a cancel that finds nothing.  Without it
+ *                        the deadline fires only as often as the kernel
+ *                        misses, which the code does not promise.
  *  -DONE_WORKER          (adv-cmiss) one worker: the caller never moves, and
  *                        the reaper (that worker's loop harvesting the
  *                        ring's eventfd; the monitor adopts a stuck worker
@@ -133,6 +139,11 @@ bool submitted;		/* the read's SQE is in the ring */
 #define MISSES 0
 #endif
 byte misses;		/* the cancels the kernel missed */
+#ifdef SLOW_REAP
+#define SLOW 2		/* stop's deadline may pass with the CQE posted, unreaped */
+#else
+#define SLOW 0
+#endif
 bool cqe;		/* the read's CQE was posted (on ring 0) */
 byte cqe_res;		/* its result: DATA or CANCELED */
 byte op_res;		/* the operation's copy (op->res), the reaper's store */
@@ -197,7 +208,7 @@ inline stop(ring) {
 		if
 		:: (wst == WOKEN)
 #ifndef BUG_ONE_CANCEL
-		:: tries < MISSES -> wake(gen, TIMEDOUT)	/* its deadline */
+		:: tries < MISSES + SLOW -> wake(gen, TIMEDOUT)	/* its deadline */
 #endif
 		fi;
 		(wst == WOKEN);
