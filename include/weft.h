@@ -255,7 +255,8 @@ WEFT_EXPORT int weft_join(weft_co *co);
  * weft_join with a deadline (absolute weft_now() ns; -1 none; one already
  * past joins only a coroutine that has returned): waits for co to return,
  * then frees it.  Errors: those of weft_join; ETIMEDOUT, after which co is
- * still running (or just returned) and must still be joined or detached.
+ * still running (or just returned) and must still be joined or detached;
+ * ENOMEM (a coroutine's: the timer heap), with co as after ETIMEDOUT.
  * From coroutines (which park) and plain threads (which block).
  */
 WEFT_EXPORT int weft_join_until(weft_co *co, int64_t deadline);
@@ -946,9 +947,11 @@ typedef struct weft_stats {
 					 * their cancels */
 	uint64_t ring_enters;		/* out: submissions (io_uring_enter calls) */
 	uint64_t ring_cqes;		/* out: CQEs reaped (a cancel's own too) */
-	uint64_t ring_cancels;		/* out: IORING_OP_ASYNC_CANCELs submitted
-					 * (a deadline, cancel, interrupt or close
-					 * that ended a transfer's wait) */
+	uint64_t ring_cancels;		/* out: transfers stopped with
+					 * IORING_OP_ASYNC_CANCEL (a deadline,
+					 * cancel, interrupt or close that ended
+					 * a transfer's wait), one each: a cancel
+					 * sent again counts in ring_sqes only */
 	int poller;			/* out: WEFT_POLLER_SHARED or WEFT_POLLER_WORKER */
 } weft_stats;
 

@@ -340,8 +340,8 @@ int weft__completion_wait(void **word, bool cancellable, int64_t deadline, unsig
 			weft__park_interrupt_unused(w.co, r);
 			return 0;
 		}
-		if (r == ETIMEDOUT || (cancellable && r == EINTR))
-			return r;
+		if (r == ETIMEDOUT || r == ENOMEM || (cancellable && r == EINTR))
+			return r;	/* (ENOMEM: no room for the deadline's timer) */
 		/* not cancellable: a stray cancel or interrupt wake; wait again */
 	}
 }

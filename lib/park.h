@@ -183,8 +183,10 @@ bool weft__completion_set(void **word, void *other);
  * completions newest first (a reaper completes many at once). */
 void weft__completion_set_ready(void **word, struct weft__worker *loop);
 /* Waits for *word to complete until deadline (absolute ns, -1 none): 0, or
- * ECANCELED if `cancellable` and the caller was cancelled, or ETIMEDOUT (the
- * word is then left NULL or COMPLETE, so a later wait works), EINVAL if the
+ * ECANCELED if `cancellable` and the caller was cancelled, or ETIMEDOUT or
+ * ENOMEM (a coroutine's deadline whose timer the heap had no room for: it
+ * did not wait) (the word is then left NULL or COMPLETE, so a later wait
+ * works), EINVAL if the
  * word holds someone else's waiter or another state.  A completion that
  * races the deadline wins: 0.  cause: WEFT_PARK_JOIN or WEFT_PARK_OFFLOAD
  * (weft_stats.parked_by). */

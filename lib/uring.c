@@ -457,8 +457,9 @@ void weft__uring_flush(struct weft__worker *w)
 }
 
 /* Asks op's ring to cancel op (IORING_OP_ASYNC_CANCEL), from any thread,
- * submitting whatever is queued before it (op, if still queued). */
-static void cancel(struct weft__uring_op *op)
+ * submitting whatever is queued before it (op, if still queued); `first`:
+ * op's first cancel, which counts op as stopped (`cancels`). */
+static void cancel(struct weft__uring_op *op, bool first)
 {
 	struct weft__ring *r = op->ring;
 	weft__lock_acquire(&r->sq);
@@ -470,7 +471,8 @@ static void cancel(struct weft__uring_op *op)
 	io_uring_prep_cancel(sqe, op, 0);
 	io_uring_sqe_set_data(sqe, NULL);
 	count(&r->sqes, 1);
-	count(&r->cancels, 1);
+	if (first)
+		count(&r->cancels, 1);
 	submit_all(r);
 	weft__lock_release(&r->sq);
 }
@@ -492,11 +494,21 @@ enum { STOP_FIRST = 10, STOP_MOST = 1000 };	/* ms */
 void weft__uring_stop(struct weft__uring_op *op, unsigned cause)
 {
 	int64_t wait = STOP_FIRST * WEFT__CLOCK_NS_PER_MS;
-	cancel(op);
-	while (weft__completion_wait(&op->done, false, weft_now() + wait, cause) != 0) {
-		cancel(op);
-		if (wait < STOP_MOST * WEFT__CLOCK_NS_PER_MS)
-			wait *= 2;
+	int64_t until = weft_now() + wait;
+	cancel(op, true);
+	for (;;) {
+		int r = weft__completion_wait(&op->done, false, until, cause);
+		if (r == 0)
+			return;
+		if (r == ENOMEM && weft_now() < until) {
+			/* no room for the deadline's timer: a turn for the
+			 * others (the reaper among them), then look again */
+			weft_yield();
+			continue;
+		}
+		cancel(op, false);
+		wait = wait * 2 < STOP_MOST * WEFT__CLOCK_NS_PER_MS ? wait * 2 : STOP_MOST * WEFT__CLOCK_NS_PER_MS;
+		until = weft_now() + wait;
 	}
 }
 #else

@@ -98,7 +98,8 @@ void weft__uring_stop(struct weft__uring_op *op, unsigned cause);
 /* What the workers' rings did, summed over them (weft_stats, version 6):
  * SQEs submitted (transfers and cancels), io_uring_submit calls (each one
  * io_uring_enter), CQEs reaped (a cancel's own included), and
- * IORING_OP_ASYNC_CANCELs submitted.  All 0 under epoll. */
+ * operations stopped (weft__uring_stop: one each, however many cancels it
+ * sent).  All 0 under epoll. */
 struct weft__uring_counts {
 	uint64_t sqes, enters, cqes, cancels;
 };

@@ -129,17 +129,17 @@ Test(uring_cmiss_adv, reads_cancelled_while_single_bytes_trickle_in, .timeout = 
 	}
 }
 
-/* ---- ring_cancels counts a cancel that did not miss (docs/tuning.md:
- * "one per deadline, cancel, interrupt or close that ended a transfer's
- * wait, and one more each time the kernel missed the transfer").  A pipe
+/* ---- ring_cancels counts a stopped transfer once (docs/tuning.md: "one
+ * per deadline, cancel, interrupt or close that ended a transfer's wait";
+ * a cancel sent again counts in ring_sqes only).  A pipe
  * read that nobody feeds sits with its poll armed: the first cancel finds
  * it (the kernel cannot miss it).  The one worker, its ring's owner and
  * only reaper (the monitor adopts stuck workers only where there are
  * several), runs a long coroutine (200 ms of spin, a scene length, not a
  * bound on anything), so the read's -ECANCELED CQE waits in the CQ past
  * weft__uring_stop's 10, 20, 40 ... ms deadlines, and each one sends
- * another cancel, counted as a miss.  FAILS NOW: "one stop of a
- * poll-armed read: 5 cancels" (or so), not 1. */
+ * another cancel.  Failed on the first version of weft__uring_stop, which
+ * counted each: "one stop of a poll-armed read: 5 cancels". */
 
 struct owner_spin {
 	int fd;

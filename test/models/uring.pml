@@ -85,10 +85,15 @@
  *                        ENOMEM) and never switches out.  stop's wait is
  *                        not cancellable, so weft__completion_wait takes
  *                        that for a stray wake and arms again, forever;
- *                        the spin is modelled as a wait for SET that
- *                        never parks.  The code (b4afdb1) ends in an
- *                        invalid end state; with BUG_ONE_CANCEL (the code
- *                        before it: no deadline, no timer) it passes.
+ *                        now weft__completion_wait returns ENOMEM and
+ *                        weft__uring_stop yields (the loop runs) and looks
+ *                        again, cancelling again once its deadline passed
+ *                        by the clock.  With BUG_ONE_CANCEL (the code
+ *                        before b4afdb1: no deadline, no timer) it passes.
+ *  -DBUG_NOMEM_SPIN      (with TIMER_NOMEM) b4afdb1: ENOMEM taken for a
+ *                        stray wake, the wait armed again at once, a spin
+ *                        that never lets the loop run (modelled as a wait
+ *                        for SET that never parks): invalid end state.
  *  -DBUG_CANCEL_CUR      the cancel goes to the ring of the worker the
  *                        caller resumed on: after a migration that ring
  *                        knows no such operation, nothing cancels the read
@@ -151,11 +156,12 @@ byte cur;		/* the caller's worker */
 bool first_armed;	/* the first wait's timer is in the heap */
 byte first_gen;
 byte result;		/* what the call returned */
+bool yielded;		/* the caller is in weft_yield (ONE_WORKER) */
 
 #ifdef ONE_WORKER
 /* the worker's loop runs (reaps, fires timers) only while the caller is
  * switched out, or gone */
-#define LOOP_RUNS (wst == ARMED || returned)
+#define LOOP_RUNS (wst == ARMED || yielded || returned)
 #else
 #define LOOP_RUNS true
 #endif
@@ -198,11 +204,31 @@ inline stop(ring) {
 	:: done == SET -> break
 #if defined(TIMER_NOMEM) && !defined(BUG_ONE_CANCEL)
 	:: atomic { done == 0 -> arm(); done = gen; wake(gen, NOMEM) }
-		/* woken before it switched out; retract, and the stray wake
-		 * arms again at once, as long as done is not SET: a spin that
-		 * never lets the loop run */
-		atomic { done == gen -> done = 0 };
-		(done == SET)
+		/* woken before it switched out (ENOMEM): taken back */
+		atomic {
+			if
+			:: done == gen -> done = 0
+			:: else -> skip
+			fi
+		}
+		(done == SET || done == 0);
+		if
+		:: done == 0 ->
+#ifdef BUG_NOMEM_SPIN
+			/* b4afdb1: completion_wait took ENOMEM for a stray
+			 * wake and armed again at once, never switching out */
+			(done == SET)
+#else
+			/* weft_yield: the loop runs meanwhile */
+			yielded = true;
+			yielded = false;
+			if
+			:: tries < MISSES + SLOW -> tries++; cancel_on(ring)	/* `until` passed */
+			:: true -> skip
+			fi
+#endif
+		:: else -> skip
+		fi
 #else
 	:: atomic { done == 0 -> arm(); done = gen }
 		if
