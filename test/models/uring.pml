@@ -94,6 +94,15 @@
  *                        stray wake, the wait armed again at once, a spin
  *                        that never lets the loop run (modelled as a wait
  *                        for SET that never parks): invalid end state.
+ *  -DBUG_YIELD_NO_LOOP   (adv-cmiss2, with TIMER_NOMEM) weft__uring_stop's
+ *                        yield lets the loop run never (the worker never
+ *                        reaps while the caller spins in its yield loop):
+ *                        the spin BUG_NOMEM_SPIN seeds, as a loop rather
+ *                        than a block.  Spin's safety run sees no invalid
+ *                        end state in a caller that loops for good, so
+ *                        this PASSES NOW: the TIMER_NOMEM "ok" runs do not
+ *                        check that the stop ends (a liveness property:
+ *                        needs a progress label and pan -l, or an LTL <>).
  *  -DBUG_CANCEL_CUR      the cancel goes to the ring of the worker the
  *                        caller resumed on: after a migration that ring
  *                        knows no such operation, nothing cancels the read
@@ -220,8 +229,10 @@ inline stop(ring) {
 			(done == SET)
 #else
 			/* weft_yield: the loop runs meanwhile */
+#ifndef BUG_YIELD_NO_LOOP
 			yielded = true;
 			yielded = false;
+#endif
 			if
 			:: tries < MISSES + SLOW -> tries++; cancel_on(ring)	/* `until` passed */
 			:: true -> skip
