@@ -9,9 +9,11 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "coro_test.h"
 #include "fault.h"
+#include "offload.h"	/* white-box: weft__offload_until (adv-cmiss2) */
 #include "uring_test.h"	/* white-box: a pipe read on a ring */
 #include "worker.h"	/* white-box: the worker's timer heap */
 
@@ -737,4 +739,96 @@ static void stop_without_heap_room(void *unused)
 Test(fault, a_ring_reads_stop_without_room_for_its_timer_still_returns, .timeout = 30)
 {
 	run_uring(1, stop_without_heap_room, NULL);
+}
+
+/* ---- adv-cmiss2 (38479da: weft__completion_wait returns ENOMEM where a
+ * coroutine's deadline timer cannot be had).  Its callers beside
+ * weft__uring_stop: weft_join_until and weft__offload_until.  The heap is
+ * filled as in stop_without_heap_room; each checks the contract after the
+ * ENOMEM: the joinee still joinable (weft.h: "with co as after
+ * ETIMEDOUT"), an offloaded call a helper has taken waited out (0 only
+ * once fn returned; -ENOMEM only when fn never runs). */
+
+/* Fills the one worker's timer heap to its capacity with long sleepers;
+ * returns how many (in sl). */
+static unsigned fill_heap(weft_co **sl, unsigned max)
+{
+	struct weft__timers *t = &weft__rt.workers[0].timers;
+	unsigned nsl = 0;
+	do {
+		CHECK(nsl < max);
+		uint64_t parks = stats_now().total.parks;
+		sl[nsl++] = go(long_sleeper, NULL);
+		wait_parks(parks, 1);
+	} while (__atomic_load_n(&t->n, __ATOMIC_RELAXED) < __atomic_load_n(&t->cap, __ATOMIC_RELAXED));
+	return nsl;
+}
+
+static void drain_heap(weft_co **sl, unsigned nsl, unsigned from)
+{
+	for (unsigned i = from; i < nsl; i++) {
+		CHECK(weft_cancel(sl[i]) == 0);
+		join(sl[i]);
+	}
+}
+
+static void join_until_nomem(void *unused)
+{
+	(void)unused;
+	static weft_co *sl[1024];
+	unsigned nsl = fill_heap(sl, 1024);
+	weft__fault_every(1);
+	errno = 0;
+	int r = weft_join_until(sl[0], weft_now() + 3600 * (int64_t)1000000000);
+	int e = errno;
+	weft__fault_every(0);
+	CHECK(r == -1 && e == ENOMEM);
+	/* still joinable, as after ETIMEDOUT */
+	CHECK(weft_cancel(sl[0]) == 0);
+	CHECK(weft_join_until(sl[0], -1) == 0);
+	drain_heap(sl, nsl, 1);
+}
+
+Test(fault, a_join_until_without_room_for_its_timer_leaves_co_joinable, .timeout = 30)
+{
+	run(1, join_until_nomem, NULL);
+}
+
+static atomic_int off_started, off_finished;
+
+static void slow_offloaded(void *unused)
+{
+	(void)unused;
+	atomic_store(&off_started, 1);
+	usleep(50 * 1000);	/* the caller's wait ends (ENOMEM) meanwhile */
+	atomic_store(&off_finished, 1);
+}
+
+static void offload_until_nomem(void *unused)
+{
+	(void)unused;
+	int ran = 0;
+	CHECK(weft_offload(mark, &ran) == 0 && ran);	/* a helper exists */
+	static weft_co *sl[1024];
+	unsigned nsl = fill_heap(sl, 1024);
+	for (int i = 0; i < 20; i++) {
+		atomic_store(&off_started, 0);
+		atomic_store(&off_finished, 0);
+		weft__fault_every(1);
+		int r = weft__offload_until(slow_offloaded, NULL, weft_now() + 3600 * (int64_t)1000000000);
+		weft__fault_every(0);
+		CHECK(r == 0 || r == -ENOMEM || r == -EAGAIN);
+		if (r == 0)	/* taken by a helper: waited out */
+			CHECK(atomic_load(&off_finished));
+		else	/* withdrawn: never runs */
+			CHECK(!atomic_load(&off_started));
+		while (r != 0 && atomic_load(&off_started) && !atomic_load(&off_finished))
+			weft_yield();
+	}
+	drain_heap(sl, nsl, 0);
+}
+
+Test(fault, an_offload_until_without_room_for_its_timer_waits_out_its_helper, .timeout = 60)
+{
+	run(1, offload_until_nomem, NULL);
 }
