@@ -832,3 +832,72 @@ Test(fault, an_offload_until_without_room_for_its_timer_waits_out_its_helper, .t
 {
 	run(1, offload_until_nomem, NULL);
 }
+
+/* ---- adv-cmiss2: the stop of a socket RECV on the ring (WEFT_URING_SOCKETS=1)
+ * of the one worker, the heap full, the reader locked to its thread
+ * (weft_lock_thread) or not, under the shared and the worker poller:
+ * weft__uring_stop's ENOMEM yield must let that worker reap. */
+
+struct sock_stopper {
+	int fd;
+	bool lock;
+	ssize_t first, n;
+	int err;
+};
+
+static void sock_stopper_main(void *arg)
+{
+	struct sock_stopper *s = arg;
+	char buf[64];
+	if (s->lock)
+		CHECK(weft_lock_thread() == 0);
+	s->first = weft_read(s->fd, buf, sizeof buf, -1);	/* short: drained */
+	s->n = weft_read(s->fd, buf, sizeof buf, -1);	/* to the ring, no timer */
+	s->err = errno;
+	if (s->lock)
+		CHECK(weft_unlock_thread() == 0);
+}
+
+static void sock_stop_without_heap_room(void *lock)
+{
+	CHECK(stats_now().io_backend == WEFT_IO_URING);
+	int sv[2];
+	socket_pair(sv);
+	struct sock_stopper s = { .fd = sv[0], .lock = lock != NULL };
+	CHECK(write(sv[1], "hello", 5) == 5);
+	weft_stats b = stats_now();
+	weft_co *rc = go(sock_stopper_main, &s);
+	wait_parks(b.total.parks, 1);
+	CHECK(s.first == 5);
+	uintptr_t v = (uintptr_t)__atomic_load_n(&weft__fd_find(sv[0])->slot[FD_SLOT_IN], __ATOMIC_SEQ_CST);
+	CHECK(v == FD_TURN || v == FD_TURN_READY);	/* parked on the ring */
+	static weft_co *sl[1024];
+	unsigned nsl = fill_heap(sl, 1024);
+	uint64_t f0 = weft__fault_every(1);
+	CHECK(weft_cancel(rc) == 0);
+	join(rc);
+	uint64_t f1 = weft__fault_every(0);
+	CHECK(f1 > f0);	/* the stop's timer was refused: the yield path ran */
+	CHECK(s.n == -1 && s.err == ECANCELED);
+	drain_heap(sl, nsl, 0);
+	CHECK(weft_close(sv[0]) == 0 && weft_close(sv[1]) == 0);
+}
+
+static void sock_stop_run(int poller, bool lock)
+{
+	CHECK(setenv("WEFT_URING_SOCKETS", "1", 1) == 0);
+	run_uring_config(sock_stop_without_heap_room, lock ? (void *)1 : NULL,
+			 &WEFT_CONFIG(.workers = 1, .io = WEFT_IO_URING, .poller = poller));
+}
+
+Test(fault, a_ring_socket_reads_stop_without_room_for_its_timer_returns_shared, .timeout = 30)
+{
+	sock_stop_run(0, false);
+	sock_stop_run(0, true);
+}
+
+Test(fault, a_ring_socket_reads_stop_without_room_for_its_timer_returns_worker_poller, .timeout = 30)
+{
+	sock_stop_run(WEFT_POLLER_WORKER, false);
+	sock_stop_run(WEFT_POLLER_WORKER, true);
+}
