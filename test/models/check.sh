@@ -172,6 +172,8 @@ runs=(
 	# the loop reap loops for good, which the safety run cannot see; the
 	# TIMER_NOMEM ok runs above pass whether or not the stop ever ends
 	"uring.pml|bug|-DNO_DATA -DONE_WORKER -DTIMER_NOMEM -DBUG_YIELD_NO_LOOP||the stop's yield never lets the loop reap: it spins for good"
+	# adv-cmiss2: FAILS NOW, the same blind spot: the ENOMEM loop without its re-cancel
+	"uring.pml|bug|-DNO_DATA -DMISS -DONE_WORKER -DTIMER_NOMEM -DBUG_NOMEM_NO_RECANCEL|-O2|the ENOMEM yield loop never cancels again: a missed cancel strands the read"
 	"posturn.pml|ok|||default: 3 callers at the file position, deadlines, close"
 	"posturn.pml|ok|-DNW=2||2 callers"
 	"posturn.pml|bug|-DBUG_ABANDON_DROPS||a waiter handed the turn as its deadline fired keeps it"

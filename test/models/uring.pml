@@ -103,6 +103,11 @@
  *                        this PASSES NOW: the TIMER_NOMEM "ok" runs do not
  *                        check that the stop ends (a liveness property:
  *                        needs a progress label and pan -l, or an LTL <>).
+ *  -DBUG_NOMEM_NO_RECANCEL  (adv-cmiss2, with MISS and TIMER_NOMEM) the
+ *                        ENOMEM yield loop never cancels again: a missed
+ *                        cancel strands the read, and the caller yields
+ *                        and looks for good.  PASSES NOW, for the reason
+ *                        BUG_YIELD_NO_LOOP does.
  *  -DBUG_CANCEL_CUR      the cancel goes to the ring of the worker the
  *                        caller resumed on: after a migration that ring
  *                        knows no such operation, nothing cancels the read
@@ -234,7 +239,9 @@ inline stop(ring) {
 			yielded = false;
 #endif
 			if
+#ifndef BUG_NOMEM_NO_RECANCEL
 			:: tries < MISSES + SLOW -> tries++; cancel_on(ring)	/* `until` passed */
+#endif
 			:: true -> skip
 			fi
 #endif
