@@ -802,7 +802,7 @@ static void slow_offloaded(void *unused)
 {
 	(void)unused;
 	atomic_store(&off_started, 1);
-	usleep(50 * 1000);	/* the caller's wait ends (ENOMEM) meanwhile */
+	usleep(5 * 1000);	/* the caller's wait ends (ENOMEM) meanwhile */
 	atomic_store(&off_finished, 1);
 }
 
@@ -813,20 +813,24 @@ static void offload_until_nomem(void *unused)
 	CHECK(weft_offload(mark, &ran) == 0 && ran);	/* a helper exists */
 	static weft_co *sl[1024];
 	unsigned nsl = fill_heap(sl, 1024);
-	for (int i = 0; i < 20; i++) {
+	int waited = 0;
+	for (int i = 0; i < 200; i++) {
 		atomic_store(&off_started, 0);
 		atomic_store(&off_finished, 0);
 		weft__fault_every(1);
 		int r = weft__offload_until(slow_offloaded, NULL, weft_now() + 3600 * (int64_t)1000000000);
 		weft__fault_every(0);
 		CHECK(r == 0 || r == -ENOMEM || r == -EAGAIN);
-		if (r == 0)	/* taken by a helper: waited out */
+		if (r == 0) {	/* taken by a helper: waited out */
 			CHECK(atomic_load(&off_finished));
+			waited++;
+		}
 		else	/* withdrawn: never runs */
 			CHECK(!atomic_load(&off_started));
 		while (r != 0 && atomic_load(&off_started) && !atomic_load(&off_finished))
 			weft_yield();
 	}
+	fprintf(stderr, "offload_until_nomem: %d of 200 waited out a helper\n", waited);
 	drain_heap(sl, nsl, 0);
 }
 
