@@ -943,14 +943,16 @@ typedef struct weft_stats {
 					 * the pool's cache) */
 	/* version 6: the workers' io_uring rings, summed over them (all 0
 	 * under WEFT_IO=epoll) */
-	uint64_t ring_sqes;		/* out: SQEs submitted: file transfers and
+	uint64_t ring_sqes;		/* out: SQEs submitted: transfers (files;
+					 * sockets under WEFT_URING_SOCKETS) and
 					 * their cancels */
 	uint64_t ring_enters;		/* out: submissions (io_uring_enter calls) */
 	uint64_t ring_cqes;		/* out: CQEs reaped (a cancel's own too) */
 	uint64_t ring_cancels;		/* out: transfers stopped with
 					 * IORING_OP_ASYNC_CANCEL (a deadline,
 					 * cancel, interrupt or close that ended
-					 * a transfer's wait), one each: a cancel
+					 * a transfer's wait, or no room for its
+					 * deadline's timer), one each: a cancel
 					 * sent again counts in ring_sqes only */
 	int poller;			/* out: WEFT_POLLER_SHARED or WEFT_POLLER_WORKER */
 } weft_stats;

@@ -19,7 +19,8 @@ void weft__offload_fini(void);
  * helper: fn(arg) runs on a helper, the calling coroutine parks, and the
  * deadline (absolute ns, -1 none), a weft_cancel or a weft_interrupt end
  * the wait while the call is still queued: it is taken out and never
- * runs, -ETIMEDOUT, -ECANCELED or -EINTR.  Once a helper has taken it the
+ * runs, -ETIMEDOUT, -ECANCELED or -EINTR (or -ENOMEM: no room in the
+ * worker's timer heap for the deadline).  Once a helper has taken it the
  * caller waits for fn to return (arg stays valid; an interrupt that came
  * meanwhile stays pending for the next wait) and gets 0.  -EAGAIN as
  * weft_offload's.  From a coroutine only.

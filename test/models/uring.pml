@@ -94,20 +94,17 @@
  *                        stray wake, the wait armed again at once, a spin
  *                        that never lets the loop run (modelled as a wait
  *                        for SET that never parks): invalid end state.
- *  -DBUG_YIELD_NO_LOOP   (adv-cmiss2, with TIMER_NOMEM) weft__uring_stop's
- *                        yield lets the loop run never (the worker never
- *                        reaps while the caller spins in its yield loop):
- *                        the spin BUG_NOMEM_SPIN seeds, as a loop rather
- *                        than a block.  Spin's safety run sees no invalid
- *                        end state in a caller that loops for good, so
- *                        this PASSES NOW: the TIMER_NOMEM "ok" runs do not
- *                        check that the stop ends (a liveness property:
- *                        needs a progress label and pan -l, or an LTL <>).
+ *                        A loop for good is no invalid end state, so the
+ *                        yield loop is bounded: the clock passes `until`
+ *                        within YIELDS yields, the loop reaps a posted CQE
+ *                        before the yielder's next turn, and the kernel
+ *                        misses at most MISSES cancels, so the stop ends
+ *                        within (MISSES + 1) * (YIELDS + 1) laps, asserted.
+ *  -DBUG_YIELD_NO_LOOP   (adv-cmiss2, with TIMER_NOMEM) the yield never
+ *                        lets the loop reap: the lap bound fails.
  *  -DBUG_NOMEM_NO_RECANCEL  (adv-cmiss2, with MISS and TIMER_NOMEM) the
- *                        ENOMEM yield loop never cancels again: a missed
- *                        cancel strands the read, and the caller yields
- *                        and looks for good.  PASSES NOW, for the reason
- *                        BUG_YIELD_NO_LOOP does.
+ *                        yield loop never cancels again: a missed cancel
+ *                        strands the read, the lap bound fails.
  *  -DBUG_CANCEL_CUR      the cancel goes to the ring of the worker the
  *                        caller resumed on: after a migration that ring
  *                        knows no such operation, nothing cancels the read
@@ -171,6 +168,7 @@ bool first_armed;	/* the first wait's timer is in the heap */
 byte first_gen;
 byte result;		/* what the call returned */
 bool yielded;		/* the caller is in weft_yield (ONE_WORKER) */
+#define YIELDS 2		/* yields before the stop's deadline passes */
 
 #ifdef ONE_WORKER
 /* the worker's loop runs (reaps, fires timers) only while the caller is
@@ -233,16 +231,25 @@ inline stop(ring) {
 			 * wake and armed again at once, never switching out */
 			(done == SET)
 #else
-			/* weft_yield: the loop runs meanwhile */
-#ifndef BUG_YIELD_NO_LOOP
+			/* weft_yield: the loop takes its turn before the
+			 * yielder's next (a fairness turn polls the ring):
+			 * a CQE posted by then is reaped */
 			yielded = true;
+#ifndef BUG_YIELD_NO_LOOP
+			(!cqe || done == SET);
+#endif
 			yielded = false;
-#endif
+			/* the clock: `until` passes within YIELDS yields */
+			laps++;
+			assert(laps <= (MISSES + 1) * (YIELDS + 1));	/* the stop ends */
 			if
+			:: spins < YIELDS -> spins++
+			:: spins = 0;
 #ifndef BUG_NOMEM_NO_RECANCEL
-			:: tries < MISSES + SLOW -> tries++; cancel_on(ring)	/* `until` passed */
+				cancel_on(ring)	/* `until` passed: again */
+#else
+				skip
 #endif
-			:: true -> skip
 			fi
 #endif
 		:: else -> skip
@@ -279,7 +286,7 @@ inline stop(ring) {
 }
 
 active proctype caller() {
-	byte r, mygen, tries = 0;
+	byte r, mygen, tries = 0, laps = 0, spins = 0;
 	bool complete = false, timed;
 	submitted = true;
 	/* file_park */
