@@ -138,10 +138,10 @@ TARGETS: List[Target] = (
     + [Target(48, "echo at 1,000 x 64 B with sockets on the rings: at most "
               "0.85x the epoll loop's CPU per message", "echo-1000-64",
               "epoll", "cpu", "<=", 0.85, subject="weft-ringsock")]
-    + [Target(48, "every server row under uring no worse than on epoll "
-              "beyond the run-to-run spread of epoll's (wanted: 1 + (max - "
-              "min) / median of weft's CPU per message)", b, SUBJECT, "cpu",
-              "<=", 1.0, subject=v, spread=True) for v in URING for b in SERVERS]
+    + [Target(48, "server rows under uring no worse than on epoll beyond "
+              "epoll's run-to-run spread (wanted: 1 + (max − min) / median "
+              "of weft's CPU per message)", b, SUBJECT, "cpu", "<=", 1.0,
+              subject=v, spread=True) for v in URING for b in SERVERS]
     # issue 46, on a 2-core machine: the idle tax (--only idle-tax)
     + [Target(46, "light-load echo CPU per message at 8 workers at most 1.1x "
               "the 1-worker figure", IDLE_ECHO, "", "growth", "<=", 1.1, 8,

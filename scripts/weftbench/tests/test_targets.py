@@ -262,6 +262,14 @@ class Page(unittest.TestCase):
         n = tally(results())
         self.assertIn(f"{n['met']} met, {n['not met']} not met", text)
 
+    def test_a_backend_left_out_says_why(self):
+        res = results()
+        res["meta"]["servers"] = {"backends": {
+            "weft": "ran", "weft-uring": "the library rejects WEFT_IO=uring"}}
+        self.assertIn("; weft-uring left out: the library rejects "
+                      "WEFT_IO=uring.", page.run_line(res))
+        self.assertNotIn("left out", page.run_line(results()))
+
     def test_an_unknown_place_is_an_error(self):
         with self.assertRaises(ValueError):
             page.render("{{nonsense}}\n", results(), [])
