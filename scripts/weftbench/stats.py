@@ -158,7 +158,8 @@ def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
         s["variants"] = variants
     s["syscalls"] = syscalls or {}
     notes = [fairness_note(sb, runs, peers), lost_note(runs, peers),
-             load_note(runs, peers), limit_note(runs, peers)]
+             load_note(runs, peers), limit_note(runs, peers),
+             ring_note(runs, peers)]
     s["notes"] = "; ".join(n for n in notes if n) or None
     return s
 
@@ -184,6 +185,25 @@ def lost_note(runs: Dict[str, List[dict]],
         if xs:
             cells.append(f"{p.name} {statistics.median(xs):g}")
     return "datagrams lost per run: " + ", ".join(cells) if cells else None
+
+
+def ring_note(runs: Dict[str, List[dict]],
+              peers: List[Peer]) -> Optional[str]:
+    """For weft's modes on a ring: the SQEs per io_uring_enter over the
+    server's life (median over runs), how many transfers one system call
+    carries; "none" where the sockets never went through the ring (on
+    readiness, or ring sockets not in effect).  None without a ring."""
+    cells = []
+    for p in peers:
+        xs = [(int(r["extra"]["ring_sqes"]), int(r["extra"]["ring_enters"]))
+              for r in runs.get(p.name, [])
+              if r["ok"] and "ring_sqes" in r["extra"]]
+        if xs and weft_mode(p.name) and p.name != SUBJECT:
+            per = [s / e for s, e in xs if e]
+            cells.append(f"{p.name} " + (f"{statistics.median(per):.1f}"
+                                         if per else "none"))
+    return ("ring SQEs per io_uring_enter: " + ", ".join(cells)
+            if cells else None)
 
 
 def limit_note(runs: Dict[str, List[dict]],

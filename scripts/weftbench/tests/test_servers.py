@@ -156,6 +156,13 @@ class Summaries(unittest.TestCase):
         self.assertEqual(v["weft-ringsock"]["weft"]["rate"]["median"], 1.25)
         self.assertEqual(v["weft-uring"]["epoll"]["rate"]["median"], 0.25)
         self.assertNotIn("limit", s["notes"])
+        self.assertNotIn("SQEs", s["notes"])  # no WEFT_STATS=1 rings line
+        r["weft-uring"][0]["extra"].update(ring_sqes="0", ring_enters="0")
+        r["weft-ringsock"][0]["extra"].update(ring_sqes="900",
+                                              ring_enters="20")
+        s = summarize_server(SB, r, [WEFT, uring, ring, EPOLL], None, 1)
+        self.assertIn("ring SQEs per io_uring_enter: weft-uring none, "
+                      "weft-ringsock 45.0", s["notes"])
         self.assertNotIn("variants", summarize_server(
             SB, r, [WEFT, EPOLL], None, 1))
         # the worker-count knobs once each, not the backends' variables
