@@ -12,6 +12,8 @@ One concept per module:
     progress   stderr progress: status lines, steps and the time left
     micro      the in-process rows
     server     the server rows (taskset pinning, loadgen, wrk)
+    variants   weft in other modes as peers: the server rows' I/O backends
+               (weft-uring, weft-ringsock), the scaling run's pollers
     redis      the redis rows: hiredis in three modes against redis-server
     fileio     the file rows: 4 KiB random reads, weft under uring and epoll
                beside fio, Go and Tokio

@@ -39,8 +39,10 @@ from .report import (BENCH_FOOTNOTE, md_table, metadata, runs_note,
                      server_footnote, server_table_rows, table_rows,
                      text_table, write_markdown)
 from .server import (ECHO_SECONDS, SYSCALL_SECONDS, WRK_SECONDS, run_servers,
-                     server_steps, server_worker_counts, syscalls_wanted)
+                     server_rows, server_steps, server_worker_counts,
+                     syscalls_wanted)
 from .stats import add_scaling
+from .variants import backend_peers, backends_meta
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(
@@ -263,9 +265,12 @@ def main(argv=None) -> int:
           f"{', '.join(map(str, args.workers))}; {runs_note(args)}",
           file=sys.stderr)
 
+    # the server rows: weft under each I/O backend it can run here
+    srv, no_backend = backend_peers(peers, args.server_workers) \
+        if server_rows(args) else (peers, {})
     prog = Progress()
     prog.plan(floor_steps(args) + micro_steps(args, peers) +
-              server_steps(args, peers) + redis_steps(args) +
+              server_steps(args, srv) + redis_steps(args) +
               file_steps(args) +
               idle_steps(args, peers) +
               callgrind_steps(args))
@@ -273,7 +278,7 @@ def main(argv=None) -> int:
     t_start = time.monotonic()
     fpoints, fsummary = run_floors(args, ctx, prog, failures)
     points, summary = run_benches(args, peers, prog, failures)
-    spoints, ssummary, pins = run_servers(args, peers, ctx, prog, failures)
+    spoints, ssummary, pins = run_servers(args, srv, ctx, prog, failures)
     rpoints, rsummary, rpins = run_redis(args, ctx, prog, failures)
     fipoints, fisummary = run_files(args, peers, ctx, prog, failures)
     idle = run_idle_tax(args, peers, ctx, prog, failures)
@@ -282,7 +287,7 @@ def main(argv=None) -> int:
     elapsed = time.monotonic() - t_start
 
     add_scaling(summary, peers)
-    meta = metadata(args, peers, ctx)
+    meta = metadata(args, srv, ctx)
     meta["elapsed_s"] = round(elapsed, 1)
     meta["servers"] = pins and {"workers": args.server_workers,
                                 "pinning": {w: p.note for w, p in pins.items()},
@@ -291,7 +296,8 @@ def main(argv=None) -> int:
                                 "wrk_s": WRK_SECONDS[args.quick],
                                 "syscall_pass_s": (SYSCALL_SECONDS if
                                                    syscalls_wanted(args)
-                                                   else None)}
+                                                   else None),
+                                "backends": backends_meta(no_backend)}
     meta["redis"] = rpins and {"pinning": rpins.note,
                                "seconds": REDIS_SECONDS[args.quick]}
 
@@ -306,10 +312,10 @@ def main(argv=None) -> int:
     if summary:
         add_table(table_rows(summary, peers), BENCH_FOOTNOTE)
     # the peers of the server rows (not those without servers)
-    speers = [p for p in peers if any(p.name in s["peers"] for s in ssummary)]
+    speers = [p for p in srv if any(p.name in s["peers"] for s in ssummary)]
     if ssummary:
         add_table(server_table_rows(ssummary, speers),
-                  server_footnote(args, pins, speers))
+                  server_footnote(args, pins, speers, no_backend))
         add_table(server_cost_rows(ssummary, speers),
                   server_cost_footnote(args))
     if rsummary:

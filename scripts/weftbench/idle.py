@@ -36,6 +36,7 @@ from .runs import interleave, run_counts
 from .server import (LOADS, Pins, load_seconds, run_server_one, server_peers,
                      syscall_pass, syscalls_wanted)
 from .stats import med_range, pair_ratios, summarize_server
+from .variants import weft_mode
 
 IDLE_GROUP = "idle-tax"  # what --only selects
 IDLE_WORKERS = (1, 2, 4, 8)
@@ -118,11 +119,6 @@ def idle_pins(load_threads: int) -> Pins:
                 f"sharing the {n} CPUs" + (f", {load_threads} load threads"
                                            if load_threads > 1 else ""),
                 True, load_threads)
-
-
-def weft_mode(name: str) -> bool:
-    """Whether a peer is weft (or weft in another mode: "weft-worker")."""
-    return name == SUBJECT or name.startswith(SUBJECT + "-")
 
 
 def run_server_counts(args, peers: List[Peer], ctx: Ctx, prog: Progress,

@@ -241,6 +241,9 @@ def run_line(res: dict) -> str:
                 f"{p} ({v})" if v else p for p, v in
                 [(p, (m.get("versions") or {}).get(p)) for p in
                  m.get("peers", [])]) +
+            "".join(f"; {b} left out: {why}" for b, why in
+                    ((m.get("servers") or {}).get("backends") or {}).items()
+                    if why != "ran") +
             (f".  {len(res['failures'])} failed invocation(s): "
              + "; ".join(res["failures"]) if res.get("failures") else "") +
             ".")

@@ -34,6 +34,18 @@ def weft_sched(text: str) -> Dict[str, str]:
             "turn_p99_ns": h["turn_time"][1]}
 
 
+# and its rings' line: "rings  N SQEs, M submissions, ..." (0 under epoll)
+WEFT_RINGS_RE = re.compile(r"^rings\s+(\d+) SQEs, (\d+) submissions", re.M)
+
+
+def weft_rings(text: str) -> Dict[str, str]:
+    """The SQEs weft's rings took and the io_uring_enter calls that
+    submitted them, over the program's life, from its WEFT_STATS=1
+    output; {} if it has none."""
+    m = WEFT_RINGS_RE.findall(text)
+    return {"ring_sqes": m[-1][0], "ring_enters": m[-1][1]} if m else {}
+
+
 def judge(r: Optional[Dict[str, str]], p: subprocess.CompletedProcess,
           name: str, workers: int) -> dict:
     """The fields of a run's record from its RESULT (r) and its process (p):

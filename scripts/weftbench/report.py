@@ -17,6 +17,7 @@ from .fmt import fmt_mr, fmt_num, fmt_ratio, fmt_sig
 from .peers import ROOT, SUBJECT, Ctx, Peer
 from .procs import run_out
 from .server import SYSCALL_SECONDS, Pins
+from .variants import backends_note, weft_mode
 
 def table_rows(summary: List[dict], peers: List[Peer]):
     others = [p for p in peers if p.name != SUBJECT]
@@ -79,7 +80,9 @@ def workers_note(pins: Dict[int, Pins], peers: List[Peer],
                  quick: bool = False) -> str:
     """The footnote's sentences on the worker counts of the server rows
     and their pinning (pins: per worker count)."""
-    knobs = " / ".join(k for p in peers for k in p.env(1))
+    # the variables that set the worker count (those that change with it)
+    knobs = " / ".join(dict.fromkeys(
+        k for p in peers for k, v in p.env(1).items() if p.env(2).get(k) != v))
     counts = sorted(pins)
     out = [f"Servers on {' and '.join(map(str, counts))} "
            f"worker{'s' if counts != [1] else ''} ({knobs}), the row "
@@ -99,7 +102,9 @@ def workers_note(pins: Dict[int, Pins], peers: List[Peer],
     return "  ".join(out)
 
 
-def server_footnote(args, pins: Dict[int, Pins], peers: List[Peer]) -> str:
+def server_footnote(args, pins: Dict[int, Pins], peers: List[Peer],
+                    no_backend: Optional[Dict[str, str]] = None) -> str:
+    """no_backend: weft's backends left out, and why."""
     return (f"Rates (msgs/s, req/s): higher is better; {SUBJECT}/peer rate "
             f"is the median of run-by-run rate ratios (above 1: {SUBJECT} "
             f"serves more).  Latencies are round trips in µs, the median "
@@ -113,6 +118,8 @@ def server_footnote(args, pins: Dict[int, Pins], peers: List[Peer]) -> str:
             f"ratios; where a target asks {SUBJECT} for more than that "
             f"times a peer's rate, it asks {SUBJECT} to beat the loop.  "
             f"{workers_note(pins, peers, args.quick)}  "
+            + "".join(x + "  " for x in [
+                backends_note(peers, no_backend or {})] if x) +
             f"{runs_note(args, servers=True)}.")
 
 
@@ -272,7 +279,7 @@ def metadata(args, peers: List[Peer], ctx: Ctx) -> dict:
         "git": run_out(["git", "describe", "--always", "--dirty"], cwd=ROOT),
         # what each peer was built with
         "versions": {p.name: p.version(ctx) for p in peers
-                     if p.name != SUBJECT},
+                     if not weft_mode(p.name)},
         "runs": args.runs,
         "peer_runs": args.peer_runs,
         "workers": args.workers,

@@ -20,11 +20,9 @@ docs/scaling.md is generated from it (write_scale_page; `bench.py --page
 scale.json` regenerates it anywhere; a dry run's page goes to
 BUILD/bench/scaling.md instead)."""
 
-import dataclasses
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,12 +31,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .benches import SERVER_BENCHES
 from .fmt import fmt_num, fmt_ratio, fmt_sig
-from .idle import cpu_growth, run_server_counts, server_steps, weft_mode
+from .idle import cpu_growth, run_server_counts, server_steps
 from .micro import micro_steps, run_benches
 from .peers import ROOT, SUBJECT, Ctx, Peer
 from .progress import Progress
 from .server import ECHO_SECONDS, Pins
 from .stats import add_scaling
+from .variants import Mode, mode_peers, variant, weft_mode
 from .targets import SCALE_ECHO, SCALE_TARGETS, table as targets_table, tally
 
 SCALE_SCHED = ["spawn", "skynet", "fib", "sleep", "parked"]
@@ -68,53 +67,21 @@ PAGE = ROOT / "docs" / "scaling.md"
 UNMEASURED = "Not measured on 16 cores yet."
 
 
-def poller_peer(weft: Peer, mode: str) -> Peer:
+def poller_mode(mode: str) -> Mode:
     """weft with WEFT_POLLER=mode: the subject itself for the first mode,
     "weft-MODE" for the others."""
-    env = weft.env
-    name = SUBJECT if mode == SCALE_POLLERS[0] else f"{SUBJECT}-{mode}"
-    return dataclasses.replace(
-        weft, name=name, title=f"weft, WEFT_POLLER={mode}",
-        env=lambda w: {**env(w), "WEFT_POLLER": mode})
+    return Mode("" if mode == SCALE_POLLERS[0] else mode,
+                f"weft, WEFT_POLLER={mode}", lambda w: {"WEFT_POLLER": mode})
 
 
-def poller_check(weft: Peer, mode: str, timeout: float = 60
-                 ) -> Optional[str]:
-    """Why weft cannot run with WEFT_POLLER=mode here (None: it can): a
-    library that rejects the value (its one stderr line), or one that
-    does not read the variable at all (it accepts a bogus value too, so
-    every mode would be the same)."""
-    def run(value: str) -> subprocess.CompletedProcess:
-        env = dict(os.environ, WEFT_POLLER=value, WEFT_WORKERS="1")
-        return subprocess.run([str(weft.program), "yield", "1"], env=env,
-                              stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True,
-                              timeout=timeout)
-    p = run(mode)
-    if p.returncode != 0:
-        lines = [x for x in p.stderr.splitlines() if "WEFT_POLLER" in x] or \
-            p.stderr.strip().splitlines()[-1:] or ["no output"]
-        return f"the library rejects WEFT_POLLER={mode}: {lines[0]}"
-    if run("no-such-poller").returncode == 0:
-        return ("the library does not read WEFT_POLLER (it accepts "
-                "WEFT_POLLER=no-such-poller too): every mode would be its "
-                "one poller")
-    return None
+POLLER_MODES = [poller_mode(m) for m in SCALE_POLLERS]
 
 
 def scale_peers(peers: List[Peer]) -> Tuple[List[Peer], Dict[str, str]]:
     """The run's peers: weft once per mode it accepts, then the others;
-    and why each skipped mode was skipped."""
-    weft = peers[0]
-    modes, skipped = [], {}
-    for mode in SCALE_POLLERS:
-        why = None if mode == SCALE_POLLERS[0] else poller_check(weft, mode)
-        if why:
-            skipped[mode] = why
-            print(f"bench.py: --scale: WEFT_POLLER={mode} skipped: {why}")
-        else:
-            modes.append(poller_peer(weft, mode))
-    return modes + [p for p in peers[1:] if p.name in SCALE_PEERS], skipped
+    and why each skipped mode was skipped (by its peer's name)."""
+    weft, skipped = mode_peers(peers[0], POLLER_MODES, 1, "--scale")
+    return weft + [p for p in peers[1:] if p.name in SCALE_PEERS], skipped
 
 
 def count_order(counts: Sequence[int]) -> List[int]:
@@ -212,7 +179,7 @@ def run_scale(args, peers: List[Peer], ctx: Ctx) -> int:
     full = scale_args(args, False)
     full.cpus = 16
     # the full run's estimate with every poller mode, skipped here or not
-    every = [poller_peer(peers[0], m) for m in SCALE_POLLERS] + [
+    every = [variant(peers[0], m) for m in POLLER_MODES] + [
         p for p in speers if not weft_mode(p.name)]
     _, estimate = scale_plan(full, every)
     plan, here = scale_plan(sa, speers)
@@ -278,7 +245,8 @@ def run_scale(args, peers: List[Peer], ctx: Ctx) -> int:
                 if walls else None,
                 server_workers=sa.server_workers,
                 load_threads=sa.load_threads, window_s=list(sa.window),
-                pollers={m: skipped.get(m, "ran") for m in SCALE_POLLERS},
+                pollers={m: skipped.get(pm.name, "ran")
+                         for m, pm in zip(SCALE_POLLERS, POLLER_MODES)},
                 loadavg=[round(x, 2) for x in load],
                 loadavg_after=[round(x, 2) for x in os.getloadavg()],
                 estimate_16=estimate, estimate_here=here,

@@ -19,7 +19,7 @@ from .cost import (attach_ok, per_msg, sample, strace_skip, strace_start,
                    strace_stop, syscall_summary)
 from .benches import (SERVER_BENCHES, SERVER_WORKERS, WRK_GROUPS, ServerBench,
                       row_workers, server_sharing)
-from .parse import judge, parse_result, weft_sched, wrk_result
+from .parse import judge, parse_result, weft_rings, weft_sched, wrk_result
 from .peers import Ctx, Peer, Skip, tls_files
 from .procs import free_port, log_tail, server_running
 from .progress import Progress
@@ -284,7 +284,8 @@ def run_server_one(peer: Peer, sb: ServerBench, workers: int, ctx: Ctx,
     if err is not None:
         rec.update(ok=False, error=err)
     if rec["ok"]:  # the server's own WEFT_STATS=1 lines, at its exit
-        rec["extra"].update(weft_sched(log.read_text(errors="replace")))
+        text = log.read_text(errors="replace")
+        rec["extra"].update({**weft_sched(text), **weft_rings(text)})
     if not rec["ok"]:
         rec["stderr"] = (rec.get("stderr", "") + "\nserver: " +
                          log_tail(log)).strip()

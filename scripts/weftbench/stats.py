@@ -10,6 +10,7 @@ from .cost import costs_of
 from .benches import Bench, ServerBench, server_sharing
 from .fmt import fmt_num, fmt_ratio
 from .peers import SUBJECT, Peer
+from .variants import weft_mode
 
 
 def metric(bench: Bench, rec: dict) -> float:
@@ -130,9 +131,11 @@ def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
     """Per peer the median (min-max) of each run's rate, p50 and p99, and of
     the server's CPU µs and voluntary switches per message; per other peer
     the run-by-run ratios of the rates, of the p99s and of the CPU per
-    message.  syscalls: per peer, the untimed strace pass's record.
-    workers: the servers' worker count; sharing: whether server and load
-    shared the CPUs (None: as server_sharing(workers) says)."""
+    message; per other weft mode ("variants") the same ratios of its own
+    to the subject's and the limit's.  syscalls: per peer, the untimed
+    strace pass's record.  workers: the servers' worker count; sharing:
+    whether server and load shared the CPUs (None: as server_sharing(workers)
+    says)."""
     if sharing is None:
         sharing = server_sharing(workers)
     s = {"bench": sb.name, "group": sb.group, "workers": workers,
@@ -145,16 +148,30 @@ def summarize_server(sb: ServerBench, runs: Dict[str, List[dict]],
         s["peers"][p.name].update({k: med_range(v) for k, v in
                                    costs_of(recs).items()})
         s["peers"][p.name + "_failed"] = sum(1 for r in recs if not r["ok"])
-    rate = pair_ratios(runs, peers, lambda r: server_metrics(r)[0])
-    p99 = pair_ratios(runs, peers, lambda r: server_metrics(r)[2])
-    cpu = pair_ratios(runs, peers, cpu_per_msg)
-    s["ratios"] = {p: {"rate": rate[p], "p99": p99[p], "cpu": cpu[p]}
-                   for p in rate}
+    s["ratios"] = server_ratios(runs, peers)
+    # weft's other modes (weft-uring, weft-worker) against the subject and
+    # the limit
+    base = [p for p in peers if p.name == SUBJECT or p.limit]
+    variants = {p.name: server_ratios(runs, base, p.name) for p in peers
+                if weft_mode(p.name) and p.name != SUBJECT}
+    if variants:
+        s["variants"] = variants
     s["syscalls"] = syscalls or {}
     notes = [fairness_note(sb, runs, peers), lost_note(runs, peers),
-             load_note(runs, peers), limit_note(runs, peers)]
+             load_note(runs, peers), limit_note(runs, peers),
+             ring_note(runs, peers)]
     s["notes"] = "; ".join(n for n in notes if n) or None
     return s
+
+
+def server_ratios(runs: Dict[str, List[dict]], peers: List[Peer],
+                  subject: str = SUBJECT) -> Dict[str, dict]:
+    """Per peer but subject, the run-by-run ratios of subject's rate, p99
+    and CPU per message to the peer's."""
+    rate = pair_ratios(runs, peers, lambda r: server_metrics(r)[0], subject)
+    p99 = pair_ratios(runs, peers, lambda r: server_metrics(r)[2], subject)
+    cpu = pair_ratios(runs, peers, cpu_per_msg, subject)
+    return {p: {"rate": rate[p], "p99": p99[p], "cpu": cpu[p]} for p in rate}
 
 
 def lost_note(runs: Dict[str, List[dict]],
@@ -170,15 +187,35 @@ def lost_note(runs: Dict[str, List[dict]],
     return "datagrams lost per run: " + ", ".join(cells) if cells else None
 
 
+def ring_note(runs: Dict[str, List[dict]],
+              peers: List[Peer]) -> Optional[str]:
+    """For weft's modes on a ring: the SQEs per io_uring_enter over the
+    server's life (median over runs), how many transfers one system call
+    carries; "none" where the sockets never went through the ring (on
+    readiness, or ring sockets not in effect).  None without a ring."""
+    cells = []
+    for p in peers:
+        xs = [(int(r["extra"]["ring_sqes"]), int(r["extra"]["ring_enters"]))
+              for r in runs.get(p.name, [])
+              if r["ok"] and "ring_sqes" in r["extra"]]
+        if xs and weft_mode(p.name) and p.name != SUBJECT:
+            per = [s / e for s, e in xs if e]
+            cells.append(f"{p.name} " + (f"{statistics.median(per):.1f}"
+                                         if per else "none"))
+    return ("ring SQEs per io_uring_enter: " + ", ".join(cells)
+            if cells else None)
+
+
 def limit_note(runs: Dict[str, List[dict]],
                peers: List[Peer]) -> Optional[str]:
-    """The limit's rate over each other peer's but the subject's (median
+    """The limit's rate over each other peer's but weft's (median
     of run-by-run ratios): where a target asks the subject for N times a
     peer's rate and the limit itself serves less than N times it, the
     target asks the subject to beat the limit."""
     cells = []
     for lim in (p for p in peers if p.limit):
-        others = [p for p in peers if p.name not in (SUBJECT, lim.name)]
+        others = [p for p in peers
+                  if not weft_mode(p.name) and p.name != lim.name]
         ratios = pair_ratios(runs, others, lambda r: server_metrics(r)[0],
                              subject=lim.name)
         cells += [f"{lim.name}/{name} {r['median']:.2f}"

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """Records and peers as the runner makes them, for the tests."""
 
+import stat
 import subprocess
+from pathlib import Path
 from types import SimpleNamespace
 
 from weftbench.peers import Peer
@@ -29,3 +31,14 @@ def args(**kw):
                 peer_warmup=True, quick=False, docs=False, only=["yield"])
     base.update(kw)
     return SimpleNamespace(**base)
+
+
+def fake_weft(tmp: str, script: str) -> Peer:
+    """weft whose program is a shell script (its behaviour with the
+    variables of its modes)."""
+    prog = Path(tmp) / "weft-bench"
+    prog.write_text("#!/bin/sh\n" + script)
+    prog.chmod(prog.stat().st_mode | stat.S_IXUSR)
+    return Peer("weft", "weft", build=lambda ctx: None,
+                server=lambda peer, ctx, kind, port: [kind],
+                env=lambda w: {"WEFT_WORKERS": str(w)}, program=prog)

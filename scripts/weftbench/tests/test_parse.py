@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 import unittest
 
-from weftbench.parse import judge, parse_result, weft_sched, wrk_result
+from weftbench.parse import (judge, parse_result, weft_rings, weft_sched,
+                             wrk_result)
 
 from .helpers import proc
 
@@ -160,3 +161,14 @@ class WeftSched(unittest.TestCase):
         self.assertTrue(rec["ok"])
         self.assertEqual(rec["extra"]["sched_p99_ns"], "112")
         self.assertEqual(rec["extra"]["turn_p99_ns"], "176")
+
+
+class WeftRings(unittest.TestCase):
+    def test_the_rings_line(self):
+        text = ("weft stats: 1 workers, ...\n"
+                "stacks                     65667072 bytes, 0 of them\n"
+                "rings                          8417 SQEs, 186 submissions, "
+                "8417 CQEs, 0 cancels\n")
+        self.assertEqual(weft_rings(text), {"ring_sqes": "8417",
+                                            "ring_enters": "186"})
+        self.assertEqual(weft_rings("listening on 1\n"), {})

@@ -16,6 +16,7 @@ from weftbench.report import (server_cost_rows, server_footnote,
 from weftbench.server import (Pins, load_echo, load_wrk, server_steps,
                               server_worker_counts)
 from weftbench.stats import summarize_server
+from weftbench.variants import BACKENDS, variant
 
 from .helpers import args, rec
 
@@ -137,6 +138,41 @@ class Summaries(unittest.TestCase):
             SB, r, [WEFT, TOKIO], None, 1)["notes"])
         self.assertNotIn("limit", summarize_server(
             SB, r, [WEFT, EPOLL], None, 1)["notes"])
+
+    def test_weft_under_other_backends(self):
+        """Each backend's ratios to weft (on epoll) and to the limit, run
+        by run; the limit's note leaves weft's modes out."""
+        uring, ring = (variant(WEFT, m) for m in BACKENDS[1:])
+        r = runs(2000, 4000)
+        lat = dict(p50_us=10, p99_us=40, conn_min=1)
+        r["weft-uring"] = [rec("weft-uring", 1_000_000_000, ops=1000, **lat)]
+        r["weft-ringsock"] = [rec("weft-ringsock", 1_000_000_000, ops=2500,
+                                  **lat)]
+        s = summarize_server(SB, r, [WEFT, uring, ring, EPOLL], None, 1)
+        self.assertEqual(s["ratios"]["weft-uring"]["rate"]["median"], 2.0)
+        v = s["variants"]
+        self.assertEqual(set(v), {"weft-uring", "weft-ringsock"})
+        self.assertEqual(set(v["weft-ringsock"]), {"weft", "epoll"})
+        self.assertEqual(v["weft-ringsock"]["weft"]["rate"]["median"], 1.25)
+        self.assertEqual(v["weft-uring"]["epoll"]["rate"]["median"], 0.25)
+        self.assertNotIn("limit", s["notes"])
+        self.assertNotIn("SQEs", s["notes"])  # no WEFT_STATS=1 rings line
+        r["weft-uring"][0]["extra"].update(ring_sqes="0", ring_enters="0")
+        r["weft-ringsock"][0]["extra"].update(ring_sqes="900",
+                                              ring_enters="20")
+        s = summarize_server(SB, r, [WEFT, uring, ring, EPOLL], None, 1)
+        self.assertIn("ring SQEs per io_uring_enter: weft-uring none, "
+                      "weft-ringsock 45.0", s["notes"])
+        self.assertNotIn("variants", summarize_server(
+            SB, r, [WEFT, EPOLL], None, 1))
+        # the worker-count knobs once each, not the backends' variables
+        self.assertIn("(WEFT_WORKERS / EPOLL_LOOPS)", workers_note(
+            PINS, [variant(WEFT, BACKENDS[0]), uring, ring, EPOLL]))
+        note = server_footnote(args(), PINS, [WEFT, uring, EPOLL],
+                               {"weft-ringsock": "no io_uring"})
+        self.assertIn("weft under each I/O backend (weft: WEFT_IO=epoll; "
+                      "weft-uring: WEFT_IO=uring", note)
+        self.assertIn("weft-ringsock left out: no io_uring.", note)
 
     def test_sharing_given(self):
         s = summarize_server(SB, runs(1, 1), [WEFT], None, 2, False)

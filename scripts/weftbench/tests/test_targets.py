@@ -76,9 +76,33 @@ def results() -> dict:
     }
 
 
-def find(vs, row, peer, kind, workers="any", issue=None):
+def backends() -> dict:
+    """results() with weft under its other backends: echo-100-64 @1,
+    whose weft (epoll) CPU per message spread over 10% of its median
+    (2.85-3.15 µs), and echo-1000-64 @1, whose spread is nil; http-hello
+    not run; weft-ringsock not run at 2 workers."""
+    res = results()
+    srv = res["servers"]["summary"]
+    srv[0]["peers"]["weft"]["cpu_us_per_msg"] = {
+        "median": 3.0, "min": 2.85, "max": 3.15, "n": 3}
+    srv[0]["variants"] = {
+        "weft-uring": {"weft": {"cpu": mr(1.08)}, "epoll": {"cpu": mr(1.1)}},
+        "weft-ringsock": {"weft": {"cpu": mr(1.2)},
+                          "epoll": {"cpu": mr(1.22)}}}
+    srv.append({"bench": "echo-1000-64", "workers": 1, "unit": "msgs/s",
+                "peers": {"weft": {"cpu_us_per_msg": mr(2.0)}}, "ratios": {},
+                "variants": {"weft-uring": {"weft": {"cpu": mr(1.0)}},
+                             "weft-ringsock": {"weft": {"cpu": mr(0.9)},
+                                               "epoll": {"cpu": mr(0.8)}}}})
+    srv.append({"bench": "echo-1000-64", "workers": 2, "unit": "msgs/s",
+                "peers": {"weft": {"cpu_us_per_msg": mr(2.5)}}, "ratios": {},
+                "variants": {"weft-uring": {"weft": {"cpu": mr(1.01)}}}})
+    return res
+
+
+def find(vs, row, peer, kind, workers="any", issue=None, subject="weft"):
     got = [v for v in vs if v["target"].row == row and v["target"].peer == peer
-           and v["target"].kind == kind
+           and v["target"].kind == kind and v["target"].subject == subject
            and (workers == "any" or v["workers"] == workers)
            and issue in (None, v["target"].issue)]
     assert len(got) == 1, (row, peer, kind, got)
@@ -148,6 +172,58 @@ class Verdicts(unittest.TestCase):
         self.assertEqual(n["not measured"], len(TARGETS))
 
 
+class Backends(unittest.TestCase):
+    """Issue 48's server targets: weft's other backends against weft on
+    epoll (within its spread) and ring sockets against the loop."""
+    def setUp(self):
+        self.vs = verdicts(backends())
+
+    def test_within_the_spread_of_epoll(self):
+        v = find(self.vs, "echo-100-64", "weft", "cpu", 1,
+                 subject="weft-uring")
+        self.assertAlmostEqual(v["wanted"], 1.1)
+        self.assertEqual((v["figure"], v["met"]), (1.08, True))
+        v = find(self.vs, "echo-100-64", "weft", "cpu", 1,
+                 subject="weft-ringsock")
+        self.assertEqual((v["figure"], v["met"]), (1.2, False))
+        # no spread: no worse at all
+        v = find(self.vs, "echo-1000-64", "weft", "cpu", 2,
+                 subject="weft-uring")
+        self.assertEqual((v["wanted"], v["met"]), (1.0, False))
+        v = find(self.vs, "echo-1000-64", "weft", "cpu", 1,
+                 subject="weft-uring")
+        self.assertEqual((v["wanted"], v["met"]), (1.0, True))
+
+    def test_ring_sockets_against_the_loop(self):
+        v = find(self.vs, "echo-1000-64", "epoll", "cpu", 1,
+                 subject="weft-ringsock")
+        self.assertEqual((v["figure"], v["met"]), (0.8, True))
+        # weft's own target on the same row and peer stays weft's
+        v = find(self.vs, "echo-100-64", "epoll", "cpu", 1)
+        self.assertEqual(v["figure"], 1.02)
+
+    def test_a_backend_or_row_not_run_is_not_measured(self):
+        # a count the row ran without the backend: no verdict there
+        self.assertEqual([v["workers"] for v in self.vs
+                          if v["target"].subject == "weft-ringsock"
+                          and v["target"].row == "echo-1000-64"
+                          and v["target"].peer == "weft"], [1])
+        v = find(self.vs, "http-hello", "weft", "cpu", None,
+                 subject="weft-uring")
+        self.assertEqual((v["figure"], v["wanted"], v["met"]),
+                         (None, None, None))
+
+    def test_cells(self):
+        _, rows = table(backends(), [
+            t for t in TARGETS if t.subject == "weft-uring"
+            and t.row in ("echo-100-64", "http-hello")])
+        self.assertEqual([r[2:] for r in rows], [
+            ["echo-100-64 @1", "weft-uring/weft CPU per message", "<= 1.10",
+             "1.08", "met"],
+            ["http-hello", "weft-uring/weft CPU per message",
+             "<= 1 + spread", "not measured", "not measured"]])
+
+
 class Table(unittest.TestCase):
     def test_cells(self):
         t = [Target(2, "spawn at most half of Go's", "spawn", "go", "time",
@@ -185,6 +261,14 @@ class Page(unittest.TestCase):
                       "1.02/9.22 | 3.58 |", text)
         n = tally(results())
         self.assertIn(f"{n['met']} met, {n['not met']} not met", text)
+
+    def test_a_backend_left_out_says_why(self):
+        res = results()
+        res["meta"]["servers"] = {"backends": {
+            "weft": "ran", "weft-uring": "the library rejects WEFT_IO=uring"}}
+        self.assertIn("; weft-uring left out: the library rejects "
+                      "WEFT_IO=uring.", page.run_line(res))
+        self.assertNotIn("left out", page.run_line(results()))
 
     def test_an_unknown_place_is_an_error(self):
         with self.assertRaises(ValueError):
