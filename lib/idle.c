@@ -449,8 +449,11 @@ bool weft__idle_watch_rescue(int64_t now, int64_t *wake)
 			/* off a worker: to the injection queue, an idle worker
 			 * notified (weft__schedule_ready), as a stuck worker's */
 			fired |= weft__timers_fire(&o->timers, now);
-		} else if (t + RESCUE_NS < *wake) {
-			*wake = t + RESCUE_NS;
+		} else {
+			/* saturated: a deadline near INT64_MAX (forever) */
+			int64_t due = t > INT64_MAX - RESCUE_NS ? INT64_MAX : t + RESCUE_NS;
+			if (due < *wake)
+				*wake = due;
 		}
 	}
 	return fired;
