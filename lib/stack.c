@@ -45,7 +45,7 @@ enum {
 	VALGRIND_GUARDS = 1000,	/* the guard budget under valgrind */
 	SELF_PIDFD = -10000,	/* PIDFD_SELF (Linux 6.14): process_madvise on our own mm */
 	HUNGRY_FROM = 2 * WEFT__STACK_MAGAZINE,	/* see depot_hunger */
-	HUNGRY_MAX = 2,
+	HUNGRY_MAX = 4,
 };
 static const uint64_t CANARY = 0x77656674c0ffee57ull;
 
@@ -64,6 +64,7 @@ static struct {
 	size_t nfull_low;		/* the fewest since the last trim */
 	struct weft__magazine *empty;	/* spare magazine structs */
 	unsigned hungry;		/* atomic: magazines asked of idle workers */
+	unsigned filling;		/* atomic: a worker is filling one */
 	pthread_mutex_t all_lock;	/* guards all */
 	struct weft__stack *all;	/* every allocated stack */
 	uint64_t allocated;		/* how many (written under all_lock) */
@@ -216,6 +217,7 @@ int weft__stack_pool_init(size_t stack_size, long guards)
 	pool.guarded_live = 0;
 	pool.nfull_low = 0;
 	pool.hungry = 0;
+	pool.filling = 0;
 	return 0;
 }
 
@@ -452,7 +454,8 @@ static struct weft__magazine *depot_take_empty(void)
  * program that runs a few coroutines), asks for a magazine, up to
  * HUNGRY_MAX outstanding, and a worker that finds no work fills one
  * (weft__stack_depot_fill): the faults are taken in parallel with the
- * spawns, by a worker that would otherwise be idle.
+ * spawns, by a worker that would otherwise be idle.  One worker fills at a
+ * time: two contend for the arena's lock in jemalloc, and sleep on it.
  */
 static void depot_hunger(void)
 {
@@ -465,22 +468,22 @@ static void depot_hunger(void)
 
 bool weft__stack_depot_hungry(void)
 {
-	return at_load_uint(&pool.hungry) != 0;
+	return at_load_uint(&pool.hungry) != 0 && !at_load_uint(&pool.filling);
 }
 
 void weft__stack_depot_fill(void)
 {
+	if (!at_cas_uint(&pool.filling, 0, 1))
+		return;
 	unsigned n = at_load_uint(&pool.hungry);
-	if (!n || !at_cas_uint(&pool.hungry, n, n - 1))
-		return;
-	struct weft__magazine *m = depot_take_empty();
-	if (!m)
-		return;
-	m->n = stack_alloc_fresh(m->s, WEFT__STACK_MAGAZINE);
-	if (m->n)
+	struct weft__magazine *m = NULL;
+	if (n && at_cas_uint(&pool.hungry, n, n - 1) && (m = depot_take_empty()))
+		m->n = stack_alloc_fresh(m->s, WEFT__STACK_MAGAZINE);
+	if (m && m->n)
 		depot_give_full(m);
-	else
+	else if (m)
 		depot_give_empty(m);
+	at_store_uint(&pool.filling, 0);
 }
 
 static void free_stacks(struct weft__stack **s, unsigned n)
