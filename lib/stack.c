@@ -335,6 +335,8 @@ static unsigned stack_alloc_fresh(struct weft__stack **out, unsigned n)
 	unsigned got = 0, nguard = 0;
 	while (got < n && (lo[got] = stack_mem(alloc)))
 		got++;
+	if (!got)
+		return 0;
 	for (unsigned i = 0; i < got; i++)
 		iov[i] = (struct iovec){ lo[i] + alloc - pool.page, pool.page };
 	if (pool.vectored)	/* else the header's first write faults it in */
@@ -456,6 +458,9 @@ static struct weft__magazine *depot_take_empty(void)
  * (weft__stack_depot_fill): the faults are taken in parallel with the
  * spawns, by a worker that would otherwise be idle.  One worker fills at a
  * time: two contend for the arena's lock in jemalloc, and sleep on it.
+ * hungry and filling are hints (sequentially consistent at_* loads, CAS and
+ * stores; a stale read costs a fill too many or too few, bounded by
+ * HUNGRY_MAX); the stacks themselves pass through the depot's mutex.
  */
 static void depot_hunger(void)
 {
