@@ -53,7 +53,9 @@ static struct {
 	size_t stack_size;	/* usable bytes, header included */
 	size_t page;
 	unsigned arena;
+	unsigned fill_arena;		/* the depot fill's (see depot_hunger) */
 	int mallocx_flags;
+	int fill_flags;
 	bool guard_regions;		/* MADV_GUARD_INSTALL works */
 	bool vectored;			/* ... and so do process_madvise's on SELF_PIDFD */
 	unsigned long guard_budget;	/* guarded stacks allowed at once */
@@ -77,17 +79,20 @@ static struct {
 };
 
 /* The list of all stacks changes only when jemalloc is called: off the hot
- * path.  allocated is written under all_lock and read without it. */
+ * path.  s[0..n) are linked outside the lock and spliced in, so a batch
+ * holds it no longer than one stack.  allocated is written under all_lock
+ * and read without it. */
 static void all_add(struct weft__stack *const *s, unsigned n)
 {
-	pthread_mutex_lock(&pool.all_lock);
 	for (unsigned i = 0; i < n; i++) {
-		s[i]->all_prev = NULL;
-		s[i]->all_next = pool.all;
-		if (pool.all)
-			pool.all->all_prev = s[i];
-		pool.all = s[i];
+		s[i]->all_prev = i ? s[i - 1] : NULL;
+		s[i]->all_next = i + 1 < n ? s[i + 1] : NULL;
 	}
+	pthread_mutex_lock(&pool.all_lock);
+	s[n - 1]->all_next = pool.all;
+	if (pool.all)
+		pool.all->all_prev = s[n - 1];
+	pool.all = s[0];
 	at_store_64(&pool.allocated, pool.allocated + n);
 	pthread_mutex_unlock(&pool.all_lock);
 }
@@ -185,32 +190,44 @@ static unsigned long default_guard_budget(void)
 }
 
 /*
- * The arena is created once per process and kept across weft_init /
- * weft_shutdown cycles: jemalloc keeps some of an arena's metadata after
- * arena.<i>.destroy, which the fuzzer saw as growth over cycles
- * (docs/notes/2026-12-06-measurements-behind-the-code.md, "arena").  Shutdown
- * purges it instead.
+ * The arenas (the pool's, and the depot fill's) are created once per
+ * process and kept across weft_init / weft_shutdown cycles: jemalloc keeps
+ * some of an arena's metadata after arena.<i>.destroy, which the fuzzer saw
+ * as growth over cycles (docs/notes/2026-12-06-measurements-behind-the-code.md,
+ * "arena").  Shutdown purges them instead.
  */
-static int arena_get(unsigned *arena)
+static int arena_get(unsigned which, unsigned *arena)
 {
-	static unsigned created;	/* under runtime.c's lifecycle lock */
-	static unsigned index;
-	size_t sz = sizeof index;
-	if (!created && mallctl("arenas.create", &index, &sz, NULL, 0) != 0)
+	static bool created[2];	/* under runtime.c's lifecycle lock */
+	static unsigned index[2];
+	size_t sz = sizeof index[which];
+	if (!created[which] && mallctl("arenas.create", &index[which], &sz, NULL, 0) != 0)
 		return -1;
-	created = 1;
-	*arena = index;
+	created[which] = true;
+	*arena = index[which];
 	return 0;
+}
+
+static int arena_flags(unsigned arena)
+{
+	return (int)(MALLOCX_ARENA(arena) | MALLOCX_ALIGN(pool.page) | MALLOCX_TCACHE_NONE);
+}
+
+static void arena_purge(unsigned arena)
+{
+	char name[64];
+	snprintf(name, sizeof name, "arena.%u.purge", arena);
+	mallctl(name, NULL, NULL, NULL, 0);
 }
 
 int weft__stack_pool_init(size_t stack_size, long guards)
 {
-	if (arena_get(&pool.arena) != 0)
+	if (arena_get(0, &pool.arena) != 0 || arena_get(1, &pool.fill_arena) != 0)
 		return -ENOMEM;
 	pool.page = (size_t)sysconf(_SC_PAGESIZE);
 	pool.stack_size = stack_size;
-	pool.mallocx_flags = (int)(MALLOCX_ARENA(pool.arena) | MALLOCX_ALIGN(pool.page) |
-				   MALLOCX_TCACHE_NONE);
+	pool.mallocx_flags = arena_flags(pool.arena);
+	pool.fill_flags = arena_flags(pool.fill_arena);
 	pool.guard_regions = probe_guard_regions(pool.page);
 	pool.vectored = pool.guard_regions && probe_vectored(pool.page);
 	pool.guard_budget = guards < 0 ? default_guard_budget() : (unsigned long)guards;
@@ -272,9 +289,9 @@ bool weft__stack_guard_hit(const struct weft__stack *s, const void *addr)
 	return a < lo + pool.page && a + 16 * pool.page >= lo;
 }
 
-static char *stack_mem(size_t alloc)
+static char *stack_mem(size_t alloc, int flags)
 {
-	return weft__fault() ? NULL : mallocx(alloc, pool.mallocx_flags);
+	return weft__fault() ? NULL : mallocx(alloc, flags);
 }
 
 /* The header of the stack allocated at lo; its guard page not yet made. */
@@ -312,7 +329,7 @@ static void stack_finish(struct weft__stack *s)
 static struct weft__stack *stack_alloc(size_t size)
 {
 	size_t alloc = size + pool.page;
-	char *lo = stack_mem(alloc);
+	char *lo = stack_mem(alloc, pool.mallocx_flags);
 	if (!lo)
 		return NULL;
 	struct weft__stack *s = stack_header(lo, alloc);
@@ -333,7 +350,7 @@ static unsigned stack_alloc_fresh(struct weft__stack **out, unsigned n)
 	char *lo[WEFT__STACK_MAGAZINE];
 	struct iovec iov[WEFT__STACK_MAGAZINE];
 	unsigned got = 0, nguard = 0;
-	while (got < n && (lo[got] = stack_mem(alloc)))
+	while (got < n && (lo[got] = stack_mem(alloc, pool.fill_flags)))
 		got++;
 	if (!got)
 		return 0;
@@ -457,7 +474,9 @@ static struct weft__magazine *depot_take_empty(void)
  * HUNGRY_MAX outstanding, and a worker that finds no work fills one
  * (weft__stack_depot_fill): the faults are taken in parallel with the
  * spawns, by a worker that would otherwise be idle.  One worker fills at a
- * time: two contend for the arena's lock in jemalloc, and sleep on it.
+ * time, from an arena of its own: two fillers, or a filler and the
+ * spawner's fresh stacks, contend for an arena's lock in jemalloc and
+ * sleep on it.
  * hungry and filling are hints (sequentially consistent at_* loads, CAS and
  * stores; a stale read costs a fill too many or too few, bounded by
  * HUNGRY_MAX); the stacks themselves pass through the depot's mutex.
@@ -638,9 +657,8 @@ void weft__stack_pool_fini(void)
 		pool.empty = m->next;
 		free(m);
 	}
-	char name[64];
-	snprintf(name, sizeof name, "arena.%u.purge", pool.arena);
-	mallctl(name, NULL, NULL, NULL, 0);
+	arena_purge(pool.arena);
+	arena_purge(pool.fill_arena);
 }
 
 uint64_t weft__stack_pool_allocated(void)
