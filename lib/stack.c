@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <jemalloc/jemalloc.h>
@@ -29,12 +31,21 @@
 #define MADV_GUARD_INSTALL 102
 #define MADV_GUARD_REMOVE 103
 #endif
+#ifndef MADV_POPULATE_WRITE	/* Linux 5.14 */
+#define MADV_POPULATE_WRITE 23
+#endif
+#ifndef SYS_process_madvise	/* Linux 5.10 */
+#define SYS_process_madvise 440
+#endif
 
 enum {
 	CACHE_SLOTS = 2 * WEFT__STACK_MAGAZINE,	/* a full cache spills its older half */
 	WARM_BYTES = 16 << 10,	/* top of a stack left resident when it is recycled */
 	CANARY_BYTES = 64,	/* the canary line at the low end of an unguarded stack */
 	VALGRIND_GUARDS = 1000,	/* the guard budget under valgrind */
+	SELF_PIDFD = -10000,	/* PIDFD_SELF (Linux 6.14): process_madvise on our own mm */
+	HUNGRY_FROM = 2 * WEFT__STACK_MAGAZINE,	/* see depot_hunger */
+	HUNGRY_MAX = 4,
 };
 static const uint64_t CANARY = 0x77656674c0ffee57ull;
 
@@ -42,8 +53,11 @@ static struct {
 	size_t stack_size;	/* usable bytes, header included */
 	size_t page;
 	unsigned arena;
+	unsigned fill_arena;		/* the depot fill's (see depot_hunger) */
 	int mallocx_flags;
+	int fill_flags;
 	bool guard_regions;		/* MADV_GUARD_INSTALL works */
+	bool vectored;			/* ... and so do process_madvise's on SELF_PIDFD */
 	unsigned long guard_budget;	/* guarded stacks allowed at once */
 	unsigned long guarded_live;	/* atomic */
 	pthread_mutex_t depot_lock;	/* guards full .. empty */
@@ -51,9 +65,11 @@ static struct {
 	size_t nfull;
 	size_t nfull_low;		/* the fewest since the last trim */
 	struct weft__magazine *empty;	/* spare magazine structs */
+	unsigned hungry;		/* atomic: magazines asked of idle workers */
+	unsigned filling;		/* atomic: a worker is filling one */
 	pthread_mutex_t all_lock;	/* guards all */
 	struct weft__stack *all;	/* every allocated stack */
-	uint64_t allocated;		/* how many (under all_lock) */
+	uint64_t allocated;		/* how many (written under all_lock) */
 	pthread_mutex_t shared_lock;	/* guards shared */
 	struct weft__stack_cache shared;	/* the plain threads' cache */
 } pool = {
@@ -63,16 +79,21 @@ static struct {
 };
 
 /* The list of all stacks changes only when jemalloc is called: off the hot
- * path. */
-static void all_add(struct weft__stack *s)
+ * path.  s[0..n) are linked outside the lock and spliced in, so a batch
+ * holds it no longer than one stack.  allocated is written under all_lock
+ * and read without it. */
+static void all_add(struct weft__stack *const *s, unsigned n)
 {
+	for (unsigned i = 0; i < n; i++) {
+		s[i]->all_prev = i ? s[i - 1] : NULL;
+		s[i]->all_next = i + 1 < n ? s[i + 1] : NULL;
+	}
 	pthread_mutex_lock(&pool.all_lock);
-	s->all_prev = NULL;
-	s->all_next = pool.all;
+	s[n - 1]->all_next = pool.all;
 	if (pool.all)
-		pool.all->all_prev = s;
-	pool.all = s;
-	pool.allocated++;
+		pool.all->all_prev = s[n - 1];
+	pool.all = s[0];
+	at_store_64(&pool.allocated, pool.allocated + n);
 	pthread_mutex_unlock(&pool.all_lock);
 }
 
@@ -85,7 +106,7 @@ static void all_remove(struct weft__stack *s)
 		pool.all = s->all_next;
 	if (s->all_next)
 		s->all_next->all_prev = s->all_prev;
-	pool.allocated--;
+	at_store_64(&pool.allocated, pool.allocated - 1);
 	pthread_mutex_unlock(&pool.all_lock);
 }
 
@@ -123,6 +144,27 @@ static bool probe_guard_regions(size_t page)
 	return ok;
 }
 
+/* madvise(advice) on every range of iov (page sized), one system call;
+ * false if not all of them took it. */
+static bool madvise_each(const struct iovec *iov, unsigned n, int advice)
+{
+	return syscall(SYS_process_madvise, SELF_PIDFD, iov, n, advice, 0) ==
+	       (long)(n * pool.page);
+}
+
+/* true if process_madvise on our own mm takes a guard and a populate
+ * (Linux 6.14: PIDFD_SELF, and any advice for the caller's own mm). */
+static bool probe_vectored(size_t page)
+{
+	char *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return false;
+	bool ok = madvise_each(&(struct iovec){ p, page }, 1, MADV_GUARD_INSTALL) &&
+		  madvise_each(&(struct iovec){ p + page, page }, 1, MADV_POPULATE_WRITE);
+	munmap(p, 2 * page);
+	return ok;
+}
+
 /*
  * The default guard budget: unbounded with guard regions; else a quarter of
  * vm.max_map_count, leaving the rest to the application and to jemalloc
@@ -148,36 +190,51 @@ static unsigned long default_guard_budget(void)
 }
 
 /*
- * The arena is created once per process and kept across weft_init /
- * weft_shutdown cycles: jemalloc keeps some of an arena's metadata after
- * arena.<i>.destroy, which the fuzzer saw as growth over cycles
- * (docs/notes/2026-12-06-measurements-behind-the-code.md, "arena").  Shutdown
- * purges it instead.
+ * The arenas (the pool's, and the depot fill's) are created once per
+ * process and kept across weft_init / weft_shutdown cycles: jemalloc keeps
+ * some of an arena's metadata after arena.<i>.destroy, which the fuzzer saw
+ * as growth over cycles (docs/notes/2026-12-06-measurements-behind-the-code.md,
+ * "arena").  Shutdown purges them instead.
  */
-static int arena_get(unsigned *arena)
+static int arena_get(unsigned which, unsigned *arena)
 {
-	static unsigned created;	/* under runtime.c's lifecycle lock */
-	static unsigned index;
-	size_t sz = sizeof index;
-	if (!created && mallctl("arenas.create", &index, &sz, NULL, 0) != 0)
+	static bool created[2];	/* under runtime.c's lifecycle lock */
+	static unsigned index[2];
+	size_t sz = sizeof index[which];
+	if (!created[which] && mallctl("arenas.create", &index[which], &sz, NULL, 0) != 0)
 		return -1;
-	created = 1;
-	*arena = index;
+	created[which] = true;
+	*arena = index[which];
 	return 0;
+}
+
+static int arena_flags(unsigned arena)
+{
+	return (int)(MALLOCX_ARENA(arena) | MALLOCX_ALIGN(pool.page) | MALLOCX_TCACHE_NONE);
+}
+
+static void arena_purge(unsigned arena)
+{
+	char name[64];
+	snprintf(name, sizeof name, "arena.%u.purge", arena);
+	mallctl(name, NULL, NULL, NULL, 0);
 }
 
 int weft__stack_pool_init(size_t stack_size, long guards)
 {
-	if (arena_get(&pool.arena) != 0)
+	if (arena_get(0, &pool.arena) != 0 || arena_get(1, &pool.fill_arena) != 0)
 		return -ENOMEM;
 	pool.page = (size_t)sysconf(_SC_PAGESIZE);
 	pool.stack_size = stack_size;
-	pool.mallocx_flags = (int)(MALLOCX_ARENA(pool.arena) | MALLOCX_ALIGN(pool.page) |
-				   MALLOCX_TCACHE_NONE);
+	pool.mallocx_flags = arena_flags(pool.arena);
+	pool.fill_flags = arena_flags(pool.fill_arena);
 	pool.guard_regions = probe_guard_regions(pool.page);
+	pool.vectored = pool.guard_regions && probe_vectored(pool.page);
 	pool.guard_budget = guards < 0 ? default_guard_budget() : (unsigned long)guards;
 	pool.guarded_live = 0;
 	pool.nfull_low = 0;
+	pool.hungry = 0;
+	pool.filling = 0;
 	return 0;
 }
 
@@ -232,32 +289,89 @@ bool weft__stack_guard_hit(const struct weft__stack *s, const void *addr)
 	return a < lo + pool.page && a + 16 * pool.page >= lo;
 }
 
-/* A stack of size bytes (usable, header included; a page multiple). */
-static struct weft__stack *stack_alloc(size_t size)
+static char *stack_mem(size_t alloc, int flags)
 {
-	size_t alloc = size + pool.page;
-	char *lo = weft__fault() ? NULL : mallocx(alloc, pool.mallocx_flags);
-	if (!lo)
-		return NULL;
+	return weft__fault() ? NULL : mallocx(alloc, flags);
+}
+
+/* The header of the stack allocated at lo; its guard page not yet made. */
+static struct weft__stack *stack_header(char *lo, size_t alloc)
+{
 	san_after_alloc(&pool.arena);
 	struct weft__stack *s = (struct weft__stack *)(void *)(lo + alloc - sizeof *s);
 	s = (struct weft__stack *)((uintptr_t)s & ~(uintptr_t)63);
 	s->lo = lo;
 	s->alloc_size = alloc;
 	s->guarded = take_guard_slot();
-	if (s->guarded && !install_guard(s)) {
+	s->guard_region = false;
+	return s;
+}
+
+/* Makes s ready for a coroutine but for the list of all: its guard page
+ * (unless a batch's guard region is there already) or canary, an empty
+ * payload. */
+static void stack_finish(struct weft__stack *s)
+{
+	if (s->guarded && !s->guard_region && !install_guard(s)) {
 		at_faa_64((uint64_t *)&pool.guarded_live, (uint64_t)-1);
 		s->guarded = false;
 	}
 	if (!s->guarded)
-		write_canary(lo);
+		write_canary(s->lo);
 	s->deepest = (char *)s;
 	memset(weft__stack_payload(s), 0, WEFT__STACK_PAYLOAD);	/* no coroutine yet */
-	all_add(s);
 #ifdef WEFT_VALGRIND
 	s->valgrind_id = VALGRIND_STACK_REGISTER(weft__stack_base(s), (char *)s);
 #endif
+}
+
+/* A stack of size bytes (usable, header included; a page multiple). */
+static struct weft__stack *stack_alloc(size_t size)
+{
+	size_t alloc = size + pool.page;
+	char *lo = stack_mem(alloc, pool.mallocx_flags);
+	if (!lo)
+		return NULL;
+	struct weft__stack *s = stack_header(lo, alloc);
+	stack_finish(s);
+	all_add(&s, 1);
 	return s;
+}
+
+/*
+ * Up to n fresh stacks of the configured size into out; how many (0: ENOMEM).
+ * A fresh stack costs a guard install and a page fault (its top page, the
+ * header's), each a kernel entry; where process_madvise takes them
+ * (pool.vectored), each is one system call for the whole batch.
+ */
+static unsigned stack_alloc_fresh(struct weft__stack **out, unsigned n)
+{
+	size_t alloc = pool.stack_size + pool.page;
+	char *lo[WEFT__STACK_MAGAZINE];
+	struct iovec iov[WEFT__STACK_MAGAZINE];
+	unsigned got = 0, nguard = 0;
+	while (got < n && (lo[got] = stack_mem(alloc, pool.fill_flags)))
+		got++;
+	if (!got)
+		return 0;
+	for (unsigned i = 0; i < got; i++)
+		iov[i] = (struct iovec){ lo[i] + alloc - pool.page, pool.page };
+	if (pool.vectored)	/* else the header's first write faults it in */
+		madvise_each(iov, got, MADV_POPULATE_WRITE);
+	for (unsigned i = 0; i < got; i++) {
+		out[i] = stack_header(lo[i], alloc);
+		if (out[i]->guarded)
+			iov[nguard++] = (struct iovec){ lo[i], pool.page };
+	}
+	/* A batch that failed part way: stack_finish installs each (a guard
+	 * installed over a guard is a no-op). */
+	bool installed = pool.vectored && nguard && madvise_each(iov, nguard, MADV_GUARD_INSTALL);
+	for (unsigned i = 0; i < got; i++) {
+		out[i]->guard_region = installed && out[i]->guarded;
+		stack_finish(out[i]);
+	}
+	all_add(out, got);
+	return got;
 }
 
 static void stack_free(struct weft__stack *s)
@@ -351,6 +465,51 @@ static struct weft__magazine *depot_take_empty(void)
 	return m ? m : weft__fault() ? NULL : malloc(sizeof *m);
 }
 
+/*
+ * A burst of spawns that has emptied the depot takes fresh stacks, a page
+ * fault and a guard install each, on the spawner's own time; behind it the
+ * other workers run dry between its spawns and nap or sleep.  So a miss on
+ * an empty depot, once the pool is past HUNGRY_FROM stacks (a burst, not a
+ * program that runs a few coroutines), asks for a magazine, up to
+ * HUNGRY_MAX outstanding, and a worker that finds no work fills one
+ * (weft__stack_depot_fill): the faults are taken in parallel with the
+ * spawns, by a worker that would otherwise be idle.  One worker fills at a
+ * time, from an arena of its own: two fillers, or a filler and the
+ * spawner's fresh stacks, contend for an arena's lock in jemalloc and
+ * sleep on it.
+ * hungry and filling are hints (sequentially consistent at_* loads, CAS and
+ * stores; a stale read costs a fill too many or too few, bounded by
+ * HUNGRY_MAX); the stacks themselves pass through the depot's mutex.
+ */
+static void depot_hunger(void)
+{
+	if (weft__stack_pool_allocated() < HUNGRY_FROM)
+		return;
+	unsigned n = at_load_uint(&pool.hungry);
+	if (n < HUNGRY_MAX)	/* a lost race leaves it for the next miss */
+		at_cas_uint(&pool.hungry, n, n + 1);
+}
+
+bool weft__stack_depot_hungry(void)
+{
+	return at_load_uint(&pool.hungry) != 0 && !at_load_uint(&pool.filling);
+}
+
+void weft__stack_depot_fill(void)
+{
+	if (!at_cas_uint(&pool.filling, 0, 1))
+		return;
+	unsigned n = at_load_uint(&pool.hungry);
+	struct weft__magazine *m = NULL;
+	if (n && at_cas_uint(&pool.hungry, n, n - 1) && (m = depot_take_empty()))
+		m->n = stack_alloc_fresh(m->s, WEFT__STACK_MAGAZINE);
+	if (m && m->n)
+		depot_give_full(m);
+	else if (m)
+		depot_give_empty(m);
+	at_store_uint(&pool.filling, 0);
+}
+
 static void free_stacks(struct weft__stack **s, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
@@ -418,8 +577,10 @@ static struct weft__stack *cache_get(struct weft__stack_cache *c)
 	}
 	weft__count(&c->misses);
 	struct weft__magazine *m = depot_take_full();
-	if (!m)
+	if (!m) {
+		depot_hunger();
 		return stack_alloc(pool.stack_size);
+	}
 	memcpy(c->slot, m->s, m->n * sizeof *m->s);
 	c->count = m->n;
 	depot_give_empty(m);
@@ -496,17 +657,13 @@ void weft__stack_pool_fini(void)
 		pool.empty = m->next;
 		free(m);
 	}
-	char name[64];
-	snprintf(name, sizeof name, "arena.%u.purge", pool.arena);
-	mallctl(name, NULL, NULL, NULL, 0);
+	arena_purge(pool.arena);
+	arena_purge(pool.fill_arena);
 }
 
 uint64_t weft__stack_pool_allocated(void)
 {
-	pthread_mutex_lock(&pool.all_lock);
-	uint64_t n = pool.allocated;
-	pthread_mutex_unlock(&pool.all_lock);
-	return n;
+	return at_load_64(&pool.allocated);
 }
 
 uint64_t weft__stack_pool_bytes(bool (*in_use)(const void *payload, void *arg), void *arg,

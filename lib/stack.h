@@ -66,6 +66,11 @@ void weft__stack_cache_flush(struct weft__stack_cache *cache);
  * jemalloc; NULL/ENOMEM. */
 struct weft__stack *weft__stack_get(struct weft__stack_cache *cache);
 void weft__stack_put(struct weft__stack_cache *cache, struct weft__stack *s);
+/* true if a burst of spawns has emptied the depot: a worker with nothing to
+ * run may fill it. */
+bool weft__stack_depot_hungry(void);
+/* Puts a magazine of fresh stacks in the depot if it is still hungry. */
+void weft__stack_depot_fill(void);
 /* A stack of size bytes (a page multiple, as weft__stack_size): from the
  * pool when that is the configured size, else allocated for one coroutine
  * and freed, not cached, by weft__stack_put; NULL/ENOMEM. */

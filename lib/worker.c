@@ -540,12 +540,18 @@ static void *worker_main(void *arg)
 			continue;
 		if (!co && weft__idle_may_spin(w))
 			co = weft__steal_work(w, &busy);
-		if (co) {
+		/* nothing to run, but stacks to make for a burst of spawns: a
+		 * job like a coroutine's, taken as one (stack.c, depot_hunger) */
+		bool fill = !co && weft__stack_depot_hungry();
+		if (co || fill) {
 			if (w->spinning)	/* else no call at every dispatch */
 				weft__idle_stop_spinning(w);
 			if (w->idle_since)
 				weft__idle_ended(w);
-			weft__co_run(w, co);
+			if (co)
+				weft__co_run(w, co);
+			else
+				weft__stack_depot_fill();
 			continue;
 		}
 		/* a victim's runnext was left to it, or work may come soon */

@@ -56,7 +56,7 @@ Test(stack, guard_page_faults, .signal = SIGSEGV)
 	*(volatile char *)s->lo = 1;	/* the guard page is not */
 }
 
-/* Pages of [base, base + len) resident now. */
+
 static size_t resident_pages(char *base, size_t len)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE), pages = len / page, n = 0;
@@ -66,6 +66,79 @@ static size_t resident_pages(char *base, size_t len)
 		n += vec[i] & 1;
 	free(vec);
 	return n;
+}
+
+Test(stack, a_recycled_stack_keeps_its_guard, .signal = SIGSEGV)
+{
+	cr_assert_eq(weft__stack_pool_init(64 << 10, -1), 0);
+	struct weft__stack_cache cache = { 0 };
+	struct weft__stack *s = weft__stack_get(&cache);
+	weft__stack_put(&cache, s);
+	cr_assert_eq(weft__stack_get(&cache), s, "the same stack comes back");
+	cr_assert(s->guarded);
+	signal(SIGSEGV, SIG_DFL);
+	*(volatile char *)s->lo = 1;
+}
+
+enum { BURST = 3 * WEFT__STACK_MAGAZINE };
+
+/* Takes n stacks from cache, each fresh (a miss on an empty depot). */
+static void take_fresh(struct weft__stack_cache *cache, struct weft__stack **s, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		cr_assert_not_null(s[i] = weft__stack_get(cache));
+	cr_assert_eq(weft__stack_pool_allocated(), n, "all fresh");
+}
+
+/* A stack of the magazine an idle worker filled, from a cache of its own. */
+static struct weft__stack *filled_stack(void)
+{
+	struct weft__stack_cache spawner = { 0 }, other = { 0 };
+	struct weft__stack *burst[BURST];
+	take_fresh(&spawner, burst, BURST);
+	cr_assert(weft__stack_depot_hungry(), "a burst that emptied the depot asks for stacks");
+	weft__stack_depot_fill();
+	cr_assert_eq(weft__stack_pool_allocated(), BURST + WEFT__STACK_MAGAZINE);
+	struct weft__stack *s = weft__stack_get(&other);
+	cr_assert_eq(weft__stack_pool_allocated(), BURST + WEFT__STACK_MAGAZINE,
+		     "the next miss takes the filled magazine");
+	return s;
+}
+
+Test(stack, a_few_stacks_leave_the_depot_alone)
+{
+	cr_assert_eq(weft__stack_pool_init(64 << 10, -1), 0);
+	struct weft__stack_cache cache = { 0 };
+	struct weft__stack *s[WEFT__STACK_MAGAZINE];
+	take_fresh(&cache, s, WEFT__STACK_MAGAZINE);
+	cr_assert(!weft__stack_depot_hungry(), "no burst: no stacks made ahead");
+	weft__stack_depot_fill();
+	cr_assert_eq(weft__stack_pool_allocated(), WEFT__STACK_MAGAZINE);
+	weft__stack_pool_fini();
+}
+
+Test(stack, a_filled_stack_is_ready)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	cr_assert_eq(weft__stack_pool_init(64 << 10, -1), 0);
+	struct weft__stack *s = filled_stack();
+	cr_assert(s->guarded);
+	char *top = (char *)(((uintptr_t)s) & ~(uintptr_t)(page - 1));
+	cr_assert_eq(resident_pages(top, (size_t)page), 1, "its top page is faulted in");
+	cr_assert_eq(resident_pages(weft__stack_base(s), (size_t)page), 0);
+	char *payload = weft__stack_payload(s);
+	for (int i = 0; i < WEFT__STACK_PAYLOAD; i++)
+		cr_assert_eq(payload[i], 0);
+	weft__stack_pool_fini();
+}
+
+Test(stack, a_filled_stack_guard_faults, .signal = SIGSEGV)
+{
+	cr_assert_eq(weft__stack_pool_init(64 << 10, -1), 0);
+	struct weft__stack *s = filled_stack();
+	signal(SIGSEGV, SIG_DFL);
+	weft__stack_base(s)[0] = 1;
+	*(volatile char *)s->lo = 1;
 }
 
 Test(stack, deep_use_releases_rss)

@@ -35,6 +35,10 @@
  *                 wake comes from a coroutine on a worker (its own queue).
  *  -DSPURIOUS     weft__loop_wait may also return without a token (a timer
  *                 or an fd of the loop, or epoll's spurious return).
+ *  -DFILL=N       a worker that found nothing may fill the stack depot
+ *                 (lib/stack.c, weft__stack_depot_fill: a burst of spawns
+ *                 emptied it), N times in all: a job taken like a
+ *                 coroutine, spinning stopped first, then it looks again.
  *  -DNW=3         three workers (default 2): with one busy and one spinning,
  *                 the third is refused by the spinner limit (may_spin) while
  *                 work it may not take is in sight.  The lost_wakeup watcher
@@ -67,6 +71,9 @@
  *                     (2) dropped): spin reports no error, so no change of
  *                     that wake is checked by this model (check.sh runs it
  *                     as `ok`, the blind spot); stopwake.pml checks it.
+ *  -DBUG_FILL_KEEPS_COUNT  (with -DFILL) the fill job clears the worker's
+ *                     spinning flag without nr_spinning--: publishers go
+ *                     on seeing a spinner that is gone, and wake nobody.
  *  -DBUG_NO_FINISH_LEFT  (with -DSETTER_CO) a coroutine resumed by a direct
  *                     switch skips its predecessor's after_left: the setter,
  *                     which exits straight into the waiter it woke, is never
@@ -290,6 +297,7 @@ bit woken_spinning[NW];
 bit token[NW];			/* the worker's eventfd counter != 0 */
 bit asleep[NW];			/* model: inside weft__loop_wait */
 bit t_busy = 1;			/* model: T is inside an operation */
+byte fills;			/* model: depot fills so far (-DFILL) */
 
 /* ---------------------------------------------------------- queues */
 
@@ -532,7 +540,7 @@ proctype worker(byte me)
 	byte st, g, r, v, sv;
 	byte retracts;	/* refused passes that retracted in a row: no dispatch,
 			 * no sleep, no spinning in between */
-	bit spinning, found, ok, refused;
+	bit spinning, found, ok, refused, filling;
 #ifdef BUG_WATCH_NO_RECHECK
 	bit watched;
 #endif
@@ -576,12 +584,28 @@ top:
 	:: else
 	fi;
 
+#ifdef FILL
+	/* weft__stack_depot_fill: having found nothing, a worker may make
+	 * stacks for a burst of spawns (a hungry depot), a job it takes as it
+	 * takes a coroutine: it stops spinning first (FILL jobs in all) */
 	if
-	:: c != NONE ->
+	:: c == NONE && fills < FILL -> fills++; filling = 1
+	:: true
+	fi;
+#endif
+	if
+	:: c != NONE || filling ->
 		/* stop_spinning */
 		if
 		:: spinning ->
+#ifdef BUG_FILL_KEEPS_COUNT
+			if
+			:: filling -> d_step { spinning = 0; v = 0 }	/* no nr_spinning-- */
+			:: else -> d_step { spinning = 0; v = nr_spinning; nr_spinning-- }
+			fi;
+#else
 			d_step { spinning = 0; v = nr_spinning; nr_spinning-- };
+#endif
 			if
 #ifdef FINDING_NO_STOP_WAKE
 			:: false -> skip	/* the last spinner never wakes another */
@@ -597,6 +621,12 @@ top:
 		:: else
 		fi;
 
+#ifdef FILL
+		if
+		:: filling -> filling = 0; goto top	/* the stacks made, it looks again */
+		:: else
+		fi;
+#endif
 		/* ---- weft__co_run(me, c), or a direct switch to c ---- */
 dispatch:	retracts = 0;
 		d_step {
