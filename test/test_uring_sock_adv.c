@@ -218,7 +218,10 @@ static void file_vfork_main(void *arg)
 		struct freader r = { .fd = fd, .buf = buf };
 		uint64_t parks = stats_now().total.parks;
 		weft_co *co = go(freader_main, &r);
-		wait_parks(parks, 1);
+		/* parked on the ring, or done without parking: the page cache
+		 * may still hold the file (wait_parks would wait for good) */
+		while (stats_now().total.parks < parks + 1 && !atomic_load(&r.done))
+			weft_yield();
 		if (weft__worker_self() == r.worker && !atomic_load(&r.done)) {
 			pid_t pid = vfork();
 			if (pid == 0)
