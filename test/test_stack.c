@@ -467,3 +467,202 @@ Test(stack, worker_altstack_restores_the_threads_own)
 	stack_t off = { .ss_flags = SS_DISABLE };
 	sigaltstack(&off, NULL);
 }
+
+/* ---- adversarial review of parksw (issue 46): each test below failed on
+ * main d547a12 when committed, or guards a path the branch's tests skip. */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <setjmp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+
+static sigjmp_buf adv_jmp;
+
+static void adv_on_segv(int sig)
+{
+	(void)sig;
+	siglongjmp(adv_jmp, 1);
+}
+
+/* true if a write to p faults */
+static bool adv_write_faults(char *p)
+{
+	struct sigaction sa = { .sa_handler = adv_on_segv }, old;
+	sigaction(SIGSEGV, &sa, &old);
+	bool faulted = true;
+	if (sigsetjmp(adv_jmp, 1) == 0) {
+		*(volatile char *)p = 1;
+		faulted = false;
+	}
+	sigaction(SIGSEGV, &old, NULL);
+	return faulted;
+}
+
+/* process_madvise fails with ENOSYS; with_vlen_over_1 only: only a call of
+ * more than one range fails (the probe's one-range calls pass, the batch
+ * fails). */
+static void adv_block_process_madvise(bool only_vlen_over_1)
+{
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_madvise, 0, 3),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+		BPF_JUMP(BPF_JMP | BPF_JGT | BPF_K, only_vlen_over_1 ? 1 : 0, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = { .len = sizeof f / sizeof f[0], .filter = f };
+	cr_assert_eq(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), 0);
+	cr_assert_eq(prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog), 0);
+}
+
+/* A burst, a fill, then every stack of the filled magazine: guarded, and a
+ * write to its guard page faults. */
+static void adv_every_filled_stack_faults(void)
+{
+	cr_assert_eq(weft__stack_pool_init(64 << 10, -1), 0);
+	struct weft__stack_cache spawner = { 0 }, other = { 0 };
+	struct weft__stack *burst[BURST], *filled[WEFT__STACK_MAGAZINE];
+	take_fresh(&spawner, burst, BURST);
+	cr_assert(weft__stack_depot_hungry());
+	weft__stack_depot_fill();
+	cr_assert_eq(weft__stack_pool_allocated(), BURST + WEFT__STACK_MAGAZINE);
+	for (unsigned i = 0; i < WEFT__STACK_MAGAZINE; i++)
+		cr_assert_not_null(filled[i] = weft__stack_get(&other));
+	cr_assert_eq(weft__stack_pool_allocated(), BURST + WEFT__STACK_MAGAZINE,
+		     "all 64 came from the filled magazine");
+	for (unsigned i = 0; i < WEFT__STACK_MAGAZINE; i++) {
+		cr_assert(filled[i]->guarded, "filled stack %u guarded", i);
+		cr_assert(adv_write_faults(filled[i]->lo), "filled stack %u: its guard faults", i);
+		cr_assert(!adv_write_faults(weft__stack_base(filled[i])),
+			  "filled stack %u: its lowest usable page does not", i);
+	}
+	/* given back and freed: the guard goes with it (jemalloc may reuse it) */
+	for (unsigned i = 0; i < WEFT__STACK_MAGAZINE; i++)
+		weft__stack_put(&other, filled[i]);
+	weft__stack_cache_flush(&other);
+	weft__stack_pool_fini();
+}
+
+Test(stack_adv, every_filled_stack_guard_faults)
+{
+	adv_every_filled_stack_faults();
+}
+
+/* the fallback path: no process_madvise (kernels before 5.10, or before
+ * PIDFD_SELF) */
+Test(stack_adv, every_filled_stack_guard_faults_without_process_madvise)
+{
+	adv_block_process_madvise(false);
+	adv_every_filled_stack_faults();
+}
+
+/* the batch fails (the probe passed): stack_finish installs each guard */
+Test(stack_adv, every_filled_stack_guard_faults_when_the_batch_fails)
+{
+	adv_block_process_madvise(true);
+	adv_every_filled_stack_faults();
+}
+
+/* a fill under a guard budget smaller than the magazine: the guarded ones
+ * fault, the others carry the canary */
+Test(stack_adv, a_fill_past_the_guard_budget)
+{
+	cr_assert_eq(weft__stack_pool_init(64 << 10, BURST + 10), 0);
+	struct weft__stack_cache spawner = { 0 }, other = { 0 };
+	struct weft__stack *burst[BURST];
+	take_fresh(&spawner, burst, BURST);
+	weft__stack_depot_fill();
+	unsigned guarded = 0;
+	for (unsigned i = 0; i < WEFT__STACK_MAGAZINE; i++) {
+		struct weft__stack *s = weft__stack_get(&other);
+		cr_assert_not_null(s);
+		if (s->guarded) {
+			guarded++;
+			cr_assert(adv_write_faults(s->lo));
+		} else {
+			cr_assert_eq(*(uint64_t *)(void *)s->lo, 0x77656674c0ffee57ull, "canary");
+		}
+	}
+	cr_assert_eq(guarded, 10);
+}
+
+/*
+ * MED (memory): hungry is never withdrawn.  After the burst, the coroutines
+ * exit and their stacks fill the depot; an idle worker still finds the
+ * depot "hungry" (weft__stack_depot_hungry reads only the counter, not
+ * pool.nfull) and allocates a fresh magazine, up to HUNGRY_MAX (4 * 64
+ * stacks) that nobody asked for, held until a trim (10 s, and never the
+ * last 256 magazines' reserve).  Fails: "the depot holds stacks: not hungry".
+ */
+Test(stack_adv, a_refilled_depot_is_not_hungry)
+{
+	cr_assert_eq(weft__stack_pool_init(64 << 10, -1), 0);
+	struct weft__stack_cache spawner = { 0 };
+	struct weft__stack *burst[BURST];
+	take_fresh(&spawner, burst, BURST);
+	for (unsigned i = 0; i < BURST; i++)	/* the burst's coroutines exit */
+		weft__stack_put(&spawner, burst[i]);
+	weft__stack_cache_flush(&spawner);	/* their worker parks: all in the depot */
+	cr_assert(!weft__stack_depot_hungry(), "the depot holds stacks: not hungry");
+	weft__stack_depot_fill();
+	cr_assert_eq(weft__stack_pool_allocated(), BURST, "no stack made ahead of need");
+}
+
+/* Races between a filler and spawners/returners on the depot: every stack
+ * handed out is held by one thread at a time (a mark in its payload), and
+ * none is lost (allocated equals what the caches and depot free at fini). */
+enum { ADV_THREADS = 3, ADV_ROUNDS = 200 };
+static atomic_uint adv_stop;
+
+static void *adv_spawner(void *arg)
+{
+	(void)arg;
+	struct weft__stack_cache c = { 0 };
+	struct weft__stack *s[BURST];
+	for (unsigned r = 0; r < ADV_ROUNDS; r++) {
+		for (unsigned i = 0; i < BURST; i++) {
+			s[i] = weft__stack_get(&c);
+			if (!s[i])
+				abort();
+			atomic_uint *mark = (atomic_uint *)(void *)weft__stack_payload(s[i]);
+			if (atomic_exchange(mark, 1) != 0) {
+				fprintf(stderr, "a stack handed out twice\n");
+				abort();
+			}
+		}
+		for (unsigned i = 0; i < BURST; i++) {
+			atomic_store((atomic_uint *)(void *)weft__stack_payload(s[i]), 0);
+			weft__stack_put(&c, s[i]);
+		}
+		weft__stack_cache_flush(&c);
+	}
+	return NULL;
+}
+
+static void *adv_filler(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&adv_stop))
+		if (weft__stack_depot_hungry())
+			weft__stack_depot_fill();
+	return NULL;
+}
+
+Test(stack_adv, fillers_race_spawners, .timeout = 120)
+{
+	cr_assert_eq(weft__stack_pool_init(16 << 10, -1), 0);
+	pthread_t sp[ADV_THREADS], fi[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&fi[i], NULL, adv_filler, NULL);
+	for (int i = 0; i < ADV_THREADS; i++)
+		pthread_create(&sp[i], NULL, adv_spawner, NULL);
+	for (int i = 0; i < ADV_THREADS; i++)
+		pthread_join(sp[i], NULL);
+	atomic_store(&adv_stop, 1);
+	for (int i = 0; i < 2; i++)
+		pthread_join(fi[i], NULL);
+	weft__stack_pool_fini();
+	cr_assert_eq(weft__stack_pool_allocated(), 0, "every stack freed at fini");
+}
