@@ -666,3 +666,54 @@ Test(stack_adv, fillers_race_spawners, .timeout = 120)
 	weft__stack_pool_fini();
 	cr_assert_eq(weft__stack_pool_allocated(), 0, "every stack freed at fini");
 }
+
+/* A burst of spawns from the plain thread while idle workers fill the
+ * depot, then shutdown (fills may still be asked): every coroutine runs
+ * (no lost wakeup: a hang fails by the timeout), no stack left at fini. */
+static atomic_uint adv_ran;
+
+static void adv_burst_co(void *arg)
+{
+	(void)arg;
+	weft_yield();
+	atomic_fetch_add(&adv_ran, 1);
+}
+
+static void adv_burst_cycle(unsigned n)
+{
+	static weft_co *co[600];
+	cr_assert_eq(weft_init(&WEFT_CONFIG(.workers = 2)), 0);
+	atomic_store(&adv_ran, 0);
+	for (unsigned i = 0; i < n; i++)
+		cr_assert_not_null(co[i] = weft_spawn(adv_burst_co, NULL));
+	for (unsigned i = 0; i < n; i++)
+		cr_assert_eq(weft_join(co[i]), 0);
+	cr_assert_eq(atomic_load(&adv_ran), n);
+	cr_assert_eq(weft_shutdown(), 0);
+	cr_assert_eq(weft__stack_pool_allocated(), 0, "every stack freed by shutdown");
+}
+
+Test(stack_adv, bursts_with_fills_then_shutdown, .timeout = 120)
+{
+	for (int i = 0; i < 100; i++)
+		adv_burst_cycle(600);
+}
+
+/* init/shutdown cycles that each fill the depot: RSS stays flat (the fill
+ * arena is purged at shutdown). */
+Test(stack_adv, init_shutdown_cycles_with_fills_do_not_grow, .timeout = 300)
+{
+#if defined(WEFT_ASAN) || defined(WEFT_TSAN)
+	cr_skip_test("RSS is not measured under a sanitizer (its allocator and shadow memory)");
+#endif
+	if (RUNNING_ON_VALGRIND)
+		cr_skip_test("RSS is not measured under valgrind (its own allocator)");
+	enum { CYCLES = 150 };
+	for (int i = 0; i < 30; i++)
+		adv_burst_cycle(600);
+	long before = rss_kib();
+	for (int i = 0; i < CYCLES; i++)
+		adv_burst_cycle(600);
+	long grown = rss_kib() - before;
+	cr_assert_lt(grown, CYCLES, "%ld KiB more after %d cycles", grown, CYCLES);
+}
