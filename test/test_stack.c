@@ -717,3 +717,33 @@ Test(stack_adv, init_shutdown_cycles_with_fills_do_not_grow, .timeout = 300)
 	long grown = rss_kib() - before;
 	cr_assert_lt(grown, CYCLES, "%ld KiB more after %d cycles", grown, CYCLES);
 }
+
+#ifdef WEFT_FAULT_INJECTION
+#include "fault.h"
+
+/* Allocation failures in the middle of a magazine: the part made is whole
+ * (each guarded, its guard faults), counted, freed at fini. */
+Test(stack_adv, a_fill_that_fails_part_way)
+{
+	cr_assert_eq(weft__stack_pool_init(64 << 10, -1), 0);
+	struct weft__stack_cache spawner = { 0 }, other = { 0 };
+	struct weft__stack *burst[BURST];
+	take_fresh(&spawner, burst, BURST);
+	for (unsigned round = 0; round < 4 && weft__stack_depot_hungry(); round++) {
+		uint64_t before = weft__stack_pool_allocated();
+		weft__fault_every(4);
+		weft__stack_depot_fill();
+		weft__fault_every(0);
+		uint64_t made = weft__stack_pool_allocated() - before;
+		for (uint64_t i = 0; i < made; i++) {
+			struct weft__stack *s = weft__stack_get(&other);
+			cr_assert_not_null(s);
+			cr_assert(s->guarded && adv_write_faults(s->lo), "round %u stack %lu", round,
+				  (unsigned long)i);
+		}
+		cr_assert_eq(weft__stack_pool_allocated(), before + made, "the part made was handed out");
+	}
+	weft__stack_cache_flush(&other);
+	weft__stack_pool_fini();
+}
+#endif
