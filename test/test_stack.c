@@ -747,3 +747,29 @@ Test(stack_adv, a_fill_that_fails_part_way)
 	weft__stack_pool_fini();
 }
 #endif
+
+/* Bursts spawned by a coroutine (the spawner on a worker, the others
+ * filling when idle), 4 workers on few cores: every child runs and is
+ * joined (a lost wakeup hangs: the timeout fails it). */
+static void adv_burst_parent(void *arg)
+{
+	(void)arg;
+	static weft_co *kids[2000];
+	for (int round = 0; round < 30; round++) {
+		for (int i = 0; i < 2000; i++)
+			kids[i] = weft_spawn(adv_burst_co, NULL);
+		for (int i = 0; i < 2000; i++)
+			if (!kids[i] || weft_join(kids[i]) != 0)
+				abort();
+	}
+}
+
+Test(stack_adv, coroutine_bursts_with_fills_on_4_workers, .timeout = 120)
+{
+	for (int i = 0; i < 5; i++) {
+		atomic_store(&adv_ran, 0);
+		cr_assert_eq(weft_main(adv_burst_parent, NULL, &WEFT_CONFIG(.workers = 4)), 0);
+		cr_assert_eq(atomic_load(&adv_ran), 30 * 2000);
+		cr_assert_eq(weft__stack_pool_allocated(), 0);
+	}
+}
