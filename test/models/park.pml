@@ -601,7 +601,8 @@ top:
 		/* adv-parksw seed: the filler stays a counted spinner through
 		 * its fill, so publishers wake nobody while it fills.  spin
 		 * finds no error: the model cannot tell a wake delayed by a
-		 * whole fill from one on time (check.sh runs it as bug: fails) */
+		 * whole fill from one on time (check.sh runs it as `ok`, the
+		 * blind spot; design.md, "The stack pool") */
 		:: filling -> skip
 #endif
 		:: spinning ->
