@@ -1,12 +1,25 @@
 # SPDX-License-Identifier: MIT
 """Records and peers as the runner makes them, for the tests."""
 
+import os
 import stat
 import subprocess
+import unittest
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 from weftbench.peers import Peer
+
+
+def without_weft_env(case: unittest.TestCase) -> None:
+    """For the rest of case's test: an environment without WEFT_*, which
+    the fake libraries would otherwise see (CI runs the suite under
+    WEFT_IO=uring and WEFT_POLLER=worker)."""
+    keep = {k: v for k, v in os.environ.items() if not k.startswith("WEFT_")}
+    patch = mock.patch.dict(os.environ, keep, clear=True)
+    patch.start()
+    case.addCleanup(patch.stop)
 
 
 def peer(name: str) -> Peer:

@@ -13,7 +13,7 @@ from weftbench.peers import Peer
 from weftbench.targets import SCALE_TARGETS, verdicts
 from weftbench.variants import variant
 
-from .helpers import args, fake_weft
+from .helpers import args, fake_weft, without_weft_env
 
 
 def serve(peer, ctx, kind, port):
@@ -67,6 +67,9 @@ def results(dry=False):
 
 
 class Pollers(unittest.TestCase):
+    def setUp(self):
+        without_weft_env(self)
+
     def test_the_subject_is_the_first_mode(self):
         weft = Peer("weft", "weft", build=lambda ctx: None,
                     env=lambda w: {"WEFT_WORKERS": str(w)})

@@ -9,7 +9,7 @@ import unittest
 from weftbench import variants
 from weftbench.peers import Peer
 
-from .helpers import fake_weft
+from .helpers import fake_weft, without_weft_env
 
 # a library that knows every variable of the backends and can have
 # io_uring; $1 replaces the uring case (a sandbox that refuses it)
@@ -29,6 +29,9 @@ def go() -> Peer:
 
 
 class Backends(unittest.TestCase):
+    def setUp(self):
+        without_weft_env(self)
+
     def test_each_backend_beside_the_peers(self):
         with tempfile.TemporaryDirectory() as tmp:
             weft = fake_weft(tmp, LIBRARY % ":")
