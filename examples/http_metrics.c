@@ -5,6 +5,7 @@
  */
 #include "http_metrics.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +19,18 @@ static const char shed_answer[] =
 /* $WEFT_HTTP_SHED_MS in ns, read once; 0: never shed. */
 static int64_t shed_target(void)
 {
-	static int64_t target = -1; /* racy first reads compute the same value */
-	if (target < 0) {
+	/* first reads on several workers may race: each computes the same
+	 * value, stored and loaded atomically (relaxed: no other data) */
+	static _Atomic int64_t target = -1;
+	int64_t t = atomic_load_explicit(&target, memory_order_relaxed);
+	if (t < 0) {
 		const char *s = getenv("WEFT_HTTP_SHED_MS");
-		target = s ? strtoll(s, NULL, 10) * 1000000 : 0;
-		if (target < 0)
-			target = 0;
+		t = s ? strtoll(s, NULL, 10) * 1000000 : 0;
+		if (t < 0)
+			t = 0;
+		atomic_store_explicit(&target, t, memory_order_relaxed);
 	}
-	return target;
+	return t;
 }
 
 static bool write_all(int fd, const char *p, size_t n)
